@@ -1,0 +1,67 @@
+# arrayds: the two commands a newcomer runs are `make demo` and `make test`.
+# Both install everything they need first (system libraries with apt-get when
+# missing, a virtual environment in .venv, the package with its extras).
+
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip
+SYSTEM_PACKAGES := g++ cmake pkg-config libzstd-dev libbrotli-dev libsnappy-dev
+EXTRAS ?= test,ml
+
+.PHONY: demo test install system-deps native lint format bench docs clean sanitize
+
+demo: install
+	$(PY) examples/quickstart.py
+
+test: install
+	$(PY) -m ruff check arrayds tests examples benchmarks
+	$(PY) -m ruff format --check arrayds tests examples benchmarks
+	$(PY) -m pytest -q
+
+system-deps:
+	@missing=""; for p in $(SYSTEM_PACKAGES); do \
+	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing system packages:$$missing"; \
+	  SUDO=""; [ "$$(id -u)" -ne 0 ] && SUDO=sudo; \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq $$missing; \
+	fi
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+
+# The extension is built once here; after changing C++ run `make native`
+# (see docs/development.md).
+install: system-deps $(PY)
+	$(PIP) install -q scikit-build-core pybind11 ninja
+	$(PIP) install -q --no-build-isolation -e ".[$(EXTRAS)]"
+
+native: $(PY)
+	$(PIP) install -q --no-build-isolation --no-deps -e .
+
+lint: install
+	$(PY) -m ruff check arrayds tests examples benchmarks
+
+format:
+	$(PY) -m ruff format arrayds tests examples benchmarks
+	$(PY) -m ruff check --fix arrayds tests examples benchmarks
+
+bench: install
+	$(PIP) install -q -e ".[$(EXTRAS),bench]" --no-build-isolation
+	$(PY) benchmarks/run.py
+
+# AddressSanitizer + UndefinedBehaviorSanitizer build of the engine, then the
+# engine-level tests against it (docs/development.md).
+sanitize: install
+	$(PIP) install -q --no-build-isolation --no-deps -e . \
+	  -Ccmake.define.ARRAYDS_SANITIZE=ON -Cbuild-dir=build/sanitize
+	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
+	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	LD_PRELOAD="$$(g++ -print-file-name=libasan.so) $$(g++ -print-file-name=libubsan.so)" \
+	  $(PY) -m pytest -q -p no:cacheprovider tests/arrayrecord
+	$(PIP) install -q --no-build-isolation --no-deps -e .
+
+clean:
+	rm -rf build $(VENV) .pytest_cache .hypothesis
