@@ -26,13 +26,15 @@ layer registers one, every path is treated as an ArrayRecord file (or a glob of 
 from __future__ import annotations
 
 import bisect
+import functools
 import glob as _glob
 import os
 import re
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
+from concurrent.futures import wait as futures_wait
 from dataclasses import dataclass
 from itertools import islice
 from typing import TYPE_CHECKING, Any, SupportsIndex, Union
@@ -191,6 +193,10 @@ def _index_array(key: Any, n: int, name: str) -> np.ndarray:
     if lo < 0:
         idx = np.where(idx < 0, idx + n, idx)
     return idx
+
+
+def _no_read(i: int) -> bytes:  # placeholder for _read1 on several-file sources
+    raise AssertionError("unreachable: _fast_len is 0 for several files")
 
 
 def _raise_closed(what: str) -> Callable[..., Any]:
@@ -418,6 +424,7 @@ class ArrayRecordReader:
         self._path = _fspath(path, "ArrayRecordReader")
         self._closed = True
         self._n = 0
+        self._inflight: set[Future[list[bytes]]] = set()
         self._set_closed_callables()
         self._options = parse_reader_options(options, f"ArrayRecordReader({self._path!r})")
         self._storage_options = dict(storage_options) if storage_options else None
@@ -690,7 +697,13 @@ class ArrayRecordReader:
         try:
             while pos < stop:
                 if pending is not None:
-                    batch = pending.result()
+                    try:
+                        batch = pending.result()
+                    except CancelledError:
+                        self._check_open()  # cancelled by close(): "... is closed"
+                        raise
+                    finally:
+                        self._inflight.discard(pending)
                     pending = None
                     end = pending_stop
                 else:
@@ -705,10 +718,12 @@ class ArrayRecordReader:
                 if background and pos < stop:
                     pending_stop = min(stop, pos + count)
                     pending = _prefetcher().submit(self._read_range, pos, pending_stop)
+                    self._inflight.add(pending)
                 yield from batch
         finally:
             if pending is not None:
                 pending.cancel()
+                self._inflight.discard(pending)
 
     # -- lifecycle
 
@@ -719,6 +734,11 @@ class ArrayRecordReader:
             return
         self._closed = True
         self._set_closed_callables()
+        # Let readahead that is already decoding finish before the engine closes.
+        inflight = list(self._inflight)
+        for f in inflight:
+            f.cancel()
+        futures_wait(inflight)
         self._native.close()
 
     def ok(self) -> bool:
@@ -763,6 +783,7 @@ def _unpickle_reader(
         r._cursor = cursor
         r._options = parse_reader_options(options)
         r._storage_options = storage_options
+        r._inflight = set()
         r._set_closed_callables()
         return r
     r = ArrayRecordReader(path, options, storage_options=storage_options)
@@ -978,12 +999,21 @@ class ArrayRecordDataSource:
         return counts
 
     def _setup_fast_path(self) -> None:
-        # src[i] on a one-file source goes straight to the engine's read(i): the first
-        # call opens the reader (once per process) and installs its read function.
+        # src[i] goes straight to the engine's read(i) of the right file: each file's
+        # slot starts as an opener that opens the reader (once per process), installs
+        # the reader's read function in the slot and reads.
         self._shards_or_pending = self._shards
         self._single = len(self._shards) == 1
         self._single_offset = self._shards[0].start if self._single else 0
-        self._read1: Callable[[int], bytes] = self._open_then_read1
+        # 0 disables the one-file fast path in __getitem__ (several files, or decoding).
+        self._fast_len = self._len if self._single and self._decode is None else 0
+        self._local_shift = [
+            s.start - b for s, b in zip(self._shards, self._begins_list, strict=True)
+        ]
+        self._read_fns: list[Callable[[int], bytes]] = [
+            functools.partial(self._open_then_read, k) for k in range(len(self._shards))
+        ]
+        self._read1: Callable[[int], bytes] = self._read_fns[0] if self._single else _no_read
 
     def _reader(self, k: int) -> ArrayRecordReader:
         r = self._readers[k]
@@ -1002,15 +1032,17 @@ class ArrayRecordDataSource:
                     self._readers[k] = r
         return r
 
-    def _open_then_read1(self, i: int) -> bytes:
-        read = self._reader(0)._read_one
-        self._read1 = read
+    def _open_then_read(self, k: int, i: int) -> bytes:
+        read = self._reader(k)._read_one
+        self._read_fns[k] = read
+        if k == 0 and self._single:
+            self._read1 = read
         return read(i)
 
     def _forget_readers(self) -> None:
         self._readers = [None] * len(self._shards)
         self._lock = threading.Lock()
-        self._read1 = self._open_then_read1
+        self._setup_fast_path()
 
     # -- the sequence protocol
 
@@ -1018,9 +1050,8 @@ class ArrayRecordDataSource:
         return self._len
 
     def __getitem__(self, key: Any) -> Any:
-        if type(key) is int and self._single and 0 <= key < self._len:
-            if self._decode is None:
-                return self._read1(key + self._single_offset)
+        if type(key) is int and 0 <= key < self._fast_len:
+            return self._read1(key + self._single_offset)
         if isinstance(key, (list, tuple, np.ndarray)):
             return self.__getitems__(key)
         if isinstance(key, slice):
@@ -1039,11 +1070,8 @@ class ArrayRecordDataSource:
                 f"ArrayRecordDataSource: record index {key.__index__()} is out of range for "
                 f"{n} records"
             )
-        if self._single:
-            rec = self._read1(i + self._single_offset)
-        else:
-            k = bisect.bisect_right(self._ends_list, i)
-            rec = self._reader(k)._read_one(i - self._begins_list[k] + self._shards[k].start)
+        k = bisect.bisect_right(self._ends_list, i) if not self._single else 0
+        rec = self._read_fns[k](i + self._local_shift[k])
         return rec if self._decode is None else self._decode(rec)
 
     def __getitems__(self, indices: Sequence[SupportsIndex] | np.ndarray) -> list[Any]:
@@ -1117,7 +1145,7 @@ class ArrayRecordDataSource:
         """Close the open files. The source stays usable: files reopen when read."""
         with self._lock:
             readers, self._readers = self._readers, [None] * len(self._shards)
-            self._read1 = self._open_then_read1
+            self._setup_fast_path()
         for r in readers:
             if r is not None:
                 r.close()
@@ -1130,7 +1158,7 @@ class ArrayRecordDataSource:
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        for key in ("_readers", "_lock", "_read1", "_shards_or_pending"):
+        for key in ("_readers", "_lock", "_read1", "_read_fns", "_shards_or_pending"):
             state.pop(key, None)
         return state
 
