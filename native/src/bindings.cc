@@ -1,0 +1,719 @@
+// The pybind11 module arrayds._native. It converts arguments, allocates the Python
+// objects, and releases the GIL around all I/O, decoding and encoding. The engine
+// itself (riegeli/, compress/, arrayrecord/) knows nothing about Python.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "arrayrecord/options.h"
+#include "arrayrecord/reader.h"
+#include "arrayrecord/writer.h"
+#include "compress/compressor.h"
+#include "errors.h"
+#include "riegeli/highway_hash.h"
+
+namespace py = pybind11;
+using namespace arrayds;
+
+namespace {
+
+PyObject* g_corruption_error = nullptr;  // the module keeps it alive
+
+// ---- buffers
+
+std::string type_name_of(PyObject* obj) { return Py_TYPE(obj)->tp_name; }
+
+// A read-only contiguous view of a bytes-like object (copied when not contiguous).
+// Must be created and destroyed with the GIL held.
+class BufferView {
+ public:
+  BufferView() = default;
+  BufferView(const BufferView&) = delete;
+  BufferView& operator=(const BufferView&) = delete;
+  BufferView(BufferView&& o) noexcept { *this = std::move(o); }
+  BufferView& operator=(BufferView&& o) noexcept {
+    if (this != &o) {
+      release();
+      view_ = o.view_;
+      held_ = o.held_;
+      copy_ = std::move(o.copy_);
+      data_ = o.data_;
+      size_ = o.size_;
+      o.held_ = false;
+    }
+    return *this;
+  }
+  ~BufferView() { release(); }
+
+  // what: "record", "data", ... for the TypeError message.
+  void acquire(PyObject* obj, const char* what) {
+    release();
+    if (PyBytes_CheckExact(obj)) {  // fast path; the caller keeps obj alive
+      data_ = reinterpret_cast<const uint8_t*>(PyBytes_AS_STRING(obj));
+      size_ = static_cast<size_t>(PyBytes_GET_SIZE(obj));
+      return;
+    }
+    if (PyUnicode_Check(obj)) {
+      throw py::type_error(std::string(what) +
+                           " must be a bytes-like object (bytes, bytearray, memoryview, numpy "
+                           "array), not str; encode it first");
+    }
+    if (!PyObject_CheckBuffer(obj)) {
+      throw py::type_error(std::string(what) +
+                           " must be a bytes-like object (bytes, bytearray, memoryview, numpy "
+                           "array), not '" + type_name_of(obj) + "'");
+    }
+    if (PyObject_GetBuffer(obj, &view_, PyBUF_SIMPLE) == 0) {
+      held_ = true;
+      data_ = static_cast<const uint8_t*>(view_.buf);
+      size_ = static_cast<size_t>(view_.len);
+      return;
+    }
+    PyErr_Clear();
+    if (PyObject_GetBuffer(obj, &view_, PyBUF_FULL_RO) != 0) throw py::error_already_set();
+    held_ = true;
+    const size_t n = static_cast<size_t>(view_.len);
+    copy_.resize(n);
+    if (n != 0 && PyBuffer_ToContiguous(copy_.data(), &view_, view_.len, 'C') != 0) {
+      throw py::error_already_set();
+    }
+    release_view();
+    data_ = copy_.data();
+    size_ = n;
+  }
+
+  const uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  void release_view() {
+    if (held_) {
+      PyBuffer_Release(&view_);
+      held_ = false;
+    }
+  }
+  void release() {
+    release_view();
+    data_ = nullptr;
+    size_ = 0;
+  }
+  Py_buffer view_{};
+  bool held_ = false;
+  ByteBuffer copy_;
+  const uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+// Keeps a Python buffer alive for a MemorySource; released under the GIL.
+struct PyBufferHolder {
+  py::object owner;
+  BufferView view;
+  ~PyBufferHolder() {
+    py::gil_scoped_acquire gil;
+    view = BufferView();
+    owner = py::object();
+  }
+};
+
+py::bytes new_bytes(const uint8_t* data, uint64_t size) {
+  PyObject* b = PyBytes_FromStringAndSize(reinterpret_cast<const char*>(data),
+                                          static_cast<Py_ssize_t>(size));
+  if (b == nullptr) throw py::error_already_set();
+  return py::reinterpret_steal<py::bytes>(b);
+}
+
+// A bytes object of the given size whose contents are filled later (without the GIL,
+// before anyone else can see it).
+py::bytes uninitialized_bytes(uint64_t size) {
+  if (size > static_cast<uint64_t>(PY_SSIZE_T_MAX)) throw std::bad_alloc();
+  PyObject* b = PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(size));
+  if (b == nullptr) throw py::error_already_set();
+  return py::reinterpret_steal<py::bytes>(b);
+}
+
+uint8_t* bytes_data(const py::bytes& b) {
+  return reinterpret_cast<uint8_t*>(PyBytes_AS_STRING(b.ptr()));
+}
+
+std::string fspath(const py::handle& path) {
+  py::object p = py::module_::import("os").attr("fspath")(path);
+  if (PyBytes_Check(p.ptr())) return std::string(py::bytes(p));
+  return p.cast<std::string>();
+}
+
+// Locks a mutex; if another thread holds it, waits with the GIL released.
+class GilAwareLock {
+ public:
+  explicit GilAwareLock(std::mutex& mu) : lock_(mu, std::try_to_lock) {
+    if (!lock_.owns_lock()) {
+      py::gil_scoped_release release;
+      lock_.lock();
+    }
+  }
+
+ private:
+  std::unique_lock<std::mutex> lock_;
+};
+
+// ---- indices
+
+[[noreturn]] void index_error(int64_t i, uint64_t n, const std::string& name) {
+  throw IndexOutOfRange("record index " + std::to_string(i) + " is out of range for " +
+                        std::to_string(n) + " records in " + name);
+}
+
+template <typename T>
+void append_ints(const Py_buffer& v, std::vector<uint64_t>& out, uint64_t n,
+                 const std::string& name) {
+  const Py_ssize_t count = v.shape ? v.shape[0] : v.len / v.itemsize;
+  const Py_ssize_t stride = v.strides ? v.strides[0] : v.itemsize;
+  const char* p = static_cast<const char*>(v.buf);
+  out.reserve(out.size() + static_cast<size_t>(count));
+  for (Py_ssize_t k = 0; k < count; ++k, p += stride) {
+    T x;
+    std::memcpy(&x, p, sizeof(T));
+    if (x < 0 || static_cast<uint64_t>(x) >= n) index_error(static_cast<int64_t>(x), n, name);
+    out.push_back(static_cast<uint64_t>(x));
+  }
+}
+
+template <>
+void append_ints<uint64_t>(const Py_buffer& v, std::vector<uint64_t>& out, uint64_t n,
+                           const std::string& name) {
+  const Py_ssize_t count = v.shape ? v.shape[0] : v.len / v.itemsize;
+  const Py_ssize_t stride = v.strides ? v.strides[0] : v.itemsize;
+  const char* p = static_cast<const char*>(v.buf);
+  out.reserve(out.size() + static_cast<size_t>(count));
+  for (Py_ssize_t k = 0; k < count; ++k, p += stride) {
+    uint64_t x;
+    std::memcpy(&x, p, 8);
+    if (x >= n) index_error(x > INT64_MAX ? -1 : static_cast<int64_t>(x), n, name);
+    out.push_back(x);
+  }
+}
+
+// Tries to read a 1-d array of native integers through the buffer protocol.
+bool indices_from_buffer(PyObject* obj, std::vector<uint64_t>& out, uint64_t n,
+                         const std::string& name) {
+  if (!PyObject_CheckBuffer(obj) || PyBytes_Check(obj) || PyByteArray_Check(obj)) return false;
+  Py_buffer v;
+  if (PyObject_GetBuffer(obj, &v, PyBUF_RECORDS_RO) != 0) {
+    PyErr_Clear();
+    return false;
+  }
+  struct Release {
+    Py_buffer* v;
+    ~Release() { PyBuffer_Release(v); }
+  } release{&v};
+  if (v.ndim != 1 || v.format == nullptr) return false;
+  const char* f = v.format;
+  if (*f == '@' || *f == '=' || *f == '<') ++f;
+  if (f[0] == 0 || f[1] != 0) return false;
+  const bool is_signed = std::strchr("bhilqn", f[0]) != nullptr;
+  const bool is_unsigned = std::strchr("BHILQN", f[0]) != nullptr;
+  if (!is_signed && !is_unsigned) return false;
+  switch (v.itemsize) {
+    case 1:
+      is_signed ? append_ints<int8_t>(v, out, n, name) : append_ints<uint8_t>(v, out, n, name);
+      return true;
+    case 2:
+      is_signed ? append_ints<int16_t>(v, out, n, name) : append_ints<uint16_t>(v, out, n, name);
+      return true;
+    case 4:
+      is_signed ? append_ints<int32_t>(v, out, n, name) : append_ints<uint32_t>(v, out, n, name);
+      return true;
+    case 8:
+      is_signed ? append_ints<int64_t>(v, out, n, name) : append_ints<uint64_t>(v, out, n, name);
+      return true;
+    default:
+      return false;
+  }
+}
+
+std::vector<uint64_t> parse_indices(const py::handle& obj, uint64_t n, const std::string& name) {
+  std::vector<uint64_t> out;
+  if (indices_from_buffer(obj.ptr(), out, n, name)) return out;
+  PyObject* seq = PySequence_Fast(obj.ptr(), "indices must be a sequence of integers or a "
+                                             "1-d integer numpy array");
+  if (seq == nullptr) throw py::error_already_set();
+  py::object hold = py::reinterpret_steal<py::object>(seq);
+  const Py_ssize_t count = PySequence_Fast_GET_SIZE(seq);
+  PyObject** items = PySequence_Fast_ITEMS(seq);
+  out.reserve(static_cast<size_t>(count));
+  for (Py_ssize_t k = 0; k < count; ++k) {
+    PyObject* item = items[k];
+    if (PyFloat_Check(item) || PyBool_Check(item) || !PyIndex_Check(item)) {
+      throw py::type_error("indices must be integers, not '" + type_name_of(item) + "'");
+    }
+    int overflow = 0;
+    const long long x = PyLong_AsLongLongAndOverflow(item, &overflow);
+    if (x == -1 && PyErr_Occurred()) throw py::error_already_set();
+    if (overflow != 0) index_error(overflow < 0 ? INT64_MIN : INT64_MAX, n, name);
+    if (x < 0 || static_cast<uint64_t>(x) >= n) index_error(x, n, name);
+    out.push_back(static_cast<uint64_t>(x));
+  }
+  return out;
+}
+
+// ---- the writer
+
+class PyWriter {
+ public:
+  PyWriter(const py::object& path, const std::string& options) {
+    const WriterOptions opts = WriterOptions::parse(options);
+    if (path.is_none()) {
+      writer_ = std::make_unique<Writer>(std::string(), true, opts);
+    } else {
+      writer_ = std::make_unique<Writer>(fspath(path), false, opts);
+    }
+  }
+
+  ~PyWriter() {
+    // Finish the file if close() was never called (Writer's destructor does it).
+    writer_.reset();
+  }
+
+  void write(const py::handle& record) {
+    BufferView view;
+    view.acquire(record.ptr(), "record");
+    GilAwareLock lock(mu_);
+    writer_->add_record(view.data(), view.size());
+    if (writer_->needs_pump()) {
+      py::gil_scoped_release release;
+      writer_->pump();
+    }
+  }
+
+  uint64_t write_many(const py::handle& records) {
+    // Views of up to kBatch records are taken with the GIL, then copied and encoded
+    // with one GIL release per batch.
+    constexpr size_t kBatchRecords = 16384;
+    constexpr size_t kBatchBytes = 64u << 20;
+    py::iterator it = py::iter(records);
+    std::vector<py::object> keep;
+    std::vector<BufferView> views;
+    uint64_t total = 0;
+    GilAwareLock lock(mu_);
+    for (;;) {
+      keep.clear();
+      views.clear();
+      size_t bytes = 0;
+      while (it != py::iterator::sentinel() && views.size() < kBatchRecords &&
+             bytes < kBatchBytes) {
+        py::object item = py::reinterpret_borrow<py::object>(*it);
+        ++it;
+        views.emplace_back();
+        views.back().acquire(item.ptr(), "record");
+        bytes += views.back().size();
+        keep.push_back(std::move(item));
+      }
+      if (views.empty()) break;
+      {
+        py::gil_scoped_release release;
+        for (const BufferView& v : views) {
+          writer_->add_record(v.data(), v.size());
+          if (writer_->needs_pump()) writer_->pump();
+        }
+      }
+      total += views.size();
+    }
+    return total;
+  }
+
+  void close() {
+    GilAwareLock lock(mu_);
+    py::gil_scoped_release release;
+    writer_->close();
+  }
+
+  py::bytes getvalue() {
+    GilAwareLock lock(mu_);
+    if (!value_) {
+      ByteBuffer data = writer_->take_memory();
+      value_ = new_bytes(data.data(), data.size());
+    }
+    return *value_;
+  }
+
+  bool is_open() const { return writer_->is_open(); }
+  uint64_t num_records() const { return writer_->num_records(); }
+  std::string options_string() const { return writer_->options_string(); }
+
+ private:
+  std::mutex mu_;
+  std::unique_ptr<Writer> writer_;
+  std::optional<py::bytes> value_;
+};
+
+// ---- the reader
+
+class PyReader {
+ public:
+  explicit PyReader(std::shared_ptr<ReaderCore> core) : core_(std::move(core)) {
+    name_ = core_->name();
+    num_records_ = core_->num_records();
+    num_chunks_ = core_->num_chunks();
+    group_size_ = core_->group_size();
+    writer_options_ = core_->writer_options();
+  }
+
+  static std::unique_ptr<PyReader> open(const py::object& path, const std::string& options) {
+    const ReaderOptions opts = ReaderOptions::parse(options);
+    const std::string p = fspath(path);
+    std::shared_ptr<ReaderCore> core;
+    {
+      py::gil_scoped_release release;
+      auto source = std::make_shared<FileSource>(p);
+      core = ReaderCore::open(std::move(source), opts);
+    }
+    return std::make_unique<PyReader>(std::move(core));
+  }
+
+  static std::unique_ptr<PyReader> from_bytes(const py::object& data, const std::string& name,
+                                              const std::string& options) {
+    const ReaderOptions opts = ReaderOptions::parse(options);
+    auto holder = std::make_shared<PyBufferHolder>();
+    holder->owner = data;
+    holder->view.acquire(data.ptr(), "data");
+    const uint8_t* p = holder->view.data();
+    const uint64_t n = holder->view.size();
+    std::shared_ptr<ReaderCore> core;
+    {
+      py::gil_scoped_release release;
+      auto source = std::make_shared<MemorySource>(name, p, n, std::move(holder));
+      core = ReaderCore::open(std::move(source), opts);
+    }
+    return std::make_unique<PyReader>(std::move(core));
+  }
+
+  static uint64_t footer_offset(const py::object& tail, uint64_t file_size,
+                                const std::string& name) {
+    BufferView v;
+    v.acquire(tail.ptr(), "tail");
+    py::gil_scoped_release release;
+    return ReaderCore::footer_offset_from_tail(v.data(), v.size(), file_size, name);
+  }
+
+  static std::unique_ptr<PyReader> from_footer(uint64_t file_size, uint64_t footer_offset,
+                                               const py::object& footer,
+                                               const std::string& name,
+                                               const std::string& options) {
+    const ReaderOptions opts = ReaderOptions::parse(options);
+    BufferView v;
+    v.acquire(footer.ptr(), "footer");
+    std::shared_ptr<ReaderCore> core;
+    {
+      py::gil_scoped_release release;
+      core = ReaderCore::from_footer(file_size, footer_offset, v.data(), v.size(), name, opts);
+    }
+    return std::make_unique<PyReader>(std::move(core));
+  }
+
+  uint64_t num_records() const { return num_records_; }
+  uint64_t num_chunks() const { return num_chunks_; }
+  uint64_t group_size() const { return group_size_; }
+  const std::optional<std::string>& writer_options_string() const { return writer_options_; }
+  const std::string& name() const { return name_; }
+  bool is_open() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return core_ != nullptr;
+  }
+  uint64_t file_size() { return core()->file_size(); }
+
+  void close() {
+    std::shared_ptr<ReaderCore> old;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      old = std::move(core_);
+    }
+    if (old) {
+      py::gil_scoped_release release;
+      old.reset();  // closes the file unless a read in another thread still uses it
+    }
+  }
+
+  py::bytes read(int64_t i) {
+    std::shared_ptr<ReaderCore> c = core();
+    if (i < 0 || static_cast<uint64_t>(i) >= c->num_records()) index_error(i, c->num_records(), name_);
+    const uint64_t chunk = c->chunk_of(static_cast<uint64_t>(i));
+    if (c->chunk_records(chunk) == 1) {
+      py::bytes out = uninitialized_bytes(c->chunk_decoded_size(chunk));
+      ChunkJob job;
+      job.chunk = chunk;
+      job.dst = bytes_data(out);
+      {
+        py::gil_scoped_release release;
+        c->run_one(job);
+      }
+      return out;
+    }
+    std::shared_ptr<const DecodedChunk> d;
+    {
+      py::gil_scoped_release release;
+      d = c->chunk(chunk);
+    }
+    const uint64_t k = static_cast<uint64_t>(i) - chunk * c->group_size();
+    return new_bytes(d->record(k), d->record_size(k));
+  }
+
+  py::list read_batch(const py::handle& indices) {
+    std::shared_ptr<ReaderCore> c = core();
+    std::vector<uint64_t> idx = parse_indices(indices, c->num_records(), name_);
+    return decode(*c, idx, nullptr, false);
+  }
+
+  py::list read_range(int64_t start, int64_t stop) {
+    std::shared_ptr<ReaderCore> c = core();
+    const uint64_t n = c->num_records();
+    if (start < 0 || stop < start || static_cast<uint64_t>(stop) > n) {
+      throw IndexOutOfRange("record range [" + std::to_string(start) + ", " +
+                            std::to_string(stop) + ") is out of range for " + std::to_string(n) +
+                            " records in " + name_);
+    }
+    std::vector<uint64_t> idx(static_cast<size_t>(stop - start));
+    for (size_t k = 0; k < idx.size(); ++k) idx[k] = static_cast<uint64_t>(start) + k;
+    return decode(*c, idx, nullptr, true);
+  }
+
+  py::list chunk_spans(const py::handle& indices) {
+    std::shared_ptr<ReaderCore> c = core_or_index();
+    std::vector<uint64_t> idx = parse_indices(indices, c->num_records(), name_);
+    for (uint64_t& i : idx) i = c->chunk_of(i);
+    const auto spans = c->spans_for_chunks(std::move(idx));
+    py::list out(spans.size());
+    for (size_t k = 0; k < spans.size(); ++k) {
+      out[k] = py::make_tuple(spans[k].first, spans[k].second);
+    }
+    return out;
+  }
+
+  py::list decode_spans(const py::handle& indices, const py::handle& spans) {
+    std::shared_ptr<ReaderCore> c = core_or_index();
+    std::vector<uint64_t> idx = parse_indices(indices, c->num_records(), name_);
+    std::vector<Span> parts;
+    std::vector<BufferView> views;
+    py::list items = py::list(py::iter(spans));
+    views.resize(items.size());
+    for (size_t k = 0; k < items.size(); ++k) {
+      py::tuple t = items[k].cast<py::tuple>();
+      if (t.size() != 2) throw py::value_error("spans must be (begin, bytes) pairs");
+      const uint64_t begin = t[0].cast<uint64_t>();
+      views[k].acquire(t[1].ptr(), "span data");
+      parts.push_back(Span{begin, views[k].data(), views[k].size()});
+    }
+    return decode(*c, idx, &parts, false);
+  }
+
+ private:
+  std::shared_ptr<ReaderCore> core() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!core_) throw ClosedError("ArrayRecordReader(" + name_ + ") is closed");
+    return core_;
+  }
+  std::shared_ptr<ReaderCore> core_or_index() { return core(); }
+
+  // Records idx (each < num_records) as a list of bytes, decoded in parallel.
+  // spans: decode from these instead of the file. consecutive: idx is a range.
+  py::list decode(ReaderCore& c, const std::vector<uint64_t>& idx, std::vector<Span>* spans,
+                  bool consecutive) {
+    py::list out(idx.size());
+    if (idx.empty()) return out;
+    const uint64_t g = c.group_size();
+    if (g == 1) {
+      // One record per chunk: decode straight into bytes objects.
+      std::vector<size_t> order(idx.size());
+      for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+      if (!consecutive) {
+        std::sort(order.begin(), order.end(),
+                  [&](size_t a, size_t b) { return idx[a] < idx[b]; });
+      }
+      std::vector<ChunkJob> jobs;
+      std::vector<py::bytes> objs;
+      jobs.reserve(idx.size());
+      objs.reserve(idx.size());
+      std::vector<size_t> slot(idx.size());
+      for (size_t k = 0; k < order.size(); ++k) {
+        const uint64_t chunk = idx[order[k]];
+        if (jobs.empty() || jobs.back().chunk != chunk) {
+          objs.push_back(uninitialized_bytes(c.chunk_decoded_size(chunk)));
+          ChunkJob j;
+          j.chunk = chunk;
+          j.dst = bytes_data(objs.back());
+          jobs.push_back(std::move(j));
+        }
+        slot[order[k]] = objs.size() - 1;
+      }
+      {
+        py::gil_scoped_release release;
+        if (spans) {
+          c.run_jobs_from_spans(jobs, std::move(*spans));
+        } else {
+          c.run_jobs(jobs);
+        }
+      }
+      for (size_t k = 0; k < idx.size(); ++k) {
+        PyObject* o = objs[slot[k]].ptr();
+        Py_INCREF(o);
+        PyList_SET_ITEM(out.ptr(), static_cast<Py_ssize_t>(k), o);
+      }
+      return out;
+    }
+    std::vector<uint64_t> ids;
+    ids.reserve(idx.size());
+    for (uint64_t i : idx) ids.push_back(i / g);
+    std::sort(ids.begin(), ids.end());
+    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+    std::vector<std::shared_ptr<const DecodedChunk>> decoded;
+    {
+      py::gil_scoped_release release;
+      if (spans) {
+        std::vector<ChunkJob> jobs(ids.size());
+        for (size_t k = 0; k < ids.size(); ++k) jobs[k].chunk = ids[k];
+        c.run_jobs_from_spans(jobs, std::move(*spans));
+        decoded.resize(ids.size());
+        for (size_t k = 0; k < ids.size(); ++k) decoded[k] = std::move(jobs[k].decoded);
+      } else {
+        decoded = c.chunks(ids);
+      }
+    }
+    size_t pos = 0;
+    for (size_t k = 0; k < idx.size(); ++k) {
+      const uint64_t chunk = idx[k] / g;
+      if (ids[pos] != chunk) {
+        pos = static_cast<size_t>(std::lower_bound(ids.begin(), ids.end(), chunk) - ids.begin());
+      }
+      const DecodedChunk& d = *decoded[pos];
+      const uint64_t r = idx[k] - chunk * g;
+      PyObject* b = PyBytes_FromStringAndSize(reinterpret_cast<const char*>(d.record(r)),
+                                              static_cast<Py_ssize_t>(d.record_size(r)));
+      if (b == nullptr) throw py::error_already_set();
+      PyList_SET_ITEM(out.ptr(), static_cast<Py_ssize_t>(k), b);
+    }
+    return out;
+  }
+
+  std::mutex mu_;
+  std::shared_ptr<ReaderCore> core_;
+  std::string name_;
+  uint64_t num_records_ = 0, num_chunks_ = 0, group_size_ = 0;
+  std::optional<std::string> writer_options_;
+};
+
+// ---- module-level functions
+
+uint64_t py_highway_hash(const py::handle& data, const py::object& key) {
+  BufferView v;
+  v.acquire(data.ptr(), "data");
+  HighwayKey k = kRiegeliKey;
+  if (!key.is_none()) {
+    py::sequence seq = key.cast<py::sequence>();
+    if (seq.size() != 4) throw py::value_error("key must be 4 unsigned 64-bit integers");
+    for (size_t i = 0; i < 4; ++i) k.k[i] = seq[i].cast<uint64_t>();
+  }
+  if (v.size() < (1u << 16)) return highway_hash64(k, v.data(), v.size());
+  py::gil_scoped_release release;
+  return highway_hash64(k, v.data(), v.size());
+}
+
+void translate(std::exception_ptr p) {
+  try {
+    if (p) std::rethrow_exception(p);
+  } catch (const CorruptionError& e) {
+    PyErr_SetString(g_corruption_error, e.what());
+  } catch (const FormatError& e) {
+    PyErr_SetString(g_corruption_error, e.what());
+  } catch (const UnsupportedError& e) {
+    PyErr_SetString(PyExc_NotImplementedError, e.what());
+  } catch (const OptionsError& e) {
+    PyErr_SetString(PyExc_ValueError, e.what());
+  } catch (const ClosedError& e) {
+    PyErr_SetString(PyExc_ValueError, e.what());
+  } catch (const UsageError& e) {
+    PyErr_SetString(PyExc_ValueError, e.what());
+  } catch (const IndexOutOfRange& e) {
+    PyErr_SetString(PyExc_IndexError, e.what());
+  } catch (const IoError& e) {
+    PyObject* args = Py_BuildValue("(isO&)", e.error_number(), e.what(),
+                                   PyUnicode_DecodeFSDefault, e.filename().c_str());
+    if (args != nullptr) {
+      PyErr_SetObject(PyExc_OSError, args);
+      Py_DECREF(args);
+    }
+  }
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_native, m) {
+  m.doc() = "arrayds native ArrayRecord engine (internal; use arrayds.ArrayRecordReader/Writer)";
+
+  g_corruption_error = PyErr_NewExceptionWithDoc(
+      "arrayds._native.CorruptionError",
+      "A damaged or invalid ArrayRecord file (the message names the file and the byte "
+      "position).",
+      PyExc_OSError, nullptr);
+  if (g_corruption_error == nullptr) throw py::error_already_set();
+  m.attr("CorruptionError") = py::handle(g_corruption_error);  // the module holds a reference
+  py::register_exception_translator(&translate);
+
+  m.def("codecs", [] {
+    py::dict d;
+    d["uncompressed"] = true;
+    d["zstd"] = codec_available(Compression::kZstd);
+    d["brotli"] = codec_available(Compression::kBrotli);
+    d["snappy"] = codec_available(Compression::kSnappy);
+    return d;
+  }, "Which codecs this build can read and write.");
+  m.def("highway_hash", &py_highway_hash, py::arg("data"), py::arg("key") = py::none(),
+        "HighwayHash-64 of data; key: four 64-bit words (default: the Riegeli key).");
+  m.def("highway_hash_implementation", [] { return std::string(highway_hash_implementation()); });
+  m.def("_highway_hash_force_portable", &highway_hash_force_portable, py::arg("force"),
+        "Testing aid: use the portable HighwayHash even where AVX2 is available.");
+  m.def("canonical_writer_options",
+        [](const std::string& options) { return WriterOptions::parse(options).canonical(); },
+        py::arg("options"),
+        "The canonical options string the writer stores for `options` (ValueError if invalid).");
+  m.def("check_reader_options", [](const std::string& options) { ReaderOptions::parse(options); },
+        py::arg("options"), "Raises ValueError if `options` is not a valid reader options string.");
+
+  py::class_<PyWriter>(m, "Writer")
+      .def(py::init<const py::object&, const std::string&>(), py::arg("path"),
+           py::arg("options") = "")
+      .def("write", &PyWriter::write, py::arg("record"))
+      .def("write_many", &PyWriter::write_many, py::arg("records"))
+      .def("close", &PyWriter::close)
+      .def("getvalue", &PyWriter::getvalue)
+      .def("is_open", &PyWriter::is_open)
+      .def("num_records", &PyWriter::num_records)
+      .def("options_string", &PyWriter::options_string);
+
+  py::class_<PyReader>(m, "Reader")
+      .def(py::init(&PyReader::open), py::arg("path"), py::arg("options") = "")
+      .def_static("from_bytes", &PyReader::from_bytes, py::arg("data"),
+                  py::arg("name") = "<memory>", py::arg("options") = "")
+      .def_static("footer_offset", &PyReader::footer_offset, py::arg("tail"),
+                  py::arg("file_size"), py::arg("name") = "<remote>")
+      .def_static("from_footer", &PyReader::from_footer, py::arg("file_size"),
+                  py::arg("footer_offset"), py::arg("footer"), py::arg("name") = "<remote>",
+                  py::arg("options") = "")
+      .def("num_records", &PyReader::num_records)
+      .def("num_chunks", &PyReader::num_chunks)
+      .def("group_size", &PyReader::group_size)
+      .def("writer_options_string", &PyReader::writer_options_string)
+      .def("name", &PyReader::name)
+      .def("is_open", &PyReader::is_open)
+      .def("file_size", &PyReader::file_size)
+      .def("read", &PyReader::read, py::arg("index"))
+      .def("read_batch", &PyReader::read_batch, py::arg("indices"))
+      .def("read_range", &PyReader::read_range, py::arg("start"), py::arg("stop"))
+      .def("chunk_spans", &PyReader::chunk_spans, py::arg("indices"))
+      .def("decode_spans", &PyReader::decode_spans, py::arg("indices"), py::arg("spans"))
+      .def("close", &PyReader::close);
+}
