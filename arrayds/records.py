@@ -1,0 +1,1070 @@
+"""Records datasets: sequences of objects stored as plain ArrayRecord shards.
+
+A records dataset is a node of kind ``"records"`` (docs/spec.md, "Records datasets"):
+a manifest naming the serializer, the group size, the compression and every shard
+with its record count, plus the shard files themselves, named the way TFDS and Grain
+expect (``<name>-<write id>.array_record-00000-of-00008``).  Opening reads the manifest
+only.  Shards are immutable: appending (``mode="a"``) adds new shards under a new
+write id and commits a new manifest atomically; replacing (``mode="w"``) commits a
+manifest that lists only new shards.
+
+* :func:`write_records` — a ``dask.bag.Bag`` (one shard per partition, one task each,
+  plus one commit task) or a list (``num_shards`` shards).  ``compute=False`` returns
+  a ``dask.delayed.Delayed``.  ``arrayds.to_arrayrecord`` dispatches here.
+* :func:`read_records` — a ``dask.bag.Bag`` with one partition per shard, in order,
+  decoded with the stored serializer.  ``arrayds.from_arrayrecord`` dispatches here.
+* :func:`open_records` — a :class:`RecordsDataset` handle (counts, shard paths,
+  ``to_bag()``, ``data_source()``).
+* :func:`data_source` — an :class:`arrayds.ArrayRecordDataSource` with global random
+  access across the shards (``ArrayRecordDataSource(url)`` does the same through the
+  resolver registered here).
+
+Example:
+    >>> import os, tempfile, numpy as np
+    >>> from arrayds import records
+    >>> url = os.path.join(tempfile.mkdtemp(), "train")
+    >>> items = [{"id": i, "x": np.full(3, i, dtype=np.float32)} for i in range(10)]
+    >>> ds = records.write_records(items, url, num_shards=2)
+    >>> ds
+    RecordsDataset(..., 10 records in 2 shards, serializer='msgpack')
+    >>> records.read_records(url).compute(scheduler="sync")[3]["x"]
+    array([3., 3., 3.], dtype=float32)
+    >>> src = records.data_source(url, decode=True)
+    >>> len(src), src[7]["id"]
+    (10, 7)
+"""
+
+from __future__ import annotations
+
+import contextvars
+import os
+import re
+import secrets
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import islice
+from typing import TYPE_CHECKING, Any
+
+from . import serializers as _ser
+from .arrayrecord import (
+    ArrayRecordDataSource,
+    ArrayRecordReader,
+    ArrayRecordWriter,
+    CorruptionError,
+    _register_source_resolver,
+    _ResolvedSource,
+    _Shard,
+)
+from .dataset import ensure_parents, register_node_type
+from .manifest import FORMAT, FORMAT_VERSION, parse_node, register_kind
+from .serializers import Serializer, SerializerSpec
+from .store import MANIFEST, Store, check_component, new_write_id
+
+if TYPE_CHECKING:  # pragma: no cover
+    import dask.bag
+    from dask.delayed import Delayed
+
+__all__ = [
+    "RecordsDataset",
+    "ShardInfo",
+    "data_source",
+    "is_records",
+    "open_records",
+    "read_records",
+    "write_from_sources",
+    "write_records",
+]
+
+KIND = "records"
+_ENCODE_BATCH = 4096
+_MODES = ("w-", "w", "a")
+
+
+# ----------------------------------------------------------------- storage helpers
+
+
+def _locate(
+    url: str, component: str | None, storage_options: Mapping[str, Any] | None
+) -> tuple[Store, str]:
+    """-> (store of the dataset root, node name inside it)."""
+    if isinstance(url, os.PathLike):
+        url = os.fspath(url)
+    if not isinstance(url, str):
+        raise TypeError(f"a records dataset URL must be a str or path, got {type(url).__name__}")
+    return Store.get(url, storage_options), check_component(component)
+
+
+def _write_stream(store: Store, node: str, name: str, batches: Iterable[list[bytes]], options: str):
+    """Write one immutable shard from batches of records -> (writer options, count, size).
+
+    Local disks: built under a temporary name and renamed into place (a shard name
+    never holds a half-written file); elsewhere the writer uploads the whole object
+    at ``close()``.  A failure removes what was written.
+    """
+    final = store.path(node, name)
+    if store.local:
+        os.makedirs(os.path.dirname(final), exist_ok=True)
+        target = f"{final}.{secrets.token_hex(6)}.tmp"
+        so = None
+    else:
+        target = store.url_of(node, name)
+        so = store.storage_options
+    count = 0
+    try:
+        with ArrayRecordWriter(target, options, storage_options=so) as w:
+            for batch in batches:
+                count += w.write_many(batch)
+        if store.local:
+            os.replace(target, final)
+            size = os.path.getsize(final)
+        else:
+            size = int(store.fs.size(final))
+    except BaseException:
+        try:
+            if store.local:
+                os.unlink(target)
+            else:
+                store.fs.rm_file(final)
+        except Exception:  # noqa: BLE001 - best effort: an orphan shard is harmless
+            pass
+        raise
+    return w.options_string(), count, size
+
+
+def _ancestors(node: str) -> list[str]:
+    """``"a/b/c"`` -> ``["", "a", "a/b"]``; the root has none."""
+    if not node:
+        return []
+    parts = node.split("/")
+    return ["/".join(parts[:i]) for i in range(len(parts))]
+
+
+def _check_parents(store: Store, node: str) -> None:
+    """Every existing ancestor of ``node`` must be a group (checked before writing;
+    the commit creates the missing ones with :func:`arrayds.dataset.ensure_parents`)."""
+    for parent in _ancestors(node):
+        man = store.read_manifest(parent)
+        if man is not None and man.get("kind") != "group":
+            raise ValueError(
+                f"cannot put records dataset {node!r} under {store.display(parent)}: it is a "
+                f"{man.get('kind')!r} node, not a group"
+            )
+
+
+# ----------------------------------------------------------------------- manifest
+
+
+@dataclass(frozen=True)
+class ShardInfo:
+    """One shard of a records dataset, as the manifest lists it.
+
+    Serialized as ``{"path", "records", "bytes", "data_bytes", "options"}``.
+    """
+
+    path: str
+    """File name, relative to the dataset's node folder."""
+    num_records: int
+    file_size: int = 0
+    """Size of the shard file in bytes."""
+    data_bytes: int = 0
+    """Total size of the encoded records, before compression."""
+    options: str = ""
+    """Canonical ArrayRecord writer options of the file."""
+
+    @property
+    def name(self) -> str:
+        return self.path
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "records": self.num_records,
+            "bytes": self.file_size,
+            "data_bytes": self.data_bytes,
+            "options": self.options,
+        }
+
+    @classmethod
+    def from_json(cls, obj: Any, where: str) -> ShardInfo:
+        try:
+            path = obj["path"]
+            n = obj["records"]
+        except (KeyError, TypeError):
+            raise CorruptionError(
+                f"{where}: a records shard entry lacks 'path'/'records': {obj!r}"
+            ) from None
+        if (
+            not isinstance(path, str)
+            or not path
+            or "/" in path
+            or "\\" in path
+            or path in (".", "..")
+            or not isinstance(n, int)
+            or isinstance(n, bool)
+            or n < 0
+        ):
+            raise CorruptionError(f"{where}: invalid records shard entry {obj!r}")
+        return cls(
+            path,
+            n,
+            int(obj.get("bytes", 0)),
+            int(obj.get("data_bytes", 0)),
+            str(obj.get("options", "")),
+        )
+
+
+@dataclass
+class RecordsManifest:
+    """The manifest of a records node (docs/spec.md, "Records datasets")."""
+
+    serializer: str
+    group_size: int
+    compression: str
+    shards: list[ShardInfo]
+    attrs: dict[str, Any] = field(default_factory=dict)
+    generation: int = 0
+    commit: str = ""
+
+    kind = KIND
+
+    @property
+    def num_records(self) -> int:
+        return sum(s.num_records for s in self.shards)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "kind": KIND,
+            "generation": self.generation,
+            "commit": self.commit,
+            "attrs": self.attrs,
+            "serializer": self.serializer,
+            "group_size": self.group_size,
+            "compression": self.compression,
+            "num_records": self.num_records,
+            "shards": [s.to_json() for s in self.shards],
+        }
+
+    @classmethod
+    def from_json(cls, man: Mapping[str, Any], where: str) -> RecordsManifest:
+        if man.get("kind") != KIND:
+            raise ValueError(
+                f"{where} is a {man.get('kind', 'unknown')!r} node, not a records dataset"
+            )
+        if man.get("format") != FORMAT:
+            raise CorruptionError(f"{where}: not an arrayds manifest ({MANIFEST})")
+        version = man.get("format_version")
+        if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+            raise CorruptionError(f"{where}: manifest format_version {version!r} is invalid")
+        if version > FORMAT_VERSION:
+            raise NotImplementedError(
+                f"{where}: dataset format version {version} is newer than this arrayds "
+                f"supports ({FORMAT_VERSION}); upgrade arrayds"
+            )
+        ser = man.get("serializer")
+        raw_shards = man.get("shards")
+        if not isinstance(ser, str) or not isinstance(raw_shards, list):
+            raise CorruptionError(
+                f"{where}: a records manifest needs a 'serializer' string and a 'shards' list"
+            )
+        shards = [ShardInfo.from_json(s, where) for s in raw_shards]
+        total = man.get("num_records")
+        if total is not None and total != sum(s.num_records for s in shards):
+            raise CorruptionError(
+                f"{where}: the manifest says num_records={total} but its shards hold "
+                f"{sum(s.num_records for s in shards)}"
+            )
+        group_size = man.get("group_size", 1)
+        gen = man.get("generation", 0)
+        attrs = man.get("attrs", {})
+        if not isinstance(group_size, int) or group_size < 1:
+            raise CorruptionError(f"{where}: bad group_size {group_size!r}")
+        if not isinstance(gen, int) or gen < 0:
+            raise CorruptionError(f"{where}: bad generation {gen!r}")
+        if not isinstance(attrs, dict):
+            raise CorruptionError(f"{where}: manifest field 'attrs' must be an object")
+        return cls(
+            ser,
+            group_size,
+            str(man.get("compression", "")),
+            shards,
+            dict(attrs),
+            gen,
+            str(man.get("commit", "")),
+        )
+
+
+register_kind(KIND, RecordsManifest.from_json)
+
+
+def _load(
+    url: str, component: str | None, storage_options: Mapping[str, Any] | None
+) -> tuple[Store, str, RecordsManifest]:
+    store, node = _locate(url, component, storage_options)
+    man = store.read_manifest(node)
+    where = store.display(node)
+    if man is None:
+        raise FileNotFoundError(f"no records dataset at {where} (no {MANIFEST})")
+    return store, node, RecordsManifest.from_json(man, where)
+
+
+def is_records(
+    url: str, component: str | None = None, *, storage_options: Mapping[str, Any] | None = None
+) -> bool:
+    """True when ``url`` (+ ``component``) is a records dataset.
+
+    Example:
+        >>> import tempfile
+        >>> from arrayds import records
+        >>> records.is_records(tempfile.mkdtemp())
+        False
+    """
+    try:
+        store, node = _locate(url, component, storage_options)
+        man = store.read_manifest(node)
+    except (OSError, ValueError):
+        return False
+    return man is not None and man.get("kind") == KIND
+
+
+# ------------------------------------------------------------------------- writing
+
+
+def _writer_options(compression: str, group_size: int) -> str:
+    if not isinstance(group_size, int) or isinstance(group_size, bool) or group_size < 1:
+        raise ValueError(f"group_size must be a positive integer, got {group_size!r}")
+    if not isinstance(compression, str):
+        raise TypeError(f"compression must be a str such as 'zstd:3', got {compression!r}")
+    keys = [p.split(":", 1)[0].strip() for p in compression.split(",") if p.strip()]
+    if "group_size" in keys:
+        raise ValueError("give the group size with group_size=, not inside compression=")
+    return ",".join(p for p in (f"group_size:{group_size}", compression.strip()) if p)
+
+
+def _shard_stem(store: Store, node: str, write_id: str) -> str:
+    base = (node or store.root).rstrip("/").replace("\\", "/").rsplit("/", 1)[-1]
+    base = re.sub(r"[^A-Za-z0-9_.-]+", "_", base).strip("._") or "records"
+    return f"{base}-{write_id}"
+
+
+def _shard_name(stem: str, index: int, total: int) -> str:
+    return f"{stem}.array_record-{index:05d}-of-{total:05d}"
+
+
+@dataclass(frozen=True)
+class _WritePlan:
+    """Everything a shard-writing task needs (picklable)."""
+
+    store: Store
+    node: str
+    write_id: str
+    stem: str
+    total: int
+    options: str
+    serializer: Serializer | None  # None: auto, decided per partition
+
+    @property
+    def where(self) -> str:
+        return self.store.display(self.node)
+
+
+def _encode_items(
+    items: Iterable[Any], ser: Serializer, partition: int, where: str
+) -> Iterable[list[bytes]]:
+    """Yield batches of encoded records; TypeError naming partition and item index."""
+    encode = ser.encode
+    it = iter(items)
+    index = 0
+    while True:
+        batch = list(islice(it, _ENCODE_BATCH))
+        if not batch:
+            return
+        out: list[bytes] = []
+        try:
+            for obj in batch:
+                out.append(encode(obj))
+                index += 1
+        except (TypeError, ValueError, OverflowError, AttributeError) as exc:
+            raise TypeError(
+                f"records dataset {where}: item {index} of partition {partition} cannot be "
+                f"encoded with the {ser.name!r} serializer: {exc}"
+            ) from exc
+        yield out
+
+
+def _write_shard(items: Iterable[Any], partition: int, plan: _WritePlan) -> dict[str, Any]:
+    """Task: encode one partition and write it as shard ``partition``."""
+    ser = plan.serializer
+    if ser is None:
+        items = list(items)
+        ser = _ser.choose_auto(items)
+        chosen: str | None = ser.name if items else None
+    else:
+        chosen = ser.name
+    name = _shard_name(plan.stem, partition, plan.total)
+    nbytes = 0
+
+    def batches() -> Iterable[list[bytes]]:
+        nonlocal nbytes
+        for batch in _encode_items(items, ser, partition, plan.where):
+            nbytes += sum(map(len, batch))
+            yield batch
+
+    options, count, size = _write_stream(plan.store, plan.node, name, batches(), plan.options)
+    return {"shard": ShardInfo(name, count, size, nbytes, options), "serializer": chosen}
+
+
+def _reencode_as_msgpack(plan: _WritePlan, info: ShardInfo) -> ShardInfo:
+    """Rewrite a raw-encoded shard of a mixed ``auto`` write as msgpack (rare path)."""
+    st = plan.store
+    so = None if st.local else st.storage_options
+    with ArrayRecordReader(st.url_of(plan.node, info.name), storage_options=so) as r:
+        recs = r.read_all()
+    encoded = [_ser.MSGPACK.encode(b) for b in recs]
+    options, count, size = _write_stream(st, plan.node, info.name, [encoded], plan.options)
+    return ShardInfo(info.name, count, size, sum(map(len, encoded)), options)
+
+
+def _commit(
+    results: list[dict[str, Any]],
+    plan: _WritePlan,
+    mode: str,
+    compression: str,
+    group_size: int,
+    attrs: dict[str, Any] | None,
+    expected_serializer: str | None,
+) -> dict[str, Any]:
+    """Task: check the node again, resolve ``auto``, write the manifest atomically."""
+    shards = [r["shard"] for r in results]
+    if expected_serializer is not None:
+        ser_name = expected_serializer
+    else:
+        chosen = {r["serializer"] for r in results if r["serializer"] is not None}
+        if len(chosen) > 1:
+            # auto chose raw for some partitions (all bytes) and msgpack for others:
+            # re-encode the raw ones so the whole dataset has one serializer
+            ser_name = "msgpack"
+            shards = [
+                _reencode_as_msgpack(plan, s) if r["serializer"] == "raw" else s
+                for s, r in zip(shards, results, strict=True)
+            ]
+        else:
+            ser_name = chosen.pop() if chosen else "msgpack"
+    current = plan.store.read_manifest(plan.node)
+    if mode == "w-" and current is not None:
+        plan.store.remove_files(plan.node, [s.name for s in shards])
+        raise FileExistsError(f"records dataset {plan.where} already exists (mode='w-')")
+    if mode == "a" and current is not None:
+        old = RecordsManifest.from_json(current, plan.where)
+        if old.serializer != ser_name:
+            raise ValueError(
+                f"records dataset {plan.where} now uses the {old.serializer!r} serializer; "
+                f"cannot append records encoded with {ser_name!r}"
+            )
+        man = old
+        man.shards = [*old.shards, *shards]
+        if attrs:
+            man.attrs.update(attrs)
+    else:
+        man = RecordsManifest(ser_name, group_size, compression, shards, dict(attrs or {}))
+    gen = current.get("generation", 0) if current is not None else -1
+    man.generation = (gen if isinstance(gen, int) and gen >= 0 else 0) + 1
+    man.commit = plan.write_id
+    out = man.to_json()
+    ensure_parents(plan.store, plan.node)
+    plan.store.write_manifest(plan.node, out)
+    if mode == "w" and current is not None:
+        _remove_replaced(plan.store, plan.node, current)
+    return out
+
+
+def _remove_replaced(store: Store, node: str, old: Mapping[str, Any]) -> None:
+    """After ``mode="w"`` replaced a node: remove what only the old node used."""
+    try:
+        if old.get("kind") == KIND:
+            old_rec = RecordsManifest.from_json(old, store.display(node))
+            store.remove_files(node, [s.path for s in old_rec.shards])
+        else:
+            from . import dataset
+
+            dataset._remove_node_contents(store, node, parse_node(old, store.display(node)))
+    except Exception:  # noqa: BLE001 - best effort: leftovers are orphans, never visible
+        pass
+
+
+def _prepare(
+    url: str,
+    component: str | None,
+    mode: str,
+    compression: str,
+    group_size: int,
+    serializer: SerializerSpec,
+    storage_options: Mapping[str, Any] | None,
+    total: int,
+) -> tuple[_WritePlan, str | None]:
+    if mode not in _MODES:
+        raise ValueError(
+            f"mode must be one of {', '.join(map(repr, _MODES))} for records, got {mode!r}"
+        )
+    store, node = _locate(url, component, storage_options)
+    where = store.display(node)
+    options = _writer_options(compression, group_size)
+    ser = _ser.resolve_for_write(serializer)
+    _check_parents(store, node)
+    current = store.read_manifest(node)
+    expected: str | None = None
+    if current is not None:
+        if mode == "w-":
+            raise FileExistsError(
+                f"{where} already exists (mode='w-'); use mode='w' to replace it or 'a' to append"
+            )
+        if mode == "a":
+            old = RecordsManifest.from_json(current, where)
+            if ser is None:
+                ser = _ser.resolve_for_read(
+                    old.serializer, allow_pickle=old.serializer == "pickle", where=where
+                )
+            elif ser.name != old.serializer:
+                raise ValueError(
+                    f"records dataset {where} uses the {old.serializer!r} serializer; "
+                    f"cannot append with {ser.name!r}"
+                )
+    if ser is not None:
+        expected = ser.name
+    write_id = new_write_id()
+    stem = _shard_stem(store, node, write_id)
+    return _WritePlan(store, node, write_id, stem, total, options, ser), expected
+
+
+def write_records(
+    data: dask.bag.Bag | Sequence[Any],
+    url: str,
+    component: str | None = None,
+    *,
+    mode: str = "w-",
+    compression: str = "zstd:3",
+    group_size: int = 1,
+    serializer: SerializerSpec = "auto",
+    num_shards: int | None = None,
+    attrs: Mapping[str, Any] | None = None,
+    compute: bool = True,
+    storage_options: Mapping[str, Any] | None = None,
+    progress: bool = False,
+) -> RecordsDataset | Delayed:
+    """Write a bag (one shard per partition) or a list (``num_shards`` shards).
+
+    Each shard is written by its own task; one final task commits the manifest, so
+    nothing is visible until every shard succeeded.  ``mode``: ``"w-"`` create
+    (``FileExistsError`` if present), ``"w"`` replace, ``"a"`` append new shards (the
+    serializer must match the dataset's).  ``serializer``: ``"auto"`` (raw for bytes,
+    msgpack otherwise), ``"raw"``, ``"msgpack"``, ``"json"``, ``"pickle"``, a registered
+    name, a :class:`arrayds.serializers.Serializer` or an ``(encode, decode)`` pair.
+    An item the serializer cannot encode is a ``TypeError`` naming the partition and
+    the item index, and nothing is committed.
+
+    Returns a :class:`RecordsDataset`, or with ``compute=False`` a
+    ``dask.delayed.Delayed`` whose result is the committed manifest (a dict).
+
+    Example:
+        >>> import os, tempfile, dask.bag as db
+        >>> from arrayds import records
+        >>> url = os.path.join(tempfile.mkdtemp(), "words")
+        >>> bag = db.from_sequence([b"a", b"b", b"c", b"d"], npartitions=2)
+        >>> records.write_records(bag, url).serializer
+        'raw'
+        >>> records.write_records([b"e"], url, mode="a").num_shards
+        3
+        >>> records.read_records(url).compute(scheduler="sync")
+        [b'a', b'b', b'c', b'd', b'e']
+    """
+    import dask.bag as db
+    from dask.delayed import delayed
+    from dask.highlevelgraph import HighLevelGraph
+
+    if num_shards is not None and (
+        not isinstance(num_shards, int) or isinstance(num_shards, bool) or num_shards < 1
+    ):
+        raise ValueError(f"num_shards must be a positive integer, got {num_shards!r}")
+    is_bag = _is_bag(data)
+    if is_bag:
+        if num_shards is not None and num_shards != data.npartitions:
+            data = data.repartition(npartitions=num_shards)
+        total = data.npartitions
+    elif isinstance(data, Sequence) and not isinstance(data, str | bytes | bytearray):
+        items = list(data)
+        total = num_shards or 1
+        if serializer == "auto" and mode != "a":
+            serializer = _ser.choose_auto(items)
+    else:
+        raise TypeError(
+            f"write_records needs a dask.bag.Bag or a list of records, got {type(data).__name__}"
+        )
+    plan, expected = _prepare(
+        url, component, mode, compression, group_size, serializer, storage_options, total
+    )
+    token = plan.stem
+    if is_bag:
+        from dask.base import get_scheduler
+
+        # One task per partition that computes the partition and writes its shard
+        # (fused with the bag's own tasks, so partitions never travel between workers).
+        wname = f"write-records-{token}"
+        layer = {(wname, k): (_write_shard, (data.name, k), k, plan) for k in range(total)}
+        graph = HighLevelGraph.from_collections(wname, layer, dependencies=[data])
+        writes = db.Bag(graph, wname, total).to_delayed(optimize_graph=True)
+        scheduler = get_scheduler(collections=[data])
+    else:
+        bounds = [len(items) * k // total for k in range(total + 1)]
+        writes = [
+            delayed(_write_shard, pure=False)(
+                delayed(
+                    items[bounds[k] : bounds[k + 1]], name=f"records-{token}-{k}", traverse=False
+                ),
+                k,
+                plan,
+                dask_key_name=f"write-records-{token}-{k}",
+            )
+            for k in range(total)
+        ]
+        scheduler = None
+    return _finish(
+        writes, plan, mode, compression, group_size, attrs, expected, compute, scheduler, progress
+    )
+
+
+def _finish(
+    writes: list[Any],
+    plan: _WritePlan,
+    mode: str,
+    compression: str,
+    group_size: int,
+    attrs: Mapping[str, Any] | None,
+    expected: str | None,
+    compute: bool,
+    scheduler: Any,
+    progress: bool,
+) -> RecordsDataset | Delayed:
+    """Add the commit task after the shard tasks; compute it unless ``compute=False``."""
+    import dask
+    from dask.delayed import delayed
+
+    committed = delayed(_commit, pure=False)(
+        writes,
+        plan,
+        mode,
+        compression,
+        group_size,
+        dict(attrs) if attrs else None,
+        expected,
+        dask_key_name=f"commit-records-{plan.stem}",
+    )
+    if not compute:
+        return committed
+    if progress:
+        from dask.diagnostics import ProgressBar
+
+        with ProgressBar():
+            man = dask.compute(committed, scheduler=scheduler)[0]
+    else:
+        man = dask.compute(committed, scheduler=scheduler)[0]
+    return RecordsDataset._from_manifest(plan.store, plan.node, man)
+
+
+def _write_from_source(source: Any, args: tuple[Any, ...], partition: int, plan: _WritePlan):
+    """Task: stream the items ``source(*args)`` yields into shard ``partition``."""
+    return _write_shard(source(*args), partition, plan)
+
+
+def write_from_sources(
+    sources: Sequence[tuple[Any, tuple[Any, ...]]],
+    url: str,
+    component: str | None = None,
+    *,
+    mode: str = "w-",
+    compression: str = "zstd:3",
+    group_size: int = 1,
+    serializer: SerializerSpec = "raw",
+    attrs: Mapping[str, Any] | None = None,
+    compute: bool = True,
+    storage_options: Mapping[str, Any] | None = None,
+    progress: bool = False,
+    scheduler: Any = None,
+) -> RecordsDataset | Delayed:
+    """Write shard ``k`` from the iterable ``sources[k][0](*sources[k][1])``, streaming.
+
+    One task per source (it produces and writes its items in constant memory) plus
+    one commit task; the building block of :mod:`arrayds.convert`.  ``serializer`` is
+    ``"raw"`` by default; with ``"auto"`` each task materializes its items to choose.
+
+    Example:
+        >>> import os, tempfile
+        >>> from arrayds import records
+        >>> url = os.path.join(tempfile.mkdtemp(), "squares")
+        >>> ds = records.write_from_sources(
+        ...     [(range, (0, 3)), (range, (3, 5))], url, serializer="msgpack"
+        ... )
+        >>> [s.num_records for s in ds.shards], list(ds.data_source(decode=True))
+        ([3, 2], [0, 1, 2, 3, 4])
+    """
+    from dask.delayed import delayed
+
+    sources = list(sources)
+    if not sources:
+        raise ValueError("write_from_sources needs at least one source")
+    plan, expected = _prepare(
+        url, component, mode, compression, group_size, serializer, storage_options, len(sources)
+    )
+    writes = [
+        delayed(_write_from_source, pure=False)(
+            fn, tuple(args), k, plan, dask_key_name=f"write-records-{plan.stem}-{k}"
+        )
+        for k, (fn, args) in enumerate(sources)
+    ]
+    return _finish(
+        writes, plan, mode, compression, group_size, attrs, expected, compute, scheduler, progress
+    )
+
+
+def _is_bag(obj: Any) -> bool:
+    try:
+        import dask.bag as db
+    except ImportError:  # pragma: no cover - dask is an extra
+        return False
+    return isinstance(obj, db.Bag)
+
+
+# ------------------------------------------------------------------------- reading
+
+
+def _read_shard(store: Store, node: str, name: str, expected: int, decode: Any) -> list[Any]:
+    """Task: every record of one shard, decoded (one batched engine read)."""
+    reader = store.shard_reader(node, name)
+    n = reader.num_records()
+    if n != expected:
+        raise CorruptionError(
+            f"records shard {store.url_of(node, name)} holds {n} records, the manifest of "
+            f"{store.display(node)} says {expected}"
+        )
+    recs = reader.read_all()
+    if decode is None:
+        return recs
+    return [decode(b) for b in recs]
+
+
+class RecordsDataset:
+    """An open records dataset: its manifest, shards and readers.
+
+    ``len(ds)`` is the number of records; nothing but the manifest is read to open
+    it.  ``ds.shard_paths`` are the shard files in order (give them to Grain or the
+    official ``ArrayRecordDataSource``); ``ds.to_bag()`` and ``ds.data_source()``
+    read it.
+
+    Example:
+        >>> import os, tempfile
+        >>> from arrayds import records
+        >>> url = os.path.join(tempfile.mkdtemp(), "r")
+        >>> _ = records.write_records([{"a": 1}, {"a": 2}], url)
+        >>> ds = records.open_records(url)
+        >>> len(ds), ds.serializer, [os.path.basename(p)[-21:] for p in ds.shard_paths]
+        (2, 'msgpack', ['record-00000-of-00001'])
+    """
+
+    def __init__(
+        self,
+        url: str,
+        component: str | None = None,
+        *,
+        storage_options: Mapping[str, Any] | None = None,
+        allow_pickle: bool = False,
+        serializer: SerializerSpec | None = None,
+    ) -> None:
+        store, node, man = _load(url, component, storage_options)
+        self._init(store, node, man)
+        self._allow_pickle = allow_pickle
+        self._override = serializer
+
+    @classmethod
+    def _from_manifest(cls, store: Store, node: str, man: dict[str, Any]) -> RecordsDataset:
+        return cls._from_parsed(store, node, RecordsManifest.from_json(man, store.display(node)))
+
+    @classmethod
+    def _from_parsed(cls, store: Store, node: str, man: RecordsManifest) -> RecordsDataset:
+        self = cls.__new__(cls)
+        self._init(store, node, man)
+        self._allow_pickle = False
+        self._override = None
+        return self
+
+    def _init(self, store: Store, node: str, man: RecordsManifest) -> None:
+        self._store = store
+        self._node = node
+        self.url = store.display(node)
+        self._manifest = man
+
+    @property
+    def serializer(self) -> str:
+        """Name of the stored serializer."""
+        return self._manifest.serializer
+
+    @property
+    def compression(self) -> str:
+        return self._manifest.compression
+
+    @property
+    def group_size(self) -> int:
+        return self._manifest.group_size
+
+    @property
+    def attrs(self) -> dict[str, Any]:
+        return self._manifest.attrs
+
+    @property
+    def shards(self) -> list[ShardInfo]:
+        return list(self._manifest.shards)
+
+    @property
+    def num_shards(self) -> int:
+        return len(self._manifest.shards)
+
+    @property
+    def num_records(self) -> int:
+        return self._manifest.num_records
+
+    def __len__(self) -> int:
+        return self._manifest.num_records
+
+    @property
+    def shard_paths(self) -> list[str]:
+        """Full paths/URLs of the shard files, in dataset order."""
+        return [self._store.url_of(self._node, s.name) for s in self._manifest.shards]
+
+    def decoder(self) -> Serializer:
+        """The serializer that decodes this dataset's records (pickle gate applied)."""
+        return _ser.resolve_for_read(
+            self.serializer,
+            override=self._override,
+            allow_pickle=self._allow_pickle,
+            where=self.url,
+        )
+
+    def to_bag(self, *, decode: bool = True) -> dask.bag.Bag:
+        """A ``dask.bag.Bag``, one partition (one task) per shard, in order."""
+        import dask.bag as db
+        from dask.base import tokenize
+        from dask.highlevelgraph import HighLevelGraph
+
+        dec = self.decoder().decode if decode else None
+        shards = self._manifest.shards
+        name = "read-records-" + tokenize(
+            self._store.canonical_url,
+            self._node,
+            [(s.name, s.num_records) for s in shards],
+            self.serializer,
+            decode,
+        )
+        dsk = {
+            (name, k): (_read_shard, self._store, self._node, s.name, s.num_records, dec)
+            for k, s in enumerate(shards)
+        }
+        graph = HighLevelGraph.from_collections(name, dsk, dependencies=[])
+        return db.Bag(graph, name, len(shards))
+
+    def data_source(
+        self,
+        *,
+        decode: bool = False,
+        reader_options: Mapping[str, str] | str | None = None,
+    ) -> ArrayRecordDataSource:
+        """Random access across all shards (see :func:`data_source`)."""
+        token = _RESOLVE_WITH.set(
+            {"allow_pickle": self._allow_pickle, "serializer": self._override}
+        )
+        try:
+            return ArrayRecordDataSource(
+                self.url,
+                reader_options,
+                storage_options=self._store.storage_options or None,
+                decode=decode,
+            )
+        finally:
+            _RESOLVE_WITH.reset(token)
+
+    def __repr__(self) -> str:
+        return (
+            f"RecordsDataset({self.url!r}, {self.num_records} records in "
+            f"{self.num_shards} shards, serializer={self.serializer!r})"
+        )
+
+    def _repr_html_(self) -> str:
+        import html
+
+        rows = "".join(
+            f"<tr><td>{html.escape(s.name)}</td><td>{s.num_records}</td><td>{s.file_size}</td></tr>"
+            for s in self._manifest.shards[:20]
+        )
+        more = (
+            f"<tr><td colspan=3>... {self.num_shards - 20} more</td></tr>"
+            if self.num_shards > 20
+            else ""
+        )
+        return (
+            f"<b>RecordsDataset</b> <code>{html.escape(self.url)}</code><br>"
+            f"{self.num_records} records, {self.num_shards} shards, serializer "
+            f"<code>{html.escape(self.serializer)}</code>, compression "
+            f"<code>{html.escape(self.compression)}</code>, group_size {self.group_size}"
+            f"<table><tr><th>shard</th><th>records</th><th>bytes</th></tr>{rows}{more}</table>"
+        )
+
+
+def open_records(
+    url: str,
+    component: str | None = None,
+    *,
+    storage_options: Mapping[str, Any] | None = None,
+    allow_pickle: bool = False,
+    serializer: SerializerSpec | None = None,
+) -> RecordsDataset:
+    """Open a records dataset (reads the manifest only).
+
+    Example:
+        >>> import os, tempfile
+        >>> from arrayds import records
+        >>> url = os.path.join(tempfile.mkdtemp(), "r")
+        >>> _ = records.write_records([b"x"] * 5, url, num_shards=2)
+        >>> ds = records.open_records(url)
+        >>> len(ds), [s.num_records for s in ds.shards]
+        (5, [2, 3])
+    """
+    return RecordsDataset(
+        url,
+        component,
+        storage_options=storage_options,
+        allow_pickle=allow_pickle,
+        serializer=serializer,
+    )
+
+
+def read_records(
+    url: str,
+    component: str | None = None,
+    *,
+    storage_options: Mapping[str, Any] | None = None,
+    allow_pickle: bool = False,
+    serializer: SerializerSpec | None = None,
+    decode: bool = True,
+) -> dask.bag.Bag:
+    """A ``dask.bag.Bag`` of a records dataset: one partition per shard, order preserved.
+
+    Items are decoded with the stored serializer (``decode=False``: the stored bytes).
+    A dataset written with ``pickle`` needs ``allow_pickle=True``; one written with an
+    unregistered ``(encode, decode)`` pair needs ``serializer=`` that pair.
+
+    Example:
+        >>> import os, tempfile
+        >>> from arrayds import records
+        >>> url = os.path.join(tempfile.mkdtemp(), "r")
+        >>> _ = records.write_records([[1, 2], [3]], url, serializer="json", num_shards=2)
+        >>> bag = records.read_records(url)
+        >>> bag.npartitions, bag.compute(scheduler="sync")
+        (2, [[1, 2], [3]])
+    """
+    ds = open_records(
+        url,
+        component,
+        storage_options=storage_options,
+        allow_pickle=allow_pickle,
+        serializer=serializer,
+    )
+    return ds.to_bag(decode=decode)
+
+
+def data_source(
+    url: str,
+    *,
+    decode: bool = False,
+    allow_pickle: bool = False,
+    serializer: SerializerSpec | None = None,
+    reader_options: Mapping[str, str] | str | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> ArrayRecordDataSource:
+    """Global random access over a records dataset's shards.
+
+    The same object as ``arrayds.ArrayRecordDataSource(url, decode=...)``; use this
+    function to pass ``allow_pickle=True`` (pickle datasets) or the ``serializer=``
+    pair of a dataset written with unregistered callables.  Record counts come from
+    the manifest, so no shard is opened until it is read.
+
+    Example:
+        >>> import os, tempfile
+        >>> from arrayds import records
+        >>> url = os.path.join(tempfile.mkdtemp(), "r")
+        >>> _ = records.write_records([{"i": i} for i in range(6)], url, num_shards=3)
+        >>> src = records.data_source(url, decode=True)
+        >>> len(src), src[4], [x["i"] for x in src[[5, 0]]]
+        (6, {'i': 4}, [5, 0])
+    """
+    ds = open_records(
+        url, storage_options=storage_options, allow_pickle=allow_pickle, serializer=serializer
+    )
+    return ds.data_source(decode=decode, reader_options=reader_options)
+
+
+# ------------------------------------------------- ArrayRecordDataSource resolver
+
+_RESOLVE_WITH: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
+    "arrayds_records_resolve_with", default=None
+)
+
+
+class _RefusedDecoder:
+    """Stands in for a decoder this process may not use (pickle without consent)."""
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+    def __call__(self, data: bytes) -> Any:
+        raise ValueError(self.message)
+
+
+def _resolve_source(path: str, storage_options: Mapping[str, Any] | None) -> _ResolvedSource | None:
+    """ArrayRecordDataSource hook: the shards and decoder of a records dataset URL."""
+    if any(c in path for c in "*?["):
+        return None
+    try:
+        store = Store(path, storage_options)  # not Store.get: plain files come through here
+        node = ""
+        man = store.read_manifest(node)
+    except (OSError, ValueError):
+        return None
+    if man is None or man.get("kind") != KIND:
+        return None
+    where = store.display(node)
+    m = RecordsManifest.from_json(man, where)
+    shards = [_Shard(store.url_of(node, s.name), 0, s.num_records) for s in m.shards]
+    ctx = _RESOLVE_WITH.get() or {}
+    try:
+        ser = _ser.resolve_for_read(
+            m.serializer,
+            override=ctx.get("serializer"),
+            allow_pickle=bool(ctx.get("allow_pickle")),
+            where=where,
+        )
+        decoder: Any = ser.decode
+    except ValueError as exc:
+        decoder = _RefusedDecoder(
+            f"{exc} (use arrayds.records.data_source(url, decode=True, allow_pickle=..., "
+            "serializer=...))"
+        )
+    if not shards:
+        raise ValueError(f"records dataset {where} has no shards yet")
+    return _ResolvedSource(shards, decoder)
+
+
+def _node_handle(store: Store, node: str, man: RecordsManifest, mode: str) -> RecordsDataset:
+    """``arrayds.open`` / ``Group[name]`` on a records node."""
+    return RecordsDataset._from_parsed(store, node, man)
+
+
+_register_source_resolver(_resolve_source)
+register_node_type(KIND, _node_handle)
