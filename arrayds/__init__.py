@@ -1,0 +1,45 @@
+"""arrayds: parallel array-and-records datasets on ArrayRecord files.
+
+The public names of the API contract (docs: shared/design/API.md). ArrayRecord files:
+
+>>> import os, tempfile, arrayds
+>>> path = os.path.join(tempfile.mkdtemp(), "hello.array_record")
+>>> with arrayds.ArrayRecordWriter(path) as w:
+...     w.write(b"hello")
+>>> arrayds.ArrayRecordReader(path)[0]
+b'hello'
+"""
+
+from . import convert as convert  # records datasets (issue 4)
+from . import records as records  # registers the "records" node kind
+from . import serializers as serializers
+from .api import from_arrayrecord, to_arrayrecord
+from .array import Array  # chunked N-d arrays (issue 3)
+from .arrayrecord import (
+    ArrayRecordDataSource,
+    ArrayRecordReader,
+    ArrayRecordWriter,
+    CorruptionError,
+    codecs,
+)
+from .dataset import Group, open, open_array, open_group
+from .tfrecord import read_jsonlines, read_tfrecord  # records input (issue 4)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ArrayRecordDataSource",
+    "ArrayRecordReader",
+    "ArrayRecordWriter",
+    "Array",
+    "CorruptionError",
+    "Group",
+    "codecs",
+    "from_arrayrecord",
+    "open",
+    "open_array",
+    "open_group",
+    "to_arrayrecord",
+    "read_jsonlines",
+    "read_tfrecord",
+]

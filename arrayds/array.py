@@ -1,0 +1,831 @@
+"""Chunked N-d arrays on ArrayRecord shards (API.md section 2).
+
+An :class:`Array` is a handle on one array node: its manifest (read once, at open)
+plus the store. Reading a selection:
+
+1. :func:`grid.parse_selection` and :func:`grid.plan_axis` turn the key into the
+   touched chunks along each axis (vectorized over chunks, slices where possible);
+2. :meth:`manifest.ShardTable.locate` maps all touched chunk coordinates to
+   (shard entry, record) at once;
+3. chunks are grouped by shard file; each group is **one** batched engine read
+   (decoded in parallel by the engine), groups run on a small thread pool;
+4. each record is decoded with ``np.frombuffer`` (no copy) and copied once into the
+   output. Chunks no shard covers are ``fill_value``.
+
+Writing (``a[sel] = v``, ``append``) builds the new chunks (reading partially covered
+ones first), writes them as one new immutable shard and commits a new manifest in
+which that shard's entries come last (they override older ones).
+
+>>> import arrayds, numpy as np
+>>> a = arrayds.open_array("memory://doc-array", mode="w", shape=(6, 4), dtype="i4", chunks=(4, 2))
+>>> a[1:5, 1] = 7
+>>> a[:, 1].tolist(), a.nchunks_initialized, a.nchunks
+([0, 7, 7, 7, 7, 0], 2, 4)
+>>> a.append(np.ones((3, 4), "i4"))
+(9, 4)
+>>> a.chunks
+((4, 4, 1), (2, 2))
+"""
+
+from __future__ import annotations
+
+import errno
+import html
+import itertools
+import math
+import threading
+from collections.abc import Callable, Iterator, MutableMapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .arrayrecord import ArrayRecordReader, CorruptionError
+from .grid import (
+    AxisGrid,
+    AxisPlan,
+    ChunkGrid,
+    Selection,
+    ortho_key,
+    parse_selection,
+    plan_axis,
+)
+from .manifest import ArrayManifest, CommitConflictError, ShardEntry, writer_options
+from .store import SHARD_DIR, SHARD_SUFFIX, Store, io_pool, new_write_id, read_records
+from .tensor import decode_chunk, encode_chunk
+
+__all__ = ["Array", "ArrayInfo", "Attributes"]
+
+WRITABLE_MODES = ("r+", "a", "w", "w-")
+
+
+# ------------------------------------------------------------------ attributes
+
+
+class Attributes(MutableMapping):
+    """User attributes of a node; every change is committed at once (a new
+    manifest), so set several keys with one :meth:`update`. In mode ``"r"`` changes
+    raise ``PermissionError``. Values must be JSON-serializable."""
+
+    def __init__(
+        self,
+        get: Callable[[], dict[str, Any]],
+        commit: Callable[[dict[str, Any]], None],
+        writable: bool,
+        what: str,
+    ) -> None:
+        self._get = get
+        self._commit = commit
+        self._writable = writable
+        self._what = what
+
+    def __getitem__(self, key: str) -> Any:
+        return self._get()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._get())
+
+    def __len__(self) -> int:
+        return len(self._get())
+
+    def _check(self) -> None:
+        if not self._writable:
+            raise PermissionError(f"{self._what} is open read-only (mode 'r'); attrs cannot change")
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self.update({key: value})
+
+    def __delitem__(self, key: str) -> None:
+        self._check()
+        new = dict(self._get())
+        del new[key]
+        self._commit(new)
+
+    def update(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
+        """Set several attributes with one commit."""
+        self._check()
+        new = dict(self._get())
+        new.update(*args, **kwargs)
+        for k in new:
+            if not isinstance(k, str):
+                raise TypeError(f"{self._what}: attribute names must be str, got {k!r}")
+        from .manifest import check_json_value
+
+        check_json_value(new, self._what)
+        self._commit(new)
+
+    def asdict(self) -> dict[str, Any]:
+        return dict(self._get())
+
+    def __repr__(self) -> str:
+        return f"Attributes({self._get()!r})"
+
+
+# -------------------------------------------------------------------- info
+
+
+@dataclass
+class ArrayInfo:
+    """What ``Array.info`` shows: (field, value) rows, printable and HTML."""
+
+    rows: list[tuple[str, str]]
+
+    def __repr__(self) -> str:
+        w = max(len(k) for k, _ in self.rows)
+        return "\n".join(f"{k:<{w}} : {v}" for k, v in self.rows)
+
+    def __str__(self) -> str:
+        return self.__repr__()
+
+    def _repr_html_(self) -> str:
+        body = "".join(
+            f"<tr><th style='text-align:left'>{html.escape(k)}</th>"
+            f"<td style='text-align:left'>{html.escape(v)}</td></tr>"
+            for k, v in self.rows
+        )
+        return f"<table>{body}</table>"
+
+    def __getitem__(self, key: str) -> str:
+        for k, v in self.rows:
+            if k == key:
+                return v
+        raise KeyError(key)
+
+
+def _fmt_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
+        n /= 1024
+    return f"{n} B"  # pragma: no cover
+
+
+# ------------------------------------------------------------------ helpers
+
+
+def _cartesian(arrays: Sequence[np.ndarray]) -> np.ndarray:
+    """(K, n) coordinates of the product of 1-d arrays, C order."""
+    n = len(arrays)
+    if n == 0:
+        return np.zeros((1, 0), dtype=np.int64)
+    grids = np.meshgrid(*arrays, indexing="ij")
+    return np.stack([g.reshape(-1) for g in grids], axis=1).astype(np.int64, copy=False)
+
+
+def _runs(sorted_ids: np.ndarray) -> list[tuple[int, int]]:
+    """Positions [a, b) of maximal runs of consecutive ids in an ascending array."""
+    if sorted_ids.size == 0:
+        return []
+    cut = np.flatnonzero(np.diff(sorted_ids) != 1) + 1
+    starts = np.concatenate([[0], cut])
+    stops = np.concatenate([cut, [sorted_ids.size]])
+    return [(int(a), int(b)) for a, b in zip(starts, stops, strict=False)]
+
+
+class _Plan:
+    """A selection mapped onto the chunk grid: per-axis plans, the touched chunk
+    coordinates (K, ndim) and their (entry, record) in the shard table."""
+
+    __slots__ = ("plans", "lens", "coords", "entry", "record", "multi", "sizes")
+
+    def __init__(self, m: ArrayManifest, sel: Selection) -> None:
+        axes = m.grid.axes
+        self.plans: list[AxisPlan] = [
+            plan_axis(ax, s) for ax, s in zip(axes, sel.axes, strict=False)
+        ]
+        self.lens = tuple(len(p.chunks) for p in self.plans)
+        self.coords = _cartesian([p.chunks for p in self.plans])
+        k = self.coords.shape[0]
+        self.entry, self.record = m.table.locate(self.coords)
+        self.multi = np.unravel_index(np.arange(k), self.lens) if self.lens else ()
+        self.sizes = [ax.size_of(p.chunks) for ax, p in zip(axes, self.plans, strict=False)]
+
+    @property
+    def k(self) -> int:
+        return self.coords.shape[0]
+
+    def index(self, k: int) -> tuple[int, ...]:
+        return tuple(int(m[k]) for m in self.multi)
+
+    def chunk_shape(self, idx: tuple[int, ...]) -> tuple[int, ...]:
+        return tuple(int(s[i]) for s, i in zip(self.sizes, idx, strict=False))
+
+    def local_key(self, idx: tuple[int, ...]) -> tuple[Any, ...]:
+        return ortho_key([p.local[i] for p, i in zip(self.plans, idx, strict=False)])
+
+    def out_key(self, idx: tuple[int, ...]) -> tuple[Any, ...]:
+        return ortho_key([p.out[i] for p, i in zip(self.plans, idx, strict=False)])
+
+    def full(self) -> np.ndarray:
+        f = np.ones(self.k, dtype=bool)
+        for p, m in zip(self.plans, self.multi, strict=False):
+            f &= p.full[m]
+        return f
+
+
+def _stack_entries(old: Sequence[ShardEntry], new: Sequence[ShardEntry]) -> list[ShardEntry]:
+    """Old entries (minus those a single new box hides completely) then the new ones."""
+    if not new:
+        return list(old)
+    kept = [e for e in old if not any(n.contains_box(e.start, e.stop) for n in new)]
+    return kept + list(new)
+
+
+# -------------------------------------------------------------------- Array
+
+
+class Array:
+    """A chunked N-d array stored as ArrayRecord shards (API.md section 2).
+
+    Open one with :func:`arrayds.open_array`, ``group[name]`` or
+    ``group.create_array``; write one from dask or numpy with
+    :func:`arrayds.to_arrayrecord`.
+
+    >>> import arrayds, numpy as np
+    >>> a = arrayds.open_array("memory://doc-array2", mode="w", shape=(4, 5),
+    ...                        dtype="f8", chunks=2, fill_value=np.nan)
+    >>> a[:2, :2] = 1.0
+    >>> a[0, ::2]
+    array([ 1., nan, nan])
+    >>> a.oindex[[0, 3], [1, 0]].shape
+    (2, 2)
+    """
+
+    def __init__(self, store: Store, node: str, manifest: ArrayManifest, mode: str = "r") -> None:
+        self._store = store
+        self._node = node
+        self._m = manifest
+        self._mode = mode
+        self._lock = threading.Lock()
+
+    # -- identity
+
+    @property
+    def store(self) -> Store:
+        return self._store
+
+    @property
+    def url(self) -> str:
+        """The dataset root URL this array was opened from."""
+        return self._store.url
+
+    @property
+    def path(self) -> str:
+        """The node name inside the dataset (``""`` for the root)."""
+        return self._node
+
+    @property
+    def name(self) -> str:
+        """``"/"`` plus the node name."""
+        return "/" + self._node
+
+    @property
+    def mode(self) -> str:
+        return self._mode
+
+    @property
+    def read_only(self) -> bool:
+        return self._mode not in WRITABLE_MODES
+
+    @property
+    def _what(self) -> str:
+        return f"array {self._store.display(self._node)!r}"
+
+    @property
+    def manifest(self) -> ArrayManifest:
+        """The manifest this handle reads (a snapshot taken at open or last commit)."""
+        return self._m
+
+    # -- metadata
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._m.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._m.dtype
+
+    @property
+    def ndim(self) -> int:
+        return self._m.ndim
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.itemsize
+
+    @property
+    def chunks(self) -> tuple[tuple[int, ...], ...]:
+        """Dask-style chunks: one tuple of chunk lengths per axis."""
+        return self._m.grid.chunks
+
+    @property
+    def grid(self) -> ChunkGrid:
+        return self._m.grid
+
+    @property
+    def chunk_shape(self) -> tuple[int, ...]:
+        """The nominal chunk shape (used for data added by :meth:`append`)."""
+        return self._m.chunk_shape
+
+    @property
+    def nchunks(self) -> int:
+        return self._m.grid.nchunks
+
+    @property
+    def nchunks_initialized(self) -> int:
+        """Chunks covered by some shard (the others read as ``fill_value``)."""
+        return self._m.table.covered_count(self._m.grid.grid_shape)
+
+    @property
+    def nshards(self) -> int:
+        """Shard entries in the manifest."""
+        return len(self._m.shards)
+
+    @property
+    def fill_value(self) -> Any:
+        """The value of chunks never written (a numpy scalar of ``dtype``)."""
+        return self._m.fill[()]
+
+    @property
+    def compression(self) -> str:
+        return self._m.compression
+
+    @property
+    def dims(self) -> tuple[str, ...] | None:
+        return self._m.dims
+
+    @property
+    def generation(self) -> int:
+        """Incremented by every commit to this array."""
+        return self._m.generation
+
+    @property
+    def attrs(self) -> Attributes:
+        return Attributes(
+            lambda: self._m.attrs,
+            self._commit_attrs,
+            not self.read_only,
+            self._what,
+        )
+
+    @property
+    def stored_bytes(self) -> int | None:
+        """Bytes of the shard files the manifest references (None if unknown)."""
+        sizes: dict[str, int] = {}
+        for e in self._m.shards:
+            if e.bytes is None:
+                return None
+            sizes[e.path] = e.bytes
+        return sum(sizes.values())
+
+    @property
+    def info(self) -> ArrayInfo:
+        """A summary table (prints as text, renders as HTML in Jupyter)."""
+        m = self._m
+        regular = all(
+            len(ax.runs) <= 1 or (len(ax.runs) == 2 and ax.runs[1][1] == 1) for ax in m.grid.axes
+        )
+        chunk_txt = str(m.chunk_shape) if regular else f"irregular {m.grid.chunks}"
+        if len(chunk_txt) > 200:
+            chunk_txt = chunk_txt[:200] + "..."
+        stored = self.stored_bytes
+        rows = [
+            ("Name", self.name),
+            ("URL", self._store.url),
+            ("Type", "arrayds.Array"),
+            ("Shape", str(self.shape)),
+            ("Dtype", f"{self.dtype} ({self.dtype.str})"),
+            ("Chunks", chunk_txt),
+            ("Chunk grid", str(m.grid.grid_shape)),
+            ("Chunks initialized", f"{self.nchunks_initialized}/{self.nchunks}"),
+            ("Fill value", repr(self.fill_value)),
+            ("Compression", m.compression),
+            ("Dims", str(m.dims)),
+            ("Shards", str(len({e.path for e in m.shards}))),
+            ("No. bytes", f"{self.nbytes} ({_fmt_bytes(self.nbytes)})"),
+        ]
+        if stored is not None:
+            rows.append(("Stored bytes", f"{stored} ({_fmt_bytes(stored)})"))
+            if stored:
+                rows.append(("Storage ratio", f"{self.nbytes / stored:.2f}"))
+        rows.append(("Generation", str(m.generation)))
+        rows.append(("Mode", self._mode))
+        if m.attrs:
+            rows.append(("Attributes", ", ".join(sorted(m.attrs))))
+        return ArrayInfo(rows)
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d array")
+        return self.shape[0]
+
+    def __repr__(self) -> str:
+        chunks = self._m.chunk_shape
+        return (
+            f"<arrayds.Array {self._store.display(self._node)!r} shape={self.shape} "
+            f"dtype={self.dtype} chunks={chunks} mode={self._mode!r}>"
+        )
+
+    def _repr_html_(self) -> str:
+        return (
+            f"<div><b>arrayds.Array</b> {html.escape(self._store.display(self._node))}</div>"
+            + self.info._repr_html_()
+        )
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        out = self[...]
+        return out if dtype is None else out.astype(dtype, copy=False)
+
+    # -- pickling: reopen from the URL, same manifest snapshot
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (
+            _restore_array,
+            (
+                self._store.url,
+                self._store.storage_options,
+                self._node,
+                self._mode,
+                self._m.to_json(),
+            ),
+        )
+
+    def refresh(self) -> Array:
+        """Re-read the manifest (see commits made by other writers); returns self."""
+        from .dataset import _read_array_manifest
+
+        self._m = _read_array_manifest(self._store, self._node)
+        return self
+
+    # -- reading
+
+    def __getitem__(self, key: Any) -> np.ndarray:
+        sel = parse_selection(key, self.shape, self._what)
+        return self._read(sel)
+
+    @property
+    def oindex(self) -> _OIndex:
+        """Orthogonal (outer) indexing: each index applies to its own axis
+        (``a.oindex[[0, 2], [1, 3]]`` is a 2x2 block); int arrays, bool arrays,
+        ints and slices may be mixed. Also assignable."""
+        return _OIndex(self)
+
+    def _read(self, sel: Selection, zero_copy: bool = False) -> np.ndarray:
+        m = self._m
+        dtype = m.dtype
+        work = sel.work_shape
+        if sel.size == 0:
+            return np.empty(sel.shape, dtype=dtype)
+        plan = _Plan(m, sel)
+        present = plan.entry >= 0
+        if zero_copy and plan.k == 1 and present[0] and plan.full()[0]:
+            got: list[np.ndarray] = []
+            self._fetch(plan, np.array([0]), lambda k, idx, chunk: got.append(chunk))
+            return got[0].reshape(sel.shape)
+        if not present.any():
+            return np.full(sel.shape, m.fill, dtype=dtype)
+        out = np.empty(work, dtype=dtype)
+        if not present.all():
+            for k in np.flatnonzero(~present):
+                out[plan.out_key(plan.index(int(k)))] = m.fill
+
+        def put(k: int, idx: tuple[int, ...], chunk: np.ndarray) -> None:
+            out[plan.out_key(idx)] = chunk[plan.local_key(idx)]
+
+        self._fetch(plan, np.flatnonzero(present), put)
+        return out.reshape(sel.shape)
+
+    def _reader(self, relpath: str) -> ArrayRecordReader:
+        try:
+            return self._store.shard_reader(self._node, relpath)
+        except FileNotFoundError:
+            raise FileNotFoundError(
+                errno.ENOENT,
+                f"{self._what}: shard {relpath!r} named by the manifest is missing",
+                self._store.path(self._node, relpath),
+            ) from None
+        except CorruptionError as e:
+            raise CorruptionError(f"{self._what}: shard {relpath!r} is damaged: {e}") from None
+
+    def _fetch(
+        self,
+        plan: _Plan,
+        ks: np.ndarray,
+        put: Callable[[int, tuple[int, ...], np.ndarray], None],
+    ) -> None:
+        """Read and decode the chunks ``ks`` of ``plan`` (all present), one batched
+        read per shard file, files in parallel; ``put(k, idx, chunk)`` receives each
+        decoded chunk (a read-only view of the record)."""
+        if ks.size == 0:
+            return
+        m = self._m
+        table = m.table
+        pids = table.path_ids[plan.entry[ks]]
+        order = np.argsort(pids, kind="stable")
+        ks = ks[order]
+        pids = pids[order]
+        cut = np.flatnonzero(pids[1:] != pids[:-1]) + 1
+        groups = np.split(ks, cut)
+        dtype = m.dtype
+
+        def run(group: np.ndarray) -> None:
+            relpath = table.paths[int(table.path_ids[plan.entry[group[0]]])]
+            reader = self._reader(relpath)
+            recs = plan.record[group]
+            n = len(reader)
+            if recs.size and int(recs.max()) >= n:
+                bad = int(recs.max())
+                raise CorruptionError(
+                    f"{self._what}: shard {relpath!r} has {n} records, but the manifest "
+                    f"needs record {bad}"
+                )
+            try:
+                bufs = read_records(reader, recs)
+            except CorruptionError as e:
+                raise CorruptionError(f"{self._what}: shard {relpath!r} is damaged: {e}") from None
+            for k, buf in zip(group.tolist(), bufs, strict=False):
+                idx = plan.index(k)
+                shape = plan.chunk_shape(idx)
+                what = (
+                    f"{self._what} chunk {tuple(int(c) for c in plan.coords[k])} "
+                    f"(shard {relpath!r}, record {int(plan.record[k])})"
+                )
+                put(k, idx, decode_chunk(buf, dtype, shape, what))
+
+        if len(groups) == 1:
+            run(groups[0])
+            return
+        futures = [io_pool().submit(run, g) for g in groups]
+        for f in futures:
+            f.result()
+
+    # -- writing
+
+    def _check_writable(self) -> None:
+        if self.read_only:
+            raise PermissionError(
+                f"{self._what} is open read-only (mode {self._mode!r}); open it with mode "
+                f"'r+' or 'a' to write"
+            )
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self._check_writable()
+        self._write(parse_selection(key, self.shape, self._what), value)
+
+    def _write(self, sel: Selection, value: Any) -> None:
+        self._check_writable()
+        with self._lock:
+            self._write_locked(sel, value)
+
+    def _write_locked(self, sel: Selection, value: Any) -> None:
+        m = self._m
+        dtype = m.dtype
+        value = np.asarray(value)
+        try:
+            v = np.broadcast_to(value, sel.shape).reshape(sel.work_shape)
+        except ValueError:
+            raise ValueError(
+                f"{self._what}: cannot assign a value of shape {value.shape} to a selection "
+                f"of shape {sel.shape}"
+            ) from None
+        if sel.size == 0:
+            return
+        if value.dtype != dtype and not np.can_cast(value.dtype, dtype, "unsafe"):
+            raise TypeError(f"{self._what}: cannot store dtype {value.dtype} as {dtype}")
+        plan = _Plan(m, sel)
+        full = plan.full()
+        existing: dict[int, np.ndarray] = {}
+        partial = np.flatnonzero(~full)
+        if partial.size:
+            for k in partial[plan.entry[partial] < 0].tolist():
+                existing[k] = np.full(plan.chunk_shape(plan.index(k)), m.fill, dtype=dtype)
+
+            def keep(k: int, idx: tuple[int, ...], chunk: np.ndarray) -> None:
+                existing[k] = chunk.copy()
+
+            self._fetch(plan, partial[plan.entry[partial] >= 0], keep)
+
+        axis_runs = [_runs(p.chunks) for p in plan.plans]
+        write_id = new_write_id()
+        relpath = f"{SHARD_DIR}/{write_id}-0{SHARD_SUFFIX}"
+        entries: list[ShardEntry] = []
+        boxes = list(itertools.product(*axis_runs))
+        offset = 0
+        for box in boxes:
+            start = tuple(int(p.chunks[a]) for p, (a, _b) in zip(plan.plans, box, strict=False))
+            stop = tuple(
+                int(p.chunks[b - 1]) + 1 for p, (_a, b) in zip(plan.plans, box, strict=False)
+            )
+            e = ShardEntry(relpath, start, stop, offset)
+            entries.append(e)
+            offset += e.records
+
+        def records() -> Iterator[np.ndarray]:
+            for box in boxes:
+                pos = [np.arange(a, b) for a, b in box]
+                ks = (
+                    np.ravel_multi_index(np.meshgrid(*pos, indexing="ij"), plan.lens)
+                    if pos
+                    else [0]
+                )
+                for k in np.asarray(ks).reshape(-1).tolist():
+                    idx = plan.index(k)
+                    src = v[plan.out_key(idx)]
+                    chunk = existing.pop(k, None)
+                    if chunk is None:
+                        yield encode_chunk(src, dtype)
+                    else:
+                        chunk[plan.local_key(idx)] = src
+                        yield encode_chunk(chunk, dtype)
+
+        nbytes = self._store.write_shard(
+            self._node, relpath, records(), writer_options(m.compression)
+        )
+        entries = [ShardEntry(e.path, e.start, e.stop, e.offset, nbytes) for e in entries]
+        self._commit(m.with_(shards=_stack_entries(m.shards, entries)), write_id)
+
+    def append(self, data: Any, axis: int = 0) -> tuple[int, ...]:
+        """Append ``data`` along ``axis``; returns (and sets) the new shape.
+
+        ``data`` must match the array's shape on every other axis and have a dtype
+        that casts to the array's (same kind). A partly filled last chunk along
+        ``axis`` is completed first (read, extended, rewritten), then new chunks of
+        the nominal chunk length follow. One new shard, one commit.
+
+        >>> import arrayds, numpy as np
+        >>> a = arrayds.open_array("memory://doc-append", mode="w", shape=(0, 2),
+        ...                        dtype="i8", chunks=(3, 2))
+        >>> a.append(np.arange(8).reshape(4, 2)), a.chunks
+        ((4, 2), ((3, 1), (2,)))
+        >>> a.append(np.zeros((3, 2), "i8")), a.chunks
+        ((7, 2), ((3, 3, 1), (2,)))
+        """
+        self._check_writable()
+        with self._lock:
+            return self._append_locked(data, axis)
+
+    def _append_locked(self, data: Any, axis: int) -> tuple[int, ...]:
+        m = self._m
+        ndim = m.ndim
+        if ndim == 0:
+            raise ValueError(f"{self._what}: cannot append to a 0-d array")
+        if not -ndim <= axis < ndim:
+            raise ValueError(f"{self._what}: axis {axis} is out of range for {ndim} dimensions")
+        axis %= ndim
+        data = np.asarray(data)
+        shape = m.shape
+        expected = tuple("n" if d == axis else shape[d] for d in range(ndim))
+        if data.ndim != ndim or any(data.shape[d] != shape[d] for d in range(ndim) if d != axis):
+            raise ValueError(
+                f"{self._what}: cannot append data of shape {data.shape} along axis {axis}: "
+                f"expected shape {expected}".replace("'n'", "n")
+            )
+        if data.dtype != m.dtype and not np.can_cast(data.dtype, m.dtype, "same_kind"):
+            raise ValueError(
+                f"{self._what}: cannot append data of dtype {data.dtype} to an array of dtype "
+                f"{m.dtype} (expected a dtype that casts to {m.dtype.str})"
+            )
+        n_new = data.shape[axis]
+        if n_new == 0:
+            return shape
+        ax = m.grid.axes[axis]
+        nominal = m.chunk_shape[axis] if m.chunk_shape[axis] > 0 else n_new
+        first = ax.nchunks
+        head: np.ndarray | None = None
+        head_len = 0
+        if ax.nchunks:
+            last_len = int(ax.size_of(np.array(ax.nchunks - 1)))
+            if last_len < nominal:
+                first = ax.nchunks - 1
+                head_len = last_len
+                sl = [slice(None)] * ndim
+                sl[axis] = slice(ax.length - last_len, ax.length)
+                head = self[tuple(sl)]
+        total = head_len + n_new
+        if head is not None:
+            block = np.concatenate([head, data.astype(m.dtype, copy=False)], axis=axis)
+        else:
+            block = data
+        new_sizes = AxisGrid.regular(total, nominal)
+        new_axis = ax.sub(0, first).concat(new_sizes)
+        axes = list(m.grid.axes)
+        axes[axis] = new_axis
+        grid = ChunkGrid(axes)
+        new_m = m.with_(grid=grid)
+        gshape = grid.grid_shape
+        write_id = new_write_id()
+        entries: list[ShardEntry] = []
+        if all(gshape[d] > 0 for d in range(ndim)):
+            start = tuple(first if d == axis else 0 for d in range(ndim))
+            stop = gshape
+            relpath = f"{SHARD_DIR}/{write_id}-0{SHARD_SUFFIX}"
+            sub_axes = [
+                new_axis.sub(first, new_axis.nchunks) if d == axis else grid.axes[d]
+                for d in range(ndim)
+            ]
+            offsets = [ax_.boundaries() for ax_ in sub_axes]
+
+            def records() -> Iterator[np.ndarray]:
+                for c in itertools.product(*(range(len(o) - 1) for o in offsets)):
+                    sl = tuple(
+                        slice(int(o[i]), int(o[i + 1])) for o, i in zip(offsets, c, strict=False)
+                    )
+                    yield encode_chunk(block[sl], m.dtype)
+
+            nbytes = self._store.write_shard(
+                self._node, relpath, records(), writer_options(m.compression)
+            )
+            entries.append(ShardEntry(relpath, start, stop, 0, nbytes))
+        self._commit(new_m.with_(shards=_stack_entries(m.shards, entries)), write_id)
+        return self.shape
+
+    # -- commits
+
+    def _commit(self, new: ArrayManifest, write_id: str) -> None:
+        """Make ``new`` the manifest, if nobody committed since this handle's
+        snapshot (else :class:`CommitConflictError`; nothing becomes visible)."""
+        store = self._store
+        from .dataset import _read_array_manifest
+
+        try:
+            cur = _read_array_manifest(store, self._node)
+        except FileNotFoundError:
+            raise CommitConflictError(
+                f"{self._what} was removed while this handle was writing"
+            ) from None
+        if cur.generation != self._m.generation or cur.commit != self._m.commit:
+            raise CommitConflictError(
+                f"{self._what}: another writer committed generation {cur.generation} after "
+                f"this handle read generation {self._m.generation}; reopen and retry "
+                f"(nothing of this write is visible)"
+            )
+        new = new.with_(generation=cur.generation + 1, commit=write_id)
+        store.write_manifest(self._node, new.to_json())
+        self._m = new
+
+    def _commit_attrs(self, attrs: dict[str, Any]) -> None:
+        self._check_writable()
+        with self._lock:
+            self._commit(self._m.with_(attrs=attrs), new_write_id())
+
+    # -- dask
+
+    def to_dask(self, chunks: Any = None, name: str | None = None) -> Any:
+        """A dask array over this array (same as :func:`arrayds.from_arrayrecord`)."""
+        from .dask.array import array_to_dask
+
+        return array_to_dask(self, chunks=chunks, name=name)
+
+    def _read_block(self, key: tuple[slice, ...], zero_copy: bool = False) -> np.ndarray:
+        """Read a box given as step-1 slices (one dask task): one plan, one batched
+        read per shard."""
+        return self._read(parse_selection(key, self.shape, self._what), zero_copy=zero_copy)
+
+
+class _OIndex:
+    __slots__ = ("_a",)
+
+    def __init__(self, a: Array) -> None:
+        self._a = a
+
+    def __getitem__(self, key: Any) -> np.ndarray:
+        a = self._a
+        return a._read(parse_selection(key, a.shape, a._what, orthogonal=True))
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        a = self._a
+        a._check_writable()
+        a._write(parse_selection(key, a.shape, a._what, orthogonal=True), value)
+
+
+# ----------------------------------------------------------------- unpickle
+
+_restored: dict[tuple[Any, ...], ArrayManifest] = {}
+_restored_lock = threading.Lock()
+
+
+def _restore_array(
+    url: str, storage_options: dict[str, Any], node: str, mode: str, manifest: dict[str, Any]
+) -> Array:
+    """Rebuild a pickled :class:`Array` in another process: same snapshot; the parsed
+    manifest (and its shard table) is cached per process by (url, node, generation,
+    commit)."""
+    store = Store.get(url, storage_options)
+    key = (store.token, store.root, node, manifest.get("generation"), manifest.get("commit"))
+    m = _restored.get(key)
+    if m is None:
+        m = ArrayManifest.from_json(manifest, f"array {store.display(node)!r}")
+        with _restored_lock:
+            if len(_restored) > 256:
+                _restored.clear()
+            _restored[key] = m
+    return Array(store, node, m, mode)

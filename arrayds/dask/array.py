@@ -1,0 +1,572 @@
+"""Dask arrays <-> array nodes (API.md section 3, arrays).
+
+Writing (:func:`write_array`) builds a graph of
+
+* one task per shard: it receives its dask blocks (a box of the block grid, C order),
+  checks their shapes, encodes each as one ``.npy`` record and writes the shard file
+  under a name unique to this write, then returns the shard's manifest entry;
+* one commit task depending on all shard tasks: it checks that nobody committed to
+  the node since the graph was built, then writes the new manifest atomically.
+
+No locks: tasks share nothing but the file system, shard names never collide, and a
+retried task rewrites its own shard. Nothing is visible before the commit.
+
+Reading (:func:`array_to_dask`) is ``dask.array.from_array`` over
+:class:`ArraySource`, a small picklable object that reads a box of chunks with one
+batched engine read per shard. Block boundaries are stored chunk boundaries (or whole
+multiples of them), so no chunk is read by two tasks. The name is deterministic:
+``from-arrayrecord-<token(url, node, generation, commit, chunks)>``.
+
+>>> import arrayds, dask.array as da
+>>> x = da.arange(12, chunks=5).reshape(3, 4)
+>>> arrayds.to_arrayrecord(x, "memory://doc-dask", mode="w").chunks
+((1, 1, 1), (4,))
+>>> y = arrayds.from_arrayrecord("memory://doc-dask")
+>>> y.chunks, int(y.sum().compute())
+(((1, 1, 1), (4,)), 66)
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..array import Array, _stack_entries
+from ..dataset import _read_node, _remove_node_contents, ensure_parents
+from ..grid import AxisGrid, ChunkGrid
+from ..manifest import (
+    ArrayManifest,
+    CommitConflictError,
+    ShardEntry,
+    check_compression,
+    writer_options,
+)
+from ..store import SHARD_DIR, SHARD_SUFFIX, Store, new_write_id
+from ..tensor import check_dtype, encode_chunk
+
+__all__ = [
+    "AUTO_SHARD_BYTES",
+    "ArraySource",
+    "array_to_dask",
+    "group_blocks",
+    "read_chunks",
+    "write_array",
+]
+
+AUTO_SHARD_BYTES = 16 << 20
+"""Default shard target: a block this large is its own shard; smaller blocks are
+grouped up to this size."""
+
+ZERO_COPY_BLOCKS = False
+"""When True, a dask block that is exactly one stored chunk is returned as a
+read-only view of the decoded record (no copy). Off by default: users expect
+writable arrays from ``compute()``."""
+
+
+# ------------------------------------------------------------------- grouping
+
+
+def _parse_size(shard_size: Any, what: str) -> int:
+    if isinstance(shard_size, (int, np.integer)) and not isinstance(shard_size, bool):
+        n = int(shard_size)
+    elif isinstance(shard_size, str):
+        from dask.utils import parse_bytes
+
+        try:
+            n = int(parse_bytes(shard_size))
+        except (ValueError, KeyError):
+            raise ValueError(
+                f"{what}: shard_size {shard_size!r} is not a size such as '128MiB'"
+            ) from None
+    else:
+        raise TypeError(f"{what}: shard_size must be an int or a string such as '128MiB'")
+    if n < 1:
+        raise ValueError(f"{what}: shard_size must be positive, got {shard_size!r}")
+    return n
+
+
+def group_blocks(
+    numblocks: Sequence[int],
+    chunks: Sequence[Sequence[int]],
+    itemsize: int,
+    shard_size: Any = None,
+    what: str = "array",
+) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+    """Group the block grid into shard boxes ``(start, stop)`` (block coordinates).
+
+    Each shard must be a box of blocks (docs/spec.md: a shard covers a box of the
+    chunk grid), so neighbouring blocks are packed along the last axes first: whole
+    rows of the last axis, then whole planes, ... up to the target size (``shard_size``
+    or 16 MiB), never splitting a block. With the default, a block of 16 MiB or more
+    is its own shard. The largest block of the grid is the unit, so no shard exceeds
+    the target unless a single block does.
+
+    >>> group_blocks((4, 8), ((1,) * 4, (1,) * 8), 1 << 20)  # 1 MiB blocks
+    [((0, 0), (2, 8)), ((2, 0), (4, 8))]
+    >>> group_blocks((2, 2), ((1, 1), (1, 1)), 16 << 20)  # 16 MiB blocks
+    [((0, 0), (1, 1)), ((0, 1), (1, 2)), ((1, 0), (2, 1)), ((1, 1), (2, 2))]
+    """
+    ndim = len(numblocks)
+    if any(n == 0 for n in numblocks):
+        return []
+    target = AUTO_SHARD_BYTES if shard_size is None else _parse_size(shard_size, what)
+    block = itemsize * math.prod(max(c) if c else 0 for c in chunks)
+    g = [1] * ndim
+    if block < target and ndim:
+        budget = max(1, target // max(block, 1))
+        for d in range(ndim - 1, -1, -1):
+            g[d] = min(numblocks[d], budget)
+            if g[d] < numblocks[d]:
+                break
+            budget //= max(numblocks[d], 1)
+            if budget <= 1:
+                break
+    boxes = []
+    for start in itertools.product(*(range(0, n, s) for n, s in zip(numblocks, g, strict=False))):
+        stop = tuple(min(a + s, n) for a, s, n in zip(start, g, numblocks, strict=False))
+        boxes.append((tuple(start), stop))
+    return boxes
+
+
+# ---------------------------------------------------------------------- tasks
+
+
+def _write_shard_task(
+    url: str,
+    storage_options: dict[str, Any],
+    node: str,
+    relpath: str,
+    options: str,
+    dtype_str: str,
+    box_sizes: list[list[int]],
+    start: list[int],
+    stop: list[int],
+    what: str,
+    blocks: list[Any],
+) -> dict[str, Any]:
+    """Encode a box of blocks (C order) as one shard; return its manifest entry."""
+    store = Store.get(url, storage_options)
+    dtype = np.dtype(dtype_str)
+    shapes = list(itertools.product(*box_sizes))
+    if len(shapes) != len(blocks):  # pragma: no cover - graph construction bug
+        raise RuntimeError(f"{what}: shard {relpath} got {len(blocks)} blocks for {len(shapes)}")
+    coords = itertools.product(*(range(a, b) for a, b in zip(start, stop, strict=False)))
+    records = []
+    for blk, shape, coord in zip(blocks, shapes, coords, strict=False):
+        arr = np.asarray(blk)
+        if arr.shape != tuple(shape):
+            raise ValueError(
+                f"{what}: the dask block for chunk {coord} has shape {arr.shape}, but the "
+                f"array's chunks say {tuple(shape)} (a map_blocks with wrong chunks=?)"
+            )
+        if arr.dtype != dtype and not np.can_cast(arr.dtype, dtype, "same_kind"):
+            raise ValueError(
+                f"{what}: the dask block for chunk {coord} has dtype {arr.dtype}, expected "
+                f"{dtype} (the dask array's dtype)"
+            )
+        records.append(encode_chunk(arr, dtype))
+    nbytes = store.write_shard(node, relpath, records, options)
+    return ShardEntry(relpath, tuple(start), tuple(stop), 0, nbytes).to_json()
+
+
+def _commit_task(
+    url: str,
+    storage_options: dict[str, Any],
+    node: str,
+    mode: str,
+    base: dict[str, Any],
+    expected: tuple[int, str] | None,
+    write_id: str,
+    entries: list[dict[str, Any]],
+) -> Array:
+    """Check the node is as the graph expects, then write the manifest (atomic)."""
+    store = Store.get(url, storage_options)
+    what = f"array {store.display(node)!r}"
+    m = ArrayManifest.from_json(base, what)
+    new = [
+        ShardEntry(e["path"], tuple(e["start"]), tuple(e["stop"]), 0, e.get("bytes"))
+        for e in entries
+    ]
+    cur = _read_node(store, node)
+    if mode == "w-" and cur is not None:
+        raise FileExistsError(
+            f"{what} was created by another writer while this write ran (mode 'w-'); "
+            f"nothing of this write is visible"
+        )
+    if expected is not None:
+        if not isinstance(cur, ArrayManifest) or (cur.generation, cur.commit) != tuple(expected):
+            got = getattr(cur, "generation", None)
+            raise CommitConflictError(
+                f"{what}: another writer committed (generation {got}) after this write "
+                f"started from generation {expected[0]}; nothing of this write is visible"
+            )
+    if mode in ("w", "w-"):
+        ensure_parents(store, node)
+    gen = (cur.generation + 1) if cur is not None else 1
+    final = m.with_(shards=_stack_entries(m.shards, new), generation=gen, commit=write_id)
+    store.write_manifest(node, final.to_json())
+    if mode == "w" and cur is not None:
+        _remove_node_contents(store, node, cur, only_listed_shards=True)
+    return Array(store, node, final, "r")
+
+
+# ---------------------------------------------------------------------- write
+
+
+def _blocks_as_delayed(x: Any) -> np.ndarray:
+    """The blocks of a dask array as an object array of Delayed (the public
+    ``to_delayed`` when the collection has it, else the collection protocol, which
+    array query planning keeps)."""
+    if hasattr(x, "to_delayed"):
+        return x.to_delayed(optimize_graph=True)
+    import dask
+    from dask.delayed import Delayed
+    from dask.highlevelgraph import HighLevelGraph
+
+    (y,) = dask.optimize(x)
+    layer = "delayed-" + y.name
+    graph = HighLevelGraph.from_collections(layer, y.__dask_graph__(), dependencies=())
+    keys = np.empty(y.numblocks, dtype=object)
+    flat = list(_flatten(y.__dask_keys__(), len(y.numblocks)))
+    for i, k in enumerate(flat):
+        keys.flat[i] = Delayed(k, graph, layer=layer)
+    return keys
+
+
+def _flatten(keys: Any, depth: int) -> Any:
+    if depth == 0:
+        yield keys
+        return
+    for k in keys:
+        yield from _flatten(k, depth - 1)
+
+
+def _normalize_region(
+    region: Any, m: ArrayManifest, shape: tuple[int, ...], what: str
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """A region (tuple of slices) -> chunk-coordinate box, checking alignment."""
+    ndim = m.ndim
+    if region is None:
+        region = (slice(None),) * ndim
+    if isinstance(region, slice):
+        region = (region,)
+    if not isinstance(region, tuple) or not all(isinstance(s, slice) for s in region):
+        raise TypeError(f"{what}: region must be a tuple of slices, got {region!r}")
+    if len(region) > ndim:
+        raise ValueError(f"{what}: region {region} has more entries than the {ndim} axes")
+    region = region + (slice(None),) * (ndim - len(region))
+    c_start, c_stop, rshape = [], [], []
+    for d, (s, ax) in enumerate(zip(region, m.grid.axes, strict=False)):
+        a, b, step = s.indices(ax.length)
+        if step != 1:
+            raise ValueError(f"{what}: region slices need step 1, got {s} on axis {d}")
+        b = max(a, b)
+        for pos in (a, b):
+            if not ax.is_boundary(pos):
+                c = int(ax.chunk_of(np.array(pos)))
+                lo = int(ax.offset_of(np.array(c)))
+                hi = lo + int(ax.size_of(np.array(c)))
+                raise ValueError(
+                    f"{what}: region {region} is not aligned to the chunk grid: {pos} on axis "
+                    f"{d} is inside the chunk [{lo}, {hi}); expected region boundaries at "
+                    f"chunk boundaries such as {lo} or {hi}"
+                )
+        ca = int(ax.chunk_of(np.array(a))) if a < ax.length else ax.nchunks
+        cb = int(ax.chunk_of(np.array(b))) if b < ax.length else ax.nchunks
+        c_start.append(ca)
+        c_stop.append(cb)
+        rshape.append(b - a)
+    if tuple(rshape) != tuple(shape):
+        raise ValueError(
+            f"{what}: data of shape {tuple(shape)} does not match region {region} of shape "
+            f"{tuple(rshape)}"
+        )
+    return tuple(c_start), tuple(c_stop)
+
+
+def write_array(
+    x: Any,
+    store: Store,
+    node: str,
+    *,
+    mode: str = "w-",
+    compression: str = "zstd:3",
+    shard_size: Any = None,
+    region: Any = None,
+    attrs: Mapping[str, Any] | None = None,
+    dims: Sequence[str] | None = None,
+    fill_value: Any = 0,
+    compute: bool = True,
+    progress: bool = False,
+) -> Any:
+    """Write the dask array ``x`` to the array node ``node`` (see
+    :func:`arrayds.to_arrayrecord`). Returns the committed :class:`Array` or, with
+    ``compute=False``, a ``dask.delayed.Delayed`` that writes and commits."""
+
+    what = f"array {store.display(node)!r}"
+    if mode not in ("w-", "w", "a", "r+"):
+        raise ValueError(f"{what}: mode must be one of 'w-', 'w', 'a', 'r+', got {mode!r}")
+    dtype = check_dtype(x.dtype, what)
+    if any(math.isnan(n) for c in x.chunks for n in c):
+        raise ValueError(
+            f"{what}: the dask array has unknown chunk sizes; call compute_chunk_sizes()"
+        )
+    if any(0 in c for c in x.chunks if len(c) > 1):
+        x = x.rechunk(tuple(tuple(s for s in c if s) or (0,) for c in x.chunks))
+    cur = _read_node(store, node)
+    eff = mode
+    if mode == "a" and cur is None:
+        eff = "w-"
+    if mode == "w-" and cur is not None:
+        raise FileExistsError(
+            f"{store.display(node)!r} already exists (mode 'w-' never replaces; use mode 'w' to "
+            f"replace it, 'a' to append or 'r+' with region= to overwrite part of it)"
+        )
+    if eff in ("a", "r+"):
+        if cur is None:
+            raise FileNotFoundError(
+                f"{what} does not exist (mode {mode!r} needs an existing array)"
+            )
+        if not isinstance(cur, ArrayManifest):
+            raise ValueError(f"{store.display(node)!r} is a {cur.kind}, not an array")
+    if region is not None and eff != "r+":
+        raise ValueError(f"{what}: region= needs mode 'r+' (got mode {mode!r})")
+
+    offset: tuple[int, ...]
+    expected: tuple[int, str] | None = None
+    if eff in ("w", "w-"):
+        comp = check_compression(compression, what)
+        base = ArrayManifest.new(
+            x.shape,
+            dtype,
+            x.chunks,
+            fill_value=fill_value,
+            compression=comp,
+            dims=dims,
+            attrs=attrs,
+            name=what,
+        )
+        offset = (0,) * x.ndim
+    else:
+        assert isinstance(cur, ArrayManifest)
+        old = cur
+        expected = (old.generation, old.commit)
+        if x.ndim != old.ndim:
+            raise ValueError(
+                f"{what}: data has {x.ndim} dimensions, the array has {old.ndim} (shape "
+                f"{old.shape})"
+            )
+        if dtype != old.dtype and not np.can_cast(dtype, old.dtype, "same_kind"):
+            raise ValueError(
+                f"{what}: data of dtype {dtype} cannot be written to an array of dtype "
+                f"{old.dtype} (expected {old.dtype.str} or a dtype of the same kind)"
+            )
+        if dims is not None and tuple(dims) != old.dims:
+            raise ValueError(f"{what}: dims {tuple(dims)} differ from the stored {old.dims}")
+        new_attrs = old.attrs if attrs is None else {**old.attrs, **dict(attrs)}
+        if eff == "a":
+            if old.ndim == 0:
+                raise ValueError(f"{what}: cannot append to a 0-d array")
+            if x.shape[1:] != old.shape[1:]:
+                raise ValueError(
+                    f"{what}: cannot append data of shape {x.shape} along axis 0: expected "
+                    f"shape (n, {', '.join(map(str, old.shape[1:]))}) to match {old.shape}"
+                )
+            want = (x.chunks[0],) + old.grid.chunks[1:]
+            if tuple(x.chunks) != want:
+                x = x.rechunk(want)
+            ax0 = old.grid.axes[0]
+            offset = (ax0.nchunks,) + (0,) * (old.ndim - 1)
+            added = AxisGrid.from_sizes([c for c in x.chunks[0] if c])
+            grid = ChunkGrid((ax0.concat(added),) + tuple(old.grid.axes[1:]))
+            base = old.with_(grid=grid, attrs=new_attrs)
+        else:
+            c_start, c_stop = _normalize_region(region, old, x.shape, what)
+            want = tuple(
+                ax.sub(a, b).sizes() or (0,)
+                for ax, a, b in zip(old.grid.axes, c_start, c_stop, strict=False)
+            )
+            if tuple(x.chunks) != want:
+                x = x.rechunk(want)
+            offset = c_start
+            base = old.with_(attrs=new_attrs)
+        dtype = old.dtype
+
+    write_id = new_write_id()
+    boxes = group_blocks(x.numblocks, x.chunks, dtype.itemsize, shard_size, what)
+    options = writer_options(base.compression)
+    from dask import delayed
+
+    shard_tasks = []
+    if boxes and x.size:
+        blocks = _blocks_as_delayed(x)
+        for n, (bstart, bstop) in enumerate(boxes):
+            ranges = [range(a, b) for a, b in zip(bstart, bstop, strict=False)]
+            blist = [blocks[idx] for idx in itertools.product(*ranges)]
+            box_sizes = [
+                list(x.chunks[d][a:b]) for d, (a, b) in enumerate(zip(bstart, bstop, strict=False))
+            ]
+            start = [a + o for a, o in zip(bstart, offset, strict=False)]
+            stop = [b + o for b, o in zip(bstop, offset, strict=False)]
+            relpath = f"{SHARD_DIR}/{write_id}-{n}{SHARD_SUFFIX}"
+            shard_tasks.append(
+                delayed(_write_shard_task, pure=False)(
+                    store.url,
+                    store.storage_options,
+                    node,
+                    relpath,
+                    options,
+                    dtype.str,
+                    box_sizes,
+                    start,
+                    stop,
+                    what,
+                    blist,
+                    dask_key_name=f"arrayds-shard-{write_id}-{n}",
+                )
+            )
+    commit = delayed(_commit_task, pure=False)(
+        store.url,
+        store.storage_options,
+        node,
+        eff,
+        base.to_json(),
+        expected,
+        write_id,
+        shard_tasks,
+        dask_key_name=f"arrayds-commit-{write_id}",
+    )
+    if not compute:
+        return commit
+    return _run(commit, progress)
+
+
+def _distributed_client() -> Any:
+    try:
+        from distributed import default_client
+    except ImportError:  # pragma: no cover
+        return None
+    try:
+        return default_client()
+    except ValueError:
+        return None
+
+
+def _run(obj: Any, progress: bool) -> Any:
+    import dask
+
+    if progress and _distributed_client() is None:
+        from dask.diagnostics import ProgressBar
+
+        with ProgressBar():
+            return dask.compute(obj)[0]
+    return dask.compute(obj)[0]
+
+
+# ----------------------------------------------------------------------- read
+
+
+class ArraySource:
+    """What ``dask.array.from_array`` slices: reads a box of whole chunks with one
+    batched engine read per shard. Pickles as the array's URL plus its manifest
+    snapshot; a worker process rebuilds it once and reuses its cached shard readers.
+    """
+
+    __slots__ = ("_a", "shape", "dtype", "ndim")
+
+    def __init__(self, a: Array) -> None:
+        self._a = a
+        self.shape = a.shape
+        self.dtype = a.dtype
+        self.ndim = a.ndim
+
+    def __getitem__(self, key: tuple[slice, ...]) -> np.ndarray:
+        return self._a._read_block(key, zero_copy=ZERO_COPY_BLOCKS)
+
+    def __dask_tokenize__(self) -> tuple[Any, ...]:
+        a = self._a
+        return ("arrayds", a.store.canonical_url, a.path, a.generation, a.manifest.commit)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (ArraySource, (self._a,))
+
+    def __repr__(self) -> str:
+        return f"ArraySource({self._a!r})"
+
+
+def _snap(bounds: np.ndarray, stored: np.ndarray) -> np.ndarray:
+    idx = np.searchsorted(stored, bounds, side="right") - 1
+    return np.unique(np.concatenate([[stored[0]], stored[idx], [stored[-1]]]))
+
+
+def read_chunks(a: Array, chunks: Any = None) -> tuple[tuple[int, ...], ...]:
+    """The dask chunks for reading ``a``: the stored grid (``None``), one block per
+    shard box (``"shards"``), ``"auto"`` (dask's size target, snapped to whole
+    stored chunks) or an explicit spec whose boundaries must be stored chunk
+    boundaries (``ValueError`` naming the expected boundaries otherwise)."""
+    grid = a.grid
+    what = a._what
+    if chunks is None:
+        return grid.chunks
+    if any(ax.length == 0 for ax in grid.axes):
+        return grid.chunks
+    if isinstance(chunks, str) and chunks == "shards":
+        out = []
+        table = a.manifest.table
+        for d, ax in enumerate(grid.axes):
+            cb = np.unique(np.concatenate([table.starts[:, d], table.stops[:, d], [0, ax.nchunks]]))
+            eb = np.unique(np.concatenate([ax.offset_of(cb[cb < ax.nchunks]), [ax.length]]))
+            out.append(tuple(int(s) for s in np.diff(eb)))
+        return tuple(out)
+    from dask.array.core import normalize_chunks
+
+    if isinstance(chunks, str) and chunks == "auto":
+        req = normalize_chunks(
+            "auto", a.shape, dtype=a.dtype, previous_chunks=tuple(max(1, c) for c in a.chunk_shape)
+        )
+        out = []
+        for ax, cs in zip(grid.axes, req, strict=False):
+            bounds = np.concatenate([[0], np.cumsum(cs)])
+            eb = _snap(bounds, ax.boundaries())
+            out.append(tuple(int(s) for s in np.diff(eb)))
+        return tuple(out)
+    req = normalize_chunks(chunks, a.shape, dtype=a.dtype)
+    for d, (ax, cs) in enumerate(zip(grid.axes, req, strict=False)):
+        bounds = np.cumsum(cs)[:-1]
+        for b in bounds.tolist():
+            if not ax.is_boundary(int(b)):
+                c = int(ax.chunk_of(np.array(b)))
+                lo = int(ax.offset_of(np.array(c)))
+                hi = lo + int(ax.size_of(np.array(c)))
+                raise ValueError(
+                    f"{what}: chunks={chunks!r} puts a block boundary at {b} on axis {d}, inside "
+                    f"the stored chunk [{lo}, {hi}); blocks must be whole multiples of the stored "
+                    f"chunks {a.chunk_shape} (boundaries such as {lo} or {hi})"
+                )
+    return tuple(tuple(int(s) for s in cs) for cs in req)
+
+
+def array_to_dask(a: Array, chunks: Any = None, name: str | None = None) -> Any:
+    """A ``dask.array.Array`` over ``a`` (public ``from_array`` only, so it works
+    with and without array query planning)."""
+    import dask.array as da
+    from dask.base import tokenize
+
+    dchunks = read_chunks(a, chunks)
+    src = ArraySource(a)
+    if name is None:
+        name = "from-arrayrecord-" + tokenize(src, dchunks)
+    return da.from_array(
+        src,
+        chunks=dchunks,
+        name=name,
+        lock=False,
+        asarray=False,
+        fancy=False,
+        inline_array=False,
+        meta=np.empty((0,) * a.ndim, dtype=a.dtype),
+    )

@@ -1,0 +1,627 @@
+"""Datasets: a tree of nodes under one URL — ``open``, ``open_array`` and ``Group``.
+
+Every node is a folder holding an ``arrayds.json`` manifest (docs/spec.md). A group
+finds its children by listing the sub-folders that hold a manifest; missing
+intermediate groups are created when a node is written below them.
+
+Modes (for :func:`open` and :func:`open_array`): ``"r"`` read only (default),
+``"r+"`` modify an existing node, ``"a"`` modify or create, ``"w"`` create,
+replacing what is there, ``"w-"`` create, failing if the node exists.
+
+>>> import arrayds, numpy as np
+>>> g = arrayds.open("memory://doc-ds", mode="w")
+>>> a = g.create_array("images/train", shape=(10, 4), dtype="u1", chunks=(5, 4))
+>>> a[:] = np.arange(40).reshape(10, 4)
+>>> g.attrs["title"] = "demo"
+>>> g2 = arrayds.open("memory://doc-ds")
+>>> list(g2), g2["images/train"][9].tolist(), g2.attrs["title"]
+(['images'], [36, 37, 38, 39], 'demo')
+>>> print(g2.tree())
+/
+└── images
+    └── train (10, 4) uint8
+"""
+
+from __future__ import annotations
+
+import errno
+import html
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from .array import WRITABLE_MODES, Array, Attributes
+from .arrayrecord import CorruptionError
+from .grid import normalize_chunks
+from .manifest import ArrayManifest, GroupManifest, parse_node
+from .store import SHARD_DIR, Store, check_component, join_component, new_write_id
+
+__all__ = ["Group", "TreeView", "open", "open_array", "open_group", "register_node_type"]
+
+MODES = ("r", "r+", "a", "w", "w-")
+
+_NODE_TYPES: dict[str, Callable[[Store, str, Any, str], Any]] = {}
+
+
+def register_node_type(kind: str, factory: Callable[[Store, str, Any, str], Any]) -> None:
+    """Let a later module wrap manifests of another ``kind`` (records, ragged) in its
+    own handle type when a group or :func:`open` meets one."""
+    _NODE_TYPES[kind] = factory
+
+
+def _check_mode(mode: str) -> str:
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    return mode
+
+
+def _child_mode(mode: str) -> str:
+    return "r" if mode == "r" else "r+"
+
+
+# ----------------------------------------------------------- manifest access
+
+
+def _read_node(store: Store, node: str) -> Any | None:
+    """The parsed manifest of ``node`` (a GroupManifest, ArrayManifest, ...), or
+    None if the node does not exist."""
+    raw = store.read_manifest(node)
+    if raw is None:
+        return None
+    return parse_node(raw, f"node {store.display(node)!r}")
+
+
+def _missing(store: Store, node: str, what: str = "node") -> FileNotFoundError:
+    where = repr(store.url) + (f" (component {node!r})" if node else "")
+    return FileNotFoundError(
+        errno.ENOENT,
+        f"no arrayds {what} at {where}: {store.path(node, 'arrayds.json')} does not exist",
+        store.display(node),
+    )
+
+
+def _read_array_manifest(store: Store, node: str) -> ArrayManifest:
+    m = _read_node(store, node)
+    if m is None:
+        raise _missing(store, node, "array")
+    if not isinstance(m, ArrayManifest):
+        raise ValueError(
+            f"{store.display(node)!r} is a {m.kind}, not an array"
+            + ("; pass component= to name an array inside it" if m.kind == "group" else "")
+        )
+    return m
+
+
+def _wrap(store: Store, node: str, m: Any, mode: str) -> Any:
+    if isinstance(m, GroupManifest):
+        return Group(store, node, m, mode)
+    if isinstance(m, ArrayManifest):
+        return Array(store, node, m, mode)
+    factory = _NODE_TYPES.get(getattr(m, "kind", None))  # type: ignore[arg-type]
+    if factory is None:  # pragma: no cover - parse_node rejects unknown kinds
+        raise NotImplementedError(f"{store.display(node)!r}: no handle for {m!r}")
+    return factory(store, node, m, mode)
+
+
+def ensure_parents(store: Store, node: str) -> None:
+    """Create the missing groups above ``node`` (the root included); an array on the
+    way is a ``ValueError``."""
+    if not node:
+        return
+    parts = node.split("/")
+    for i in range(len(parts)):
+        parent = "/".join(parts[:i])
+        m = _read_node(store, parent)
+        if m is None:
+            store.write_manifest(
+                parent, GroupManifest(generation=1, commit=new_write_id()).to_json()
+            )
+        elif not isinstance(m, GroupManifest):
+            raise ValueError(
+                f"cannot create {store.display(node)!r}: {store.display(parent)!r} is a "
+                f"{m.kind}, not a group"
+            )
+
+
+def _remove_node_contents(
+    store: Store, node: str, old: Any, only_listed_shards: bool = False
+) -> None:
+    """After a ``"w"`` commit replaced ``old``: remove what only ``old`` used (a
+    group's child nodes, an array's shard folder). Best effort."""
+    if isinstance(old, GroupManifest):
+        for child in store.child_nodes(node):
+            store.remove(node, child)
+    elif isinstance(old, ArrayManifest):
+        if only_listed_shards:
+            store.remove_files(node, sorted({e.path for e in old.shards}))
+        else:
+            store.remove(node, SHARD_DIR)
+
+
+def create_array_node(
+    store: Store, node: str, manifest: ArrayManifest, mode: str, handle_mode: str = "r+"
+) -> Array:
+    """Commit a new (empty) array manifest at ``node`` per ``mode`` (w, w-, a)."""
+    raw = store.read_manifest(node)
+    old = None
+    if raw is not None:
+        if mode == "w-":
+            raise FileExistsError(
+                errno.EEXIST,
+                f"{store.display(node)!r} already exists (mode 'w-' never replaces; use "
+                f"mode 'w' to replace it)",
+                store.display(node),
+            )
+        try:
+            old = parse_node(raw, store.display(node))
+        except (CorruptionError, NotImplementedError):
+            old = None
+    ensure_parents(store, node)
+    gen = (old.generation + 1) if old is not None else 1
+    new = manifest.with_(generation=gen, commit=new_write_id())
+    store.write_manifest(node, new.to_json())
+    if old is not None:
+        _remove_node_contents(store, node, old)
+    return Array(store, node, new, handle_mode)
+
+
+def create_group_node(
+    store: Store, node: str, mode: str, attrs: Mapping[str, Any] | None = None
+) -> Group:
+    raw = store.read_manifest(node)
+    old = None
+    if raw is not None:
+        if mode == "w-":
+            raise FileExistsError(
+                errno.EEXIST,
+                f"{store.display(node)!r} already exists (mode 'w-' never replaces; use "
+                f"mode 'w' to replace it)",
+                store.display(node),
+            )
+        try:
+            old = parse_node(raw, store.display(node))
+        except (CorruptionError, NotImplementedError):
+            old = None
+    ensure_parents(store, node)
+    from .manifest import _check_attrs
+
+    gen = (old.generation + 1) if old is not None else 1
+    m = GroupManifest(
+        attrs=_check_attrs(attrs, store.display(node)), generation=gen, commit=new_write_id()
+    )
+    store.write_manifest(node, m.to_json())
+    if old is not None:
+        _remove_node_contents(store, node, old)
+    return Group(store, node, m, "r+" if mode != "r" else "r")
+
+
+def _chunk_shape(spec: Any, chunks: tuple[tuple[int, ...], ...]) -> tuple[int, ...]:
+    """The nominal chunk shape of a user spec (what ``append`` uses)."""
+    ndim = len(chunks)
+    if isinstance(spec, (int, np.integer)) and not isinstance(spec, bool):
+        return (int(spec),) * ndim
+    out = []
+    for d in range(ndim):
+        s = spec[d] if isinstance(spec, (tuple, list)) and len(spec) == ndim else None
+        if isinstance(s, (int, np.integer)) and not isinstance(s, bool) and int(s) > 0:
+            out.append(int(s))
+        else:
+            out.append(max(chunks[d]))
+    return tuple(out)
+
+
+def new_array_manifest(
+    shape: Sequence[int],
+    dtype: Any,
+    chunks: Any,
+    *,
+    fill_value: Any = 0,
+    compression: str = "zstd:3",
+    dims: Sequence[str] | None = None,
+    attrs: Mapping[str, Any] | None = None,
+    name: str = "array",
+) -> ArrayManifest:
+    """Validate create arguments and build the manifest of an empty array."""
+    if isinstance(shape, (int, np.integer)):
+        shape = (int(shape),)
+    try:
+        shape = tuple(int(n) for n in shape)
+    except TypeError:
+        raise TypeError(f"{name}: shape must be a tuple of ints, got {shape!r}") from None
+    from .tensor import check_dtype
+
+    dt = check_dtype(dtype, name)
+    norm = normalize_chunks(chunks, shape, dt.itemsize, name)
+    m = ArrayManifest.new(
+        shape,
+        dt,
+        norm,
+        fill_value=fill_value,
+        compression=compression,
+        dims=dims,
+        attrs=attrs,
+        name=name,
+    )
+    m.chunk_shape = _chunk_shape(chunks, norm)
+    return m
+
+
+# ------------------------------------------------------------------- opening
+
+
+def open(  # noqa: A001 - the public name of API.md
+    url: str | os.PathLike[str],
+    mode: str = "r",
+    *,
+    storage_options: Mapping[str, Any] | None = None,
+) -> Any:
+    """Open the dataset at ``url``: its root :class:`Group` (or the :class:`Array`
+    when ``url`` names an array node).
+
+    ``"r"``/``"r+"`` need an existing dataset (``FileNotFoundError`` naming the URL);
+    ``"a"`` opens or creates a group; ``"w"`` creates an empty group, replacing the
+    node's previous content; ``"w-"`` fails if a node exists.
+
+    >>> import arrayds
+    >>> arrayds.open("memory://doc-open", mode="w")
+    <arrayds.Group 'memory://doc-open' (0 members) mode='r+'>
+    """
+    _check_mode(mode)
+    store = Store.get(os.fspath(url), storage_options)
+    if mode in ("w", "w-"):
+        return create_group_node(store, "", mode)
+    m = _read_node(store, "")
+    if m is None:
+        if mode == "a":
+            return create_group_node(store, "", mode)
+        raise _missing(store, "", "dataset")
+    return _wrap(store, "", m, mode if mode == "r" else "r+")
+
+
+def open_group(
+    url: str | os.PathLike[str],
+    component: str | None = None,
+    mode: str = "r",
+    *,
+    storage_options: Mapping[str, Any] | None = None,
+    attrs: Mapping[str, Any] | None = None,
+) -> Group:
+    """Open (or with ``"a"``/``"w"``/``"w-"`` create) the group at ``url`` +
+    ``component``."""
+    _check_mode(mode)
+    store = Store.get(os.fspath(url), storage_options)
+    node = check_component(component)
+    if mode in ("w", "w-"):
+        return create_group_node(store, node, mode, attrs)
+    m = _read_node(store, node)
+    if m is None:
+        if mode == "a":
+            return create_group_node(store, node, mode, attrs)
+        raise _missing(store, node, "group")
+    if not isinstance(m, GroupManifest):
+        raise ValueError(f"{store.display(node)!r} is a {m.kind}, not a group")
+    return Group(store, node, m, mode if mode == "r" else "r+")
+
+
+def open_array(
+    url: str | os.PathLike[str],
+    component: str | None = None,
+    mode: str = "r",
+    *,
+    storage_options: Mapping[str, Any] | None = None,
+    shape: Sequence[int] | None = None,
+    dtype: Any = None,
+    chunks: Any = None,
+    fill_value: Any = 0,
+    compression: str = "zstd:3",
+    dims: Sequence[str] | None = None,
+    attrs: Mapping[str, Any] | None = None,
+) -> Array:
+    """Open the array at ``url`` + ``component``.
+
+    ``"r"`` (default) and ``"r+"`` need an existing array. To create one (modes
+    ``"w"``, ``"w-"``, or ``"a"`` when it does not exist) pass ``shape``, ``dtype``
+    and ``chunks`` (and optionally ``fill_value``, ``compression``, ``dims``,
+    ``attrs``), as for :meth:`Group.create_array`.
+
+    >>> import arrayds
+    >>> a = arrayds.open_array("memory://doc-oa", "x/y", mode="w", shape=(3,), dtype="f4", chunks=2)
+    >>> arrayds.open_array("memory://doc-oa", "x/y").shape
+    (3,)
+    """
+    _check_mode(mode)
+    store = Store.get(os.fspath(url), storage_options)
+    node = check_component(component)
+    display = store.display(node)
+
+    def create() -> Array:
+        if shape is None or dtype is None or chunks is None:
+            raise TypeError(
+                f"open_array({display!r}, mode={mode!r}) creates an array: pass shape=, "
+                f"dtype= and chunks="
+            )
+        m = new_array_manifest(
+            shape,
+            dtype,
+            chunks,
+            fill_value=fill_value,
+            compression=compression,
+            dims=dims,
+            attrs=attrs,
+            name=f"array {display!r}",
+        )
+        return create_array_node(store, node, m, mode)
+
+    if mode in ("w", "w-"):
+        return create()
+    m = _read_node(store, node)
+    if m is None:
+        if mode == "a" and shape is not None:
+            return create()
+        raise _missing(store, node, "array")
+    if not isinstance(m, ArrayManifest):
+        raise ValueError(
+            f"{display!r} is a {m.kind}, not an array"
+            + ("; pass component= to name an array inside it" if m.kind == "group" else "")
+        )
+    return Array(store, node, m, mode if mode == "r" else "r+")
+
+
+# ---------------------------------------------------------------------- Group
+
+
+class TreeView:
+    """The text tree of a group; ``repr`` is the text, Jupyter shows HTML."""
+
+    def __init__(self, lines: list[str]) -> None:
+        self.lines = lines
+
+    def __repr__(self) -> str:
+        return "\n".join(self.lines)
+
+    __str__ = __repr__
+
+    def _repr_html_(self) -> str:
+        return "<pre>" + html.escape("\n".join(self.lines)) + "</pre>"
+
+
+class Group(Mapping[str, Any]):
+    """A group node: a mapping from child names to nodes (groups, arrays, ...).
+
+    ``g["a/b"]`` reaches nested nodes, ``list(g)`` lists the children, ``g.attrs`` is
+    persisted on set, ``g.tree()`` draws the hierarchy.
+
+    >>> import arrayds
+    >>> g = arrayds.open("memory://doc-group", mode="w")
+    >>> _ = g.create_group("raw")
+    >>> _ = g.create_array("raw/x", shape=(4,), dtype="i2", chunks=2)
+    >>> "raw/x" in g, sorted(g["raw"]), g["raw/x"].dtype
+    (True, ['x'], dtype('int16'))
+    """
+
+    def __init__(self, store: Store, node: str, manifest: GroupManifest, mode: str = "r") -> None:
+        self._store = store
+        self._node = node
+        self._m = manifest
+        self._mode = mode
+
+    # -- identity
+
+    @property
+    def store(self) -> Store:
+        return self._store
+
+    @property
+    def url(self) -> str:
+        return self._store.url
+
+    @property
+    def path(self) -> str:
+        return self._node
+
+    @property
+    def name(self) -> str:
+        return "/" + self._node
+
+    @property
+    def mode(self) -> str:
+        return self._mode
+
+    @property
+    def read_only(self) -> bool:
+        return self._mode not in WRITABLE_MODES
+
+    @property
+    def _what(self) -> str:
+        return f"group {self._store.display(self._node)!r}"
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, Group)
+            and other._store.token == self._store.token
+            and other._store.root == self._store.root
+            and other._node == self._node
+        )
+
+    def __hash__(self) -> int:
+        return hash((self._store.token, self._store.root, self._node))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (
+            _restore_group,
+            (self._store.url, self._store.storage_options, self._node, self._mode),
+        )
+
+    # -- attributes
+
+    @property
+    def attrs(self) -> Attributes:
+        return Attributes(lambda: self._m.attrs, self._commit_attrs, not self.read_only, self._what)
+
+    def _commit_attrs(self, attrs: dict[str, Any]) -> None:
+        self._check_writable()
+        cur = _read_node(self._store, self._node)
+        gen = cur.generation if isinstance(cur, GroupManifest) else self._m.generation
+        m = GroupManifest(attrs=attrs, generation=gen + 1, commit=new_write_id())
+        self._store.write_manifest(self._node, m.to_json())
+        self._m = m
+
+    def _check_writable(self) -> None:
+        if self.read_only:
+            raise PermissionError(
+                f"{self._what} is open read-only (mode 'r'); open it with mode 'r+' or 'a'"
+            )
+
+    # -- mapping
+
+    def __getitem__(self, key: str) -> Any:
+        if not isinstance(key, str):
+            raise TypeError(f"{self._what}: node names are str, got {type(key).__name__}")
+        node = join_component(self._node, key)
+        if node == self._node:
+            return self
+        m = _read_node(self._store, node)
+        if m is None:
+            raise KeyError(f"{key!r} is not a node of {self._what} (children: {list(self)})")
+        return _wrap(self._store, node, m, _child_mode(self._mode))
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._store.child_nodes(self._node))
+
+    def __len__(self) -> int:
+        return len(self._store.child_nodes(self._node))
+
+    def __contains__(self, key: object) -> bool:
+        if not isinstance(key, str):
+            return False
+        try:
+            node = join_component(self._node, key)
+        except ValueError:
+            return False
+        return self._store.has_manifest(node)
+
+    def groups(self) -> Iterator[tuple[str, Group]]:
+        """(name, Group) for each child group."""
+        for name in self:
+            obj = self[name]
+            if isinstance(obj, Group):
+                yield name, obj
+
+    def arrays(self) -> Iterator[tuple[str, Array]]:
+        """(name, Array) for each child array."""
+        for name in self:
+            obj = self[name]
+            if isinstance(obj, Array):
+                yield name, obj
+
+    # -- creating
+
+    def create_group(
+        self, name: str, *, attrs: Mapping[str, Any] | None = None, exist_ok: bool = False
+    ) -> Group:
+        """A new child group (intermediate groups are created); an existing node is
+        ``FileExistsError`` unless ``exist_ok`` and it is a group."""
+        self._check_writable()
+        node = join_component(self._node, name)
+        if exist_ok:
+            m = _read_node(self._store, node)
+            if isinstance(m, GroupManifest):
+                return Group(self._store, node, m, "r+")
+        return create_group_node(self._store, node, "w-", attrs)
+
+    def require_group(self, name: str) -> Group:
+        """The child group ``name``, created if missing."""
+        return self.create_group(name, exist_ok=True)
+
+    def create_array(
+        self,
+        name: str,
+        shape: Sequence[int],
+        dtype: Any,
+        chunks: Any,
+        *,
+        fill_value: Any = 0,
+        compression: str = "zstd:3",
+        dims: Sequence[str] | None = None,
+        attrs: Mapping[str, Any] | None = None,
+        overwrite: bool = False,
+    ) -> Array:
+        """Create an empty array ``name`` (chunks never written read as
+        ``fill_value``). ``chunks``: an int, a tuple per axis (ints, -1/None for the
+        whole axis, or explicit tuples of lengths for irregular grids) or ``"auto"``.
+        An existing node is ``FileExistsError`` unless ``overwrite=True``.
+
+        >>> import arrayds
+        >>> g = arrayds.open("memory://doc-create", mode="w")
+        >>> g.create_array("t", shape=(5, 3), dtype="M8[ns]", chunks=((2, 3), 3)).chunks
+        ((2, 3), (3,))
+        """
+        self._check_writable()
+        node = join_component(self._node, name)
+        m = new_array_manifest(
+            shape,
+            dtype,
+            chunks,
+            fill_value=fill_value,
+            compression=compression,
+            dims=dims,
+            attrs=attrs,
+            name=f"array {self._store.display(node)!r}",
+        )
+        return create_array_node(self._store, node, m, "w" if overwrite else "w-")
+
+    # -- display
+
+    def tree(self, max_depth: int | None = None) -> TreeView:
+        """The hierarchy below this group, one line per node."""
+        lines = [self.name if self._node else "/"]
+
+        def walk(g: Group, prefix: str, depth: int) -> None:
+            names = list(g)
+            for i, name in enumerate(names):
+                last = i == len(names) - 1
+                branch = "└── " if last else "├── "
+                try:
+                    obj = g[name]
+                except Exception as e:  # show damaged nodes instead of failing
+                    lines.append(f"{prefix}{branch}{name} <unreadable: {type(e).__name__}>")
+                    continue
+                if isinstance(obj, Group):
+                    lines.append(f"{prefix}{branch}{name}")
+                    if max_depth is None or depth < max_depth:
+                        walk(obj, prefix + ("    " if last else "│   "), depth + 1)
+                elif isinstance(obj, Array):
+                    lines.append(f"{prefix}{branch}{name} {obj.shape} {obj.dtype}")
+                else:
+                    lines.append(
+                        f"{prefix}{branch}{name} ({getattr(obj, 'kind', type(obj).__name__)})"
+                    )
+
+        walk(self, "", 1)
+        return TreeView(lines)
+
+    def __repr__(self) -> str:
+        return (
+            f"<arrayds.Group {self._store.display(self._node)!r} ({len(self)} members) "
+            f"mode={self._mode!r}>"
+        )
+
+    def _repr_html_(self) -> str:
+        attrs = ""
+        if self._m.attrs:
+            attrs = "<div>attrs: " + html.escape(", ".join(sorted(self._m.attrs))) + "</div>"
+        return (
+            f"<div><b>arrayds.Group</b> {html.escape(self._store.display(self._node))}</div>"
+            + attrs
+            + self.tree()._repr_html_()
+        )
+
+
+def _restore_group(url: str, storage_options: dict[str, Any], node: str, mode: str) -> Group:
+    store = Store.get(url, storage_options)
+    m = _read_node(store, node)
+    if not isinstance(m, GroupManifest):
+        raise _missing(store, node, "group")
+    return Group(store, node, m, mode)

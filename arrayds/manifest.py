@@ -1,0 +1,751 @@
+"""Node manifests (the JSON documents of docs/spec.md) and the shard table.
+
+* :class:`GroupManifest`, :class:`ArrayManifest` — parsed, validated manifests with
+  ``to_json()``; :func:`parse_node` turns any manifest dict into one (later kinds
+  register with :func:`register_kind`).
+* :class:`ShardTable` — the shard entries of an array as numpy arrays, with the
+  vectorized chunk -> (shard entry, record) lookup :meth:`ShardTable.locate`.
+* :func:`encode_fill_value` / :func:`decode_fill_value` — JSON-safe fill values that
+  round-trip NaN, infinities, complex numbers, NaT and raw bytes.
+* :func:`check_compression` — validates the per-array compression string.
+
+>>> m = ArrayManifest.new((4, 6), "<f4", ((2, 2), (3, 3)), fill_value=float("nan"))
+>>> js = m.to_json()
+>>> js["chunks"], js["fill_value"]
+([[[2, 2]], [[3, 2]]], 'NaN')
+>>> ArrayManifest.from_json(js, "doc").shape
+(4, 6)
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from .arrayrecord import CorruptionError
+from .grid import AxisGrid, ChunkGrid
+from .tensor import check_dtype
+
+__all__ = [
+    "FORMAT",
+    "FORMAT_VERSION",
+    "ArrayManifest",
+    "CommitConflictError",
+    "GroupManifest",
+    "ShardEntry",
+    "ShardTable",
+    "check_compression",
+    "decode_fill_value",
+    "encode_fill_value",
+    "parse_node",
+    "register_kind",
+]
+
+FORMAT = "arrayds"
+FORMAT_VERSION = 1
+
+
+class CommitConflictError(RuntimeError):
+    """Another writer committed to the same node after this write started; nothing
+    of this write became visible (its shards are orphans)."""
+
+
+# ------------------------------------------------------------------ compression
+
+_LEVELS = {"zstd": (-131072, 22, 3), "brotli": (0, 11, 6), "snappy": (1, 2, None)}
+
+
+def check_compression(compression: str, name: str = "array") -> str:
+    """Validate a compression string and return its canonical form.
+
+    One codec: ``zstd[:L]`` (-131072..22, default 3), ``brotli[:L]`` (0..11, default
+    6), ``snappy`` or ``uncompressed``; optionally ``window_log:N`` (zstd 10..31,
+    brotli 10..30). Shards are written with ``"group_size:1," + canonical``.
+
+    >>> check_compression("zstd"), check_compression("brotli:9,window_log:18")
+    ('zstd:3', 'brotli:9,window_log:18')
+    >>> check_compression("lz4")
+    Traceback (most recent call last):
+    ...
+    ValueError: array: unknown compression 'lz4' in 'lz4' (expected one of zstd[:level], ...)
+    """
+    if not isinstance(compression, str):
+        raise TypeError(f"{name}: compression must be a str such as 'zstd:3'")
+    expected = (
+        "expected one of zstd[:level], brotli[:level], snappy, uncompressed, optionally with "
+        "window_log:N"
+    )
+    codec: str | None = None
+    level: int | None = None
+    window: int | None = None
+    for item in compression.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        key, _, value = item.partition(":")
+        key, value = key.strip(), value.strip()
+        if key in _LEVELS or key == "uncompressed":
+            if codec is not None:
+                raise ValueError(f"{name}: two codecs ({codec}, {key}) in {compression!r}")
+            codec = key
+            if key == "uncompressed":
+                if value:
+                    raise ValueError(f"{name}: 'uncompressed' takes no level in {compression!r}")
+                continue
+            lo, hi, default = _LEVELS[key]
+            if value:
+                try:
+                    level = int(value)
+                except ValueError:
+                    raise ValueError(
+                        f"{name}: {key} level {value!r} in {compression!r} is not an integer"
+                    ) from None
+                if not lo <= level <= hi:
+                    raise ValueError(
+                        f"{name}: {key} level {level} in {compression!r} is out of range {lo}..{hi}"
+                    )
+            else:
+                level = default
+        elif key == "window_log":
+            try:
+                window = int(value)
+            except ValueError:
+                raise ValueError(
+                    f"{name}: window_log {value!r} in {compression!r} is not an integer"
+                ) from None
+        elif key in ("group_size", "transpose", "pad_to_block_boundary", "max_parallelism"):
+            raise ValueError(
+                f"{name}: {key!r} cannot be set in compression={compression!r}: array shards "
+                f"always use group_size:1 without transpose ({expected})"
+            )
+        else:
+            raise ValueError(f"{name}: unknown compression {key!r} in {compression!r} ({expected})")
+    if codec is None:
+        raise ValueError(f"{name}: no codec in compression={compression!r} ({expected})")
+    if window is not None:
+        if codec not in ("zstd", "brotli"):
+            raise ValueError(f"{name}: window_log conflicts with {codec} in {compression!r}")
+        lo, hi = (10, 31) if codec == "zstd" else (10, 30)
+        if not lo <= window <= hi:
+            raise ValueError(f"{name}: window_log {window} is out of range {lo}..{hi} for {codec}")
+    out = codec if level is None else f"{codec}:{level}"
+    if codec == "snappy":
+        out = "snappy"
+    if window is not None:
+        out += f",window_log:{window}"
+    try:
+        from .arrayrecord import codecs
+
+        available = codecs()
+    except Exception:  # pragma: no cover - engine without codecs()
+        available = {}
+    if codec != "uncompressed" and available and not available.get(codec, False):
+        raise ValueError(
+            f"{name}: compression {codec!r} is not available in this build of the engine "
+            f"(codecs: {sorted(k for k, v in available.items() if v)})"
+        )
+    return out
+
+
+def writer_options(compression: str) -> str:
+    """The ArrayRecord writer options for an array's shards."""
+    return "group_size:1," + compression
+
+
+# ------------------------------------------------------------------ fill values
+
+
+def _enc_float(x: float) -> float | str:
+    if math.isnan(x):
+        return "NaN"
+    if math.isinf(x):
+        return "Infinity" if x > 0 else "-Infinity"
+    return float(x)
+
+
+def _dec_float(v: Any) -> float:
+    if isinstance(v, str):
+        m = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+        if v not in m:
+            raise ValueError(f"bad float {v!r}")
+        return m[v]
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise ValueError(f"bad float {v!r}")
+    return float(v)
+
+
+def make_fill_value(value: Any, dtype: np.dtype, name: str = "array") -> np.ndarray:
+    """A user fill value -> a 0-d array of ``dtype``. ``None`` and the default ``0``
+    mean all-zero bytes (``b""`` for ``S``, ``""`` for ``U``, the epoch for
+    datetime64)."""
+    if value is None or (
+        isinstance(value, (int, np.integer))
+        and not isinstance(value, (bool, np.bool_))
+        and value == 0
+        and dtype.kind in "SUVMm"
+    ):
+        return np.zeros((), dtype=dtype)
+    try:
+        arr = np.array(value)
+        if dtype.kind in "Mm" and arr.dtype.kind in "iu":
+            return np.array(int(value), dtype=np.int64).view(dtype).reshape(())
+        out = np.array(value, dtype=dtype)
+    except (ValueError, TypeError, OverflowError) as e:
+        raise ValueError(
+            f"{name}: fill_value {value!r} cannot be stored as dtype {dtype.str} ({e})"
+        ) from None
+    if out.shape != ():
+        raise ValueError(f"{name}: fill_value must be a scalar, got shape {out.shape}")
+    if dtype.kind in "iu" and arr.dtype.kind == "f" and not float(value).is_integer():
+        raise ValueError(f"{name}: fill_value {value!r} is not an integer (dtype {dtype.str})")
+    return out
+
+
+def encode_fill_value(fill: np.ndarray) -> Any:
+    """A 0-d array -> its JSON form (docs/spec.md section 5).
+
+    >>> encode_fill_value(np.array(complex(1, float("inf"))))
+    [1.0, 'Infinity']
+    >>> encode_fill_value(np.array("NaT", dtype="M8[s]")), encode_fill_value(np.array(b"ab", "S3"))
+    ('NaT', 'YWIA')
+    """
+    dt = fill.dtype
+    v = fill[()]
+    k = dt.kind
+    if k == "b":
+        return bool(v)
+    if k in "iu":
+        return int(v)
+    if k == "f":
+        return _enc_float(float(v))
+    if k == "c":
+        return [_enc_float(float(v.real)), _enc_float(float(v.imag))]
+    if k in "Mm":
+        if np.isnat(v):
+            return "NaT"
+        return int(fill.view(np.int64))
+    if k == "U":
+        return str(v)
+    # S, V: the raw bytes of the item
+    return base64.b64encode(fill.tobytes()).decode("ascii")
+
+
+def decode_fill_value(value: Any, dtype: np.dtype) -> np.ndarray:
+    """The JSON form -> a 0-d array of ``dtype`` (ValueError if it does not fit)."""
+    k = dtype.kind
+    if k == "b":
+        if not isinstance(value, bool):
+            raise ValueError(f"expected true/false, got {value!r}")
+        return np.array(value, dtype=dtype)
+    if k in "iu":
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"expected an integer, got {value!r}")
+        info = np.iinfo(dtype)
+        if not info.min <= value <= info.max:
+            raise ValueError(f"{value} does not fit {dtype.str}")
+        return np.array(value, dtype=dtype)
+    if k == "f":
+        return np.array(_dec_float(value), dtype=dtype)
+    if k == "c":
+        if not isinstance(value, list) or len(value) != 2:
+            raise ValueError(f"expected [real, imag], got {value!r}")
+        return np.array(complex(_dec_float(value[0]), _dec_float(value[1])), dtype=dtype)
+    if k in "Mm":
+        if value == "NaT":
+            return np.array("NaT", dtype=dtype)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"expected an integer or 'NaT', got {value!r}")
+        return np.array(value, dtype=np.int64).view(dtype).reshape(())
+    if k == "U":
+        if not isinstance(value, str):
+            raise ValueError(f"expected a string, got {value!r}")
+        return np.array(value, dtype=dtype)
+    if not isinstance(value, str):
+        raise ValueError(f"expected base64 text, got {value!r}")
+    raw = base64.b64decode(value.encode("ascii"), validate=True)
+    if len(raw) != dtype.itemsize:
+        raise ValueError(f"{len(raw)} bytes, expected {dtype.itemsize}")
+    return np.frombuffer(raw, dtype=dtype).reshape(()).copy()
+
+
+# ------------------------------------------------------------------ shard table
+
+
+@dataclass(frozen=True)
+class ShardEntry:
+    """One entry of an array's ``shards`` list: the box ``[start, stop)`` of chunk
+    coordinates stored in ``path`` (relative to the node folder) as records
+    ``offset ..`` in C order of the box."""
+
+    path: str
+    start: tuple[int, ...]
+    stop: tuple[int, ...]
+    offset: int = 0
+    bytes: int | None = None
+
+    @property
+    def records(self) -> int:
+        return math.prod(b - a for a, b in zip(self.start, self.stop, strict=False))
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "path": self.path,
+            "start": list(self.start),
+            "stop": list(self.stop),
+            "records": self.records,
+        }
+        if self.offset:
+            d["offset"] = self.offset
+        if self.bytes is not None:
+            d["bytes"] = self.bytes
+        return d
+
+    def shifted(self, axis: int, by: int) -> ShardEntry:
+        start = list(self.start)
+        stop = list(self.stop)
+        start[axis] += by
+        stop[axis] += by
+        return replace(self, start=tuple(start), stop=tuple(stop))
+
+    def contains_box(self, start: Sequence[int], stop: Sequence[int]) -> bool:
+        return all(
+            a <= s and t <= b
+            for a, b, s, t in zip(self.start, self.stop, start, stop, strict=False)
+        )
+
+
+def _check_rel_path(p: Any, what: str) -> str:
+    if not isinstance(p, str) or not p:
+        raise ValueError(f"shard path {p!r} must be a non-empty string")
+    if p.startswith("/") or "\\" in p or "\x00" in p or "://" in p:
+        raise ValueError(f"shard path {p!r} must be relative to the node folder")
+    for seg in p.split("/"):
+        if seg in ("", ".", ".."):
+            raise ValueError(f"shard path {p!r} must stay inside the node folder")
+    return p
+
+
+class ShardTable:
+    """The shard entries of an array as numpy arrays, for vectorized lookups.
+
+    ``locate(coords)`` answers, for K chunk coordinates at once, which entry holds
+    each chunk (the last entry whose box contains it; -1 for none) and the record
+    index inside that entry's file. Work is O(K x S') with S' the entries whose box
+    meets the bounding box of the query, in bounded memory; nothing is stored per
+    chunk.
+
+    >>> t = ShardTable([ShardEntry("c/a", (0, 0), (2, 2)), ShardEntry("c/b", (1, 1), (2, 3))], 2)
+    >>> e, r = t.locate(np.array([[0, 0], [1, 1], [1, 2], [3, 3]]))
+    >>> e.tolist(), r.tolist()
+    ([0, 1, 1, -1], [0, 0, 1, -1])
+    """
+
+    _BLOCK = 1 << 22  # K x S booleans per step
+
+    def __init__(self, entries: Sequence[ShardEntry], ndim: int) -> None:
+        self.entries = list(entries)
+        self.ndim = ndim
+        s = len(self.entries)
+        self.starts = np.array([e.start for e in self.entries], dtype=np.int64).reshape(s, ndim)
+        self.stops = np.array([e.stop for e in self.entries], dtype=np.int64).reshape(s, ndim)
+        self.offsets = np.array([e.offset for e in self.entries], dtype=np.int64)
+        ext = self.stops - self.starts
+        # C-order strides of each box, in records
+        strides = np.ones((s, ndim), dtype=np.int64)
+        for d in range(ndim - 2, -1, -1):
+            strides[:, d] = strides[:, d + 1] * ext[:, d + 1]
+        self.strides = strides
+        paths: dict[str, int] = {}
+        self.path_ids = np.array(
+            [paths.setdefault(e.path, len(paths)) for e in self.entries], dtype=np.int64
+        )
+        self.paths = list(paths)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def locate(self, coords: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """coords: (K, ndim) int64 -> (entry index or -1, record index or -1)."""
+        coords = np.asarray(coords, dtype=np.int64).reshape(-1, self.ndim)
+        k = coords.shape[0]
+        entry = np.full(k, -1, dtype=np.int64)
+        if k == 0 or not self.entries:
+            return entry, np.full(k, -1, dtype=np.int64)
+        if self.ndim:
+            lo = coords.min(axis=0)
+            hi = coords.max(axis=0)
+            meets = np.all((self.starts <= hi) & (self.stops > lo), axis=1)
+            cand = np.flatnonzero(meets)
+        else:
+            cand = np.arange(len(self.entries))
+        if cand.size:
+            step = max(1, self._BLOCK // max(k, 1))
+            todo = np.ones(k, dtype=bool)
+            # newest entries first: the first hit wins
+            for hi_i in range(cand.size, 0, -step):
+                blk = cand[max(0, hi_i - step) : hi_i][::-1]
+                rows = np.flatnonzero(todo)
+                c = coords[rows]
+                inside = np.ones((rows.size, blk.size), dtype=bool)
+                for d in range(self.ndim):
+                    cd = c[:, d : d + 1]
+                    inside &= (cd >= self.starts[blk, d]) & (cd < self.stops[blk, d])
+                hit = inside.any(axis=1)
+                first = inside.argmax(axis=1)
+                entry[rows[hit]] = blk[first[hit]]
+                todo[rows[hit]] = False
+                if not todo.any():
+                    break
+        record = np.full(k, -1, dtype=np.int64)
+        found = entry >= 0
+        if found.any():
+            e = entry[found]
+            rel = coords[found] - self.starts[e]
+            record[found] = self.offsets[e] + np.sum(rel * self.strides[e], axis=1)
+        return entry, record
+
+    def covered_count(self, grid_shape: Sequence[int]) -> int:
+        """How many chunks of the grid some entry covers (the union of the boxes),
+        by coordinate compression; exact and independent of the grid size."""
+        if not self.entries:
+            return 0
+        ndim = self.ndim
+        if ndim == 0:
+            return 1
+        cuts = []
+        for d in range(ndim):
+            b = np.unique(np.concatenate([self.starts[:, d], self.stops[:, d], [0]]))
+            b = b[b <= grid_shape[d]]
+            cuts.append(b)
+        cells = math.prod(max(len(c) - 1, 0) for c in cuts)
+        if cells <= 1 << 24:
+            covered = np.zeros([len(c) - 1 for c in cuts], dtype=bool)
+            for s, t in zip(self.starts, self.stops, strict=False):
+                covered[
+                    tuple(
+                        slice(int(np.searchsorted(c, a)), int(np.searchsorted(c, b)))
+                        for c, a, b in zip(cuts, s, t, strict=False)
+                    )
+                ] = True
+            widths = np.ix_(*[np.diff(c) for c in cuts])
+            vol = np.ones(covered.shape, dtype=np.float64)
+            for w in widths:
+                vol = vol * w
+            return int(round(float(vol[covered].sum())))
+        # too fragmented to compress: an upper bound is still useful
+        return min(math.prod(grid_shape), int(np.prod(self.stops - self.starts, axis=1).sum()))
+
+
+# ---------------------------------------------------------------- manifests
+
+
+def _require(d: Mapping[str, Any], key: str, types: Any, what: str) -> Any:
+    if key not in d:
+        raise CorruptionError(f"{what}: the manifest has no {key!r}")
+    v = d[key]
+    if not isinstance(v, types) or isinstance(v, bool):
+        raise CorruptionError(f"{what}: manifest field {key!r} has a bad value {v!r}")
+    return v
+
+
+@dataclass
+class GroupManifest:
+    """A group node: attributes only (children are the sub-folders with manifests)."""
+
+    attrs: dict[str, Any] = field(default_factory=dict)
+    generation: int = 0
+    commit: str = ""
+
+    kind = "group"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "kind": "group",
+            "generation": self.generation,
+            "commit": self.commit,
+            "attrs": self.attrs,
+        }
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any], what: str) -> GroupManifest:
+        attrs = d.get("attrs", {})
+        if not isinstance(attrs, dict):
+            raise CorruptionError(f"{what}: manifest field 'attrs' must be an object")
+        gen = d.get("generation", 0)
+        if not isinstance(gen, int) or isinstance(gen, bool) or gen < 0:
+            raise CorruptionError(f"{what}: manifest field 'generation' has a bad value {gen!r}")
+        return cls(attrs=dict(attrs), generation=gen, commit=str(d.get("commit", "")))
+
+
+@dataclass
+class ArrayManifest:
+    """An array node (docs/spec.md section 4). ``grid`` is the chunk grid, ``fill``
+    a 0-d array of ``dtype``, ``shards`` the entries in commit order."""
+
+    dtype: np.dtype
+    grid: ChunkGrid
+    fill: np.ndarray
+    compression: str = "zstd:3"
+    dims: tuple[str, ...] | None = None
+    attrs: dict[str, Any] = field(default_factory=dict)
+    shards: list[ShardEntry] = field(default_factory=list)
+    chunk_shape: tuple[int, ...] = ()
+    generation: int = 0
+    commit: str = ""
+    _table: ShardTable | None = field(default=None, repr=False, compare=False)
+
+    kind = "array"
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.grid.shape
+
+    @property
+    def ndim(self) -> int:
+        return self.grid.ndim
+
+    @property
+    def table(self) -> ShardTable:
+        if self._table is None:
+            self._table = ShardTable(self.shards, self.ndim)
+        return self._table
+
+    @classmethod
+    def new(
+        cls,
+        shape: Sequence[int],
+        dtype: Any,
+        chunks: Sequence[Sequence[int]],
+        *,
+        fill_value: Any = 0,
+        compression: str = "zstd:3",
+        dims: Sequence[str] | None = None,
+        attrs: Mapping[str, Any] | None = None,
+        name: str = "array",
+    ) -> ArrayManifest:
+        """A new empty array (no shards) after validating every argument.
+        ``chunks`` are dask-style per-axis lengths (see :func:`grid.normalize_chunks`)."""
+        dt = check_dtype(dtype, name)
+        shape = tuple(int(n) for n in shape)
+        if any(n < 0 for n in shape):
+            raise ValueError(f"{name}: shape {shape} has a negative length")
+        grid = ChunkGrid.from_chunks(chunks)
+        if grid.shape != shape:
+            raise ValueError(f"{name}: chunks {tuple(chunks)} do not match shape {shape}")
+        m = cls(
+            dtype=dt,
+            grid=grid,
+            fill=make_fill_value(fill_value, dt, name),
+            compression=check_compression(compression, name),
+            dims=_check_dims(dims, len(shape), name),
+            attrs=_check_attrs(attrs, name),
+            chunk_shape=tuple(max((max(c) if c else 0), 0) for c in chunks),
+        )
+        return m
+
+    def with_(self, **changes: Any) -> ArrayManifest:
+        """A copy with some fields replaced (the shard table is rebuilt lazily)."""
+        changes.setdefault("_table", None)
+        return replace(self, **changes)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "kind": "array",
+            "generation": self.generation,
+            "commit": self.commit,
+            "shape": list(self.shape),
+            "dtype": self.dtype.str,
+            "chunks": self.grid.runs(),
+            "chunk_shape": list(self.chunk_shape),
+            "fill_value": encode_fill_value(self.fill),
+            "compression": self.compression,
+            "dims": None if self.dims is None else list(self.dims),
+            "attrs": self.attrs,
+            "shards": [e.to_json() for e in self.shards],
+        }
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any], what: str) -> ArrayManifest:
+        """Parse and validate; any violation is a :class:`CorruptionError`."""
+        shape = _require(d, "shape", list, what)
+        if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape):
+            raise CorruptionError(f"{what}: manifest shape {shape!r} must be non-negative ints")
+        ndim = len(shape)
+        try:
+            dtype = check_dtype(_require(d, "dtype", str, what), what)
+        except (TypeError, ValueError) as e:
+            raise CorruptionError(f"{what}: manifest dtype: {e}") from None
+        runs = _require(d, "chunks", list, what)
+        try:
+            if len(runs) != ndim:
+                raise ValueError(f"{len(runs)} axes, expected {ndim}")
+            axes = []
+            for r in runs:
+                if not isinstance(r, list) or not all(
+                    isinstance(p, list)
+                    and len(p) == 2
+                    and all(isinstance(x, int) and not isinstance(x, bool) for x in p)
+                    for p in r
+                ):
+                    raise ValueError(f"bad run list {r!r}")
+                axes.append(AxisGrid(r))
+            grid = ChunkGrid(axes)
+            if grid.shape != tuple(shape):
+                raise ValueError(f"the runs cover {grid.shape}, expected {tuple(shape)}")
+        except ValueError as e:
+            raise CorruptionError(f"{what}: manifest chunks: {e}") from None
+        try:
+            fill = decode_fill_value(d.get("fill_value", 0), dtype)
+        except (ValueError, TypeError) as e:
+            raise CorruptionError(f"{what}: manifest fill_value: {e}") from None
+        compression = d.get("compression", "zstd:3")
+        if not isinstance(compression, str):
+            raise CorruptionError(f"{what}: manifest compression {compression!r} is not a string")
+        dims = d.get("dims")
+        if dims is not None and (
+            not isinstance(dims, list)
+            or len(dims) != ndim
+            or not all(isinstance(x, str) for x in dims)
+        ):
+            raise CorruptionError(f"{what}: manifest dims {dims!r} must be {ndim} names or null")
+        attrs = d.get("attrs", {})
+        if not isinstance(attrs, dict):
+            raise CorruptionError(f"{what}: manifest attrs must be an object")
+        gen = d.get("generation", 0)
+        if not isinstance(gen, int) or isinstance(gen, bool) or gen < 0:
+            raise CorruptionError(f"{what}: manifest generation {gen!r} is not a count")
+        chunk_shape = d.get("chunk_shape")
+        if chunk_shape is None:
+            chunk_shape = [ax.nominal() for ax in grid.axes]
+        if (
+            not isinstance(chunk_shape, list)
+            or len(chunk_shape) != ndim
+            or not all(isinstance(x, int) and x >= 0 for x in chunk_shape)
+        ):
+            raise CorruptionError(f"{what}: manifest chunk_shape {chunk_shape!r} is invalid")
+        shards = _parse_shards(_require(d, "shards", list, what), grid, what)
+        return cls(
+            dtype=dtype,
+            grid=grid,
+            fill=fill,
+            compression=compression,
+            dims=None if dims is None else tuple(dims),
+            attrs=dict(attrs),
+            shards=shards,
+            chunk_shape=tuple(chunk_shape),
+            generation=gen,
+            commit=str(d.get("commit", "")),
+        )
+
+
+def _parse_shards(raw: list[Any], grid: ChunkGrid, what: str) -> list[ShardEntry]:
+    ndim = grid.ndim
+    gshape = grid.grid_shape
+    out = []
+    for i, e in enumerate(raw):
+        try:
+            if not isinstance(e, dict):
+                raise ValueError("not an object")
+            path = _check_rel_path(e.get("path"), what)
+            start, stop = e.get("start"), e.get("stop")
+            if not (isinstance(start, list) and isinstance(stop, list)):
+                raise ValueError("start/stop must be lists")
+            if len(start) != ndim or len(stop) != ndim:
+                raise ValueError(f"start/stop must have {ndim} entries")
+            for a, b, n in zip(start, stop, gshape, strict=False):
+                if not (isinstance(a, int) and isinstance(b, int)) or not 0 <= a < b <= n:
+                    raise ValueError(f"box {start}..{stop} is not inside the chunk grid {gshape}")
+            offset = e.get("offset", 0)
+            if not isinstance(offset, int) or offset < 0:
+                raise ValueError(f"offset {offset!r}")
+            nbytes = e.get("bytes")
+            if nbytes is not None and (not isinstance(nbytes, int) or nbytes < 0):
+                raise ValueError(f"bytes {nbytes!r}")
+            entry = ShardEntry(path, tuple(start), tuple(stop), offset, nbytes)
+            records = e.get("records")
+            if records is not None and records != entry.records:
+                raise ValueError(f"records {records!r}, but the box holds {entry.records} chunks")
+        except ValueError as err:
+            raise CorruptionError(f"{what}: manifest shard entry {i}: {err}") from None
+        out.append(entry)
+    return out
+
+
+def _check_dims(dims: Sequence[str] | None, ndim: int, name: str) -> tuple[str, ...] | None:
+    if dims is None:
+        return None
+    if isinstance(dims, str) or not all(isinstance(x, str) for x in dims):
+        raise TypeError(f"{name}: dims must be a sequence of str, got {dims!r}")
+    dims = tuple(dims)
+    if len(dims) != ndim:
+        raise ValueError(f"{name}: dims {dims} must name each of the {ndim} axes")
+    return dims
+
+
+def _check_attrs(attrs: Mapping[str, Any] | None, name: str) -> dict[str, Any]:
+    if attrs is None:
+        return {}
+    if not isinstance(attrs, Mapping):
+        raise TypeError(f"{name}: attrs must be a mapping, got {type(attrs).__name__}")
+    out = dict(attrs)
+    check_json_value(out, name)
+    return out
+
+
+def check_json_value(value: Any, name: str) -> None:
+    """Raise ``TypeError`` naming the key if ``value`` is not strict JSON."""
+    import json
+
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as e:
+        raise TypeError(
+            f"{name}: attributes must be JSON-serializable (str keys, no NaN/inf): {e}"
+        ) from None
+
+
+# ------------------------------------------------------------- kind dispatch
+
+_KINDS: dict[str, Callable[[Mapping[str, Any], str], Any]] = {
+    "group": GroupManifest.from_json,
+    "array": ArrayManifest.from_json,
+}
+
+
+def register_kind(kind: str, parser: Callable[[Mapping[str, Any], str], Any]) -> None:
+    """Let a later module parse manifests of another ``kind`` (records, ragged)."""
+    _KINDS[kind] = parser
+
+
+def parse_node(d: Mapping[str, Any], what: str) -> Any:
+    """Check the common header of a manifest and parse it by ``kind``."""
+    if d.get("format") != FORMAT:
+        raise CorruptionError(
+            f"{what}: not an arrayds manifest (format is {d.get('format')!r}, expected {FORMAT!r})"
+        )
+    version = d.get("format_version")
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise CorruptionError(f"{what}: manifest format_version {version!r} is not an integer")
+    if version > FORMAT_VERSION:
+        raise NotImplementedError(
+            f"{what}: dataset format version {version} is newer than this arrayds supports "
+            f"({FORMAT_VERSION}); upgrade arrayds"
+        )
+    if version < 1:
+        raise CorruptionError(f"{what}: manifest format_version {version} is invalid")
+    kind = d.get("kind")
+    parser = _KINDS.get(kind)  # type: ignore[arg-type]
+    if parser is None:
+        raise NotImplementedError(
+            f"{what}: node kind {kind!r} is not supported by this arrayds (known: {sorted(_KINDS)})"
+        )
+    return parser(d, what)

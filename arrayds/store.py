@@ -1,0 +1,504 @@
+"""Storage for datasets: fsspec access, node paths, atomic commits, shard I/O.
+
+A dataset lives under one root URL (docs/spec.md section 2). This module is the only
+place that touches the file system for datasets:
+
+* :class:`Store` — one root on one fsspec file system (local paths, ``file://``,
+  ``memory://``, and object stores). Only whole-object writes and ranged reads are
+  used outside the local fast path: no rename, no append, no in-place edit.
+* :func:`check_component` — node names cannot escape the root.
+* :meth:`Store.write_manifest` — the atomic commit point: a temporary file plus
+  ``os.replace`` on local disks, one whole-object write elsewhere.
+* :meth:`Store.write_shard` — one immutable ArrayRecord shard, written under a name
+  no other write uses (:func:`new_write_id`).
+* :func:`shard_reader` — a per-process LRU cache of open shard readers keyed by
+  (file system, path): shards are immutable, so a footer is read once per process.
+* :func:`io_stats` — counters of reader opens and records read, for tests and
+  diagnostics.
+
+>>> st = Store("memory://doc-store")
+>>> st.write_manifest("a", {"format": "arrayds", "kind": "group"})
+>>> st.read_manifest("a")["kind"], st.child_nodes("")
+('group', ['a'])
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import fsspec
+from fsspec.implementations.local import LocalFileSystem
+
+from .arrayrecord import ArrayRecordReader, ArrayRecordWriter
+
+__all__ = [
+    "MANIFEST",
+    "SHARD_DIR",
+    "Store",
+    "check_component",
+    "io_pool",
+    "io_stats",
+    "join_component",
+    "new_write_id",
+    "reset_io_stats",
+    "shard_reader",
+]
+
+MANIFEST = "arrayds.json"
+"""The file name of every node's manifest."""
+SHARD_DIR = "c"
+"""The folder (inside an array node) holding its shards."""
+SHARD_SUFFIX = ".array_record"
+
+
+# ----------------------------------------------------------------------- names
+
+
+def check_component(component: str | None, what: str = "component") -> str:
+    """Normalize a node name (``"a/b"``) relative to the dataset root.
+
+    ``None`` and ``""`` are the root. Absolute paths, ``..`` or ``.`` segments, empty
+    segments (``"a//b"``), backslashes, NUL characters and a segment named like the
+    manifest are a ``ValueError``: a name can never leave the root.
+
+    >>> check_component("a/b"), check_component(None), check_component("a/")
+    ('a/b', '', 'a')
+    >>> check_component("../x")
+    Traceback (most recent call last):
+    ...
+    ValueError: component '../x': '..' segments are not allowed (names cannot leave ...)
+    """
+    if component is None:
+        return ""
+    if not isinstance(component, str):
+        raise TypeError(f"{what} must be a str, got {type(component).__name__}")
+    name = component
+    if name.endswith("/"):
+        name = name[:-1]
+    if name == "":
+        return ""
+    if "\\" in name:
+        raise ValueError(f"{what} {component!r}: backslashes are not allowed")
+    if "\x00" in name:
+        raise ValueError(f"{what} {component!r}: NUL characters are not allowed")
+    if name.startswith("/"):
+        raise ValueError(
+            f"{what} {component!r}: absolute paths are not allowed (names are relative to "
+            f"the dataset root)"
+        )
+    for seg in name.split("/"):
+        if seg == "":
+            raise ValueError(f"{what} {component!r}: empty path segments are not allowed")
+        if seg in ("..", "."):
+            raise ValueError(
+                f"{what} {component!r}: {seg!r} segments are not allowed (names cannot leave "
+                f"the dataset root)"
+            )
+        if seg == MANIFEST:
+            raise ValueError(f"{what} {component!r}: {MANIFEST!r} is reserved")
+    return name
+
+
+def join_component(parent: str, child: str) -> str:
+    """``join_component("a", "b/c") == "a/b/c"``; the root is ``""``."""
+    child = check_component(child)
+    if not parent:
+        return child
+    if not child:
+        return parent
+    return f"{parent}/{child}"
+
+
+def new_write_id() -> str:
+    """A unique, time-sortable id for one write: 14 hex digits of microseconds since
+    the epoch, then 10 random hex digits.
+
+    >>> len(new_write_id())
+    24
+    """
+    return f"{time.time_ns() // 1000:014x}{secrets.token_hex(5)}"
+
+
+# ------------------------------------------------------------------------ stats
+
+_stats_lock = threading.Lock()
+_stats: dict[str, int] = {"reader_opens": 0, "read_calls": 0, "records_read": 0}
+
+
+def _count(key: str, n: int = 1) -> None:
+    with _stats_lock:
+        _stats[key] += n
+
+
+def io_stats() -> dict[str, int]:
+    """Counters since the last :func:`reset_io_stats`: ``reader_opens`` (shard
+    footers read), ``read_calls`` (batched engine reads) and ``records_read``
+    (chunks fetched and decoded).
+
+    >>> reset_io_stats(); io_stats()
+    {'reader_opens': 0, 'read_calls': 0, 'records_read': 0}
+    """
+    with _stats_lock:
+        return dict(_stats)
+
+
+def reset_io_stats() -> None:
+    """Zero the counters of :func:`io_stats`."""
+    with _stats_lock:
+        for k in _stats:
+            _stats[k] = 0
+
+
+# ------------------------------------------------------------------- the store
+
+
+def _options_token(storage_options: Mapping[str, Any] | None) -> str:
+    return json.dumps(dict(storage_options or {}), sort_keys=True, default=repr)
+
+
+class Store:
+    """A dataset root: an fsspec file system and the root path inside it.
+
+    Node names are ``""`` (the root) or ``"a/b"``; file names inside a node are
+    relative (``"arrayds.json"``, ``"c/<id>-0.array_record"``). ``Store`` objects are
+    cheap; :meth:`get` caches one per (url, storage_options) per process.
+    """
+
+    _instances: dict[tuple[str, str], Store] = {}
+    _instances_lock = threading.Lock()
+
+    def __init__(
+        self, url: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None
+    ):
+        if isinstance(url, os.PathLike):
+            url = os.fspath(url)
+        if not isinstance(url, str):
+            raise TypeError(f"dataset url must be a str or os.PathLike, got {type(url).__name__}")
+        if not url:
+            raise ValueError("dataset url is empty")
+        self.url = url
+        self.storage_options: dict[str, Any] = dict(storage_options or {})
+        fs, root = fsspec.core.url_to_fs(url, **self.storage_options)
+        self.fs: fsspec.AbstractFileSystem = fs
+        self.local = isinstance(fs, LocalFileSystem)
+        if self.local:
+            root = os.path.abspath(root)
+        self.root = root.rstrip("/") if root not in ("/", "") else root
+        protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
+        self.protocol = protocol
+        self.token = (protocol, _options_token(self.storage_options))
+
+    @classmethod
+    def get(cls, url: str, storage_options: Mapping[str, Any] | None = None) -> Store:
+        """A cached :class:`Store` for (url, storage_options)."""
+        key = (os.fspath(url), _options_token(storage_options))
+        st = cls._instances.get(key)
+        if st is None:
+            st = cls(url, storage_options)
+            with cls._instances_lock:
+                cls._instances[key] = st
+        return st
+
+    # -- naming
+
+    @property
+    def canonical_url(self) -> str:
+        """The root as a full URL (``file:///abs/path``, ``memory:///x``); stable
+        across processes and used in dask tokens."""
+        if self.local:
+            return "file://" + self.root
+        return self.fs.unstrip_protocol(self.root)
+
+    def path(self, node: str, name: str = "") -> str:
+        """The file-system path of ``name`` inside ``node``."""
+        parts = [self.root] if self.root else []
+        if node:
+            parts.append(node)
+        if name:
+            parts.append(name)
+        if self.local:
+            return os.path.join(*parts)
+        return "/".join(p.rstrip("/") for p in parts) if parts else ""
+
+    def url_of(self, node: str, name: str = "") -> str:
+        """A URL the ArrayRecord reader/writer understands (a plain path locally)."""
+        p = self.path(node, name)
+        return p if self.local else self.fs.unstrip_protocol(p)
+
+    def display(self, node: str) -> str:
+        """``url`` for the root, ``url/node`` otherwise (for messages)."""
+        base = self.url.rstrip("/")
+        return f"{base}/{node}" if node else self.url
+
+    # -- manifests
+
+    def read_manifest(self, node: str) -> dict[str, Any] | None:
+        """The parsed manifest of ``node``, or ``None`` if it has none. A manifest
+        that is not a JSON object raises :class:`arrayds.CorruptionError`."""
+        raw = self.read_manifest_bytes(node)
+        if raw is None:
+            return None
+        return parse_json(raw, self.display(node))
+
+    def read_manifest_bytes(self, node: str) -> bytes | None:
+        p = self.path(node, MANIFEST)
+        try:
+            if self.local:
+                with open(p, "rb") as f:
+                    return f.read()
+            return self.fs.cat_file(p)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except IsADirectoryError:
+            return None
+
+    def has_manifest(self, node: str) -> bool:
+        p = self.path(node, MANIFEST)
+        if self.local:
+            return os.path.isfile(p)
+        return bool(self.fs.exists(p))
+
+    def write_manifest(self, node: str, manifest: Mapping[str, Any]) -> None:
+        """Atomically replace (or create) the manifest of ``node``.
+
+        Local: write a temporary file in the same folder, flush and fsync it, then
+        ``os.replace`` it over the manifest. Elsewhere: one whole-object write, which
+        object stores make visible atomically. Readers see the old or the new
+        manifest, never a mix.
+        """
+        data = dump_json(manifest)
+        p = self.path(node, MANIFEST)
+        if self.local:
+            folder = os.path.dirname(p)
+            os.makedirs(folder, exist_ok=True)
+            tmp = os.path.join(folder, f".{MANIFEST}.{secrets.token_hex(6)}.tmp")
+            try:
+                with open(tmp, "wb") as f:
+                    f.write(data)
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.replace(tmp, p)
+            except BaseException:
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
+                raise
+        else:
+            self.fs.pipe_file(p, data)
+
+    # -- listing and removal
+
+    def child_nodes(self, node: str) -> list[str]:
+        """Names (sorted) of the sub-folders of ``node`` that hold a manifest."""
+        base = self.path(node)
+        if self.local:
+            try:
+                entries = list(os.scandir(base))
+            except (FileNotFoundError, NotADirectoryError):
+                return []
+            return sorted(
+                e.name
+                for e in entries
+                if e.is_dir() and os.path.isfile(os.path.join(e.path, MANIFEST))
+            )
+        pattern = (base.rstrip("/") + "/*/" + MANIFEST) if base else ("*/" + MANIFEST)
+        try:
+            found = self.fs.glob(pattern)
+        except FileNotFoundError:
+            return []
+        names = {p.rstrip("/").split("/")[-2] for p in found}
+        return sorted(names)
+
+    def exists(self, node: str, name: str = "") -> bool:
+        p = self.path(node, name)
+        if self.local:
+            return os.path.exists(p)
+        return bool(self.fs.exists(p))
+
+    def remove(self, node: str, name: str) -> None:
+        """Remove one file or folder inside ``node`` (missing is fine)."""
+        p = self.path(node, name)
+        try:
+            if self.local:
+                if os.path.isdir(p):
+                    shutil.rmtree(p)
+                else:
+                    os.unlink(p)
+            else:
+                self.fs.rm(p, recursive=True)
+        except FileNotFoundError:
+            pass
+
+    def remove_files(self, node: str, names: Sequence[str]) -> None:
+        """Remove many files inside ``node``, ignoring the missing ones."""
+        if not names:
+            return
+        if self.local:
+            for n in names:
+                try:
+                    os.unlink(self.path(node, n))
+                except FileNotFoundError:
+                    pass
+            return
+        paths = [self.path(node, n) for n in names]
+        try:
+            self.fs.rm(paths)
+        except FileNotFoundError:
+            for p in paths:
+                try:
+                    self.fs.rm(p)
+                except FileNotFoundError:
+                    pass
+
+    # -- shards
+
+    def write_shard(self, node: str, relpath: str, records: Sequence[Any], options: str) -> int:
+        """Write one immutable shard (one record per chunk) and return its size.
+
+        The shard is built under a temporary name and renamed into place on local
+        disks, so a shard name never holds a half-written file even if two attempts
+        of the same task race; elsewhere the ArrayRecord writer uploads the whole
+        object at ``close()``.
+        """
+        if self.local:
+            final = self.path(node, relpath)
+            os.makedirs(os.path.dirname(final), exist_ok=True)
+            tmp = f"{final}.{secrets.token_hex(6)}.tmp"
+            try:
+                with ArrayRecordWriter(tmp, options) as w:
+                    w.write_many(records)
+                os.replace(tmp, final)
+            except BaseException:
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
+                raise
+            return os.path.getsize(final)
+        url = self.url_of(node, relpath)
+        with ArrayRecordWriter(url, options, storage_options=self.storage_options) as w:
+            w.write_many(records)
+        return int(self.fs.size(self.path(node, relpath)))
+
+    def shard_reader(self, node: str, relpath: str) -> ArrayRecordReader:
+        """The cached reader of a shard (see :func:`shard_reader`)."""
+        return shard_reader(self, self.path(node, relpath))
+
+
+# ---------------------------------------------------------------- JSON helpers
+
+
+def dump_json(obj: Mapping[str, Any]) -> bytes:
+    """Strict JSON (no NaN/Infinity literals), compact, UTF-8."""
+    return json.dumps(obj, allow_nan=False, separators=(",", ":"), ensure_ascii=False).encode(
+        "utf8"
+    )
+
+
+def parse_json(raw: bytes, what: str) -> dict[str, Any]:
+    from .arrayrecord import CorruptionError
+
+    try:
+        obj = json.loads(raw.decode("utf8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise CorruptionError(f"{what}: the manifest {MANIFEST} is not valid JSON ({e})") from None
+    if not isinstance(obj, dict):
+        raise CorruptionError(
+            f"{what}: the manifest {MANIFEST} holds a JSON {type(obj).__name__}, expected an object"
+        )
+    return obj
+
+
+# -------------------------------------------------------------- reader cache
+
+_READER_CACHE_SIZE = int(os.environ.get("ARRAYDS_READER_CACHE_SIZE", "256"))
+_readers: OrderedDict[tuple[Any, ...], ArrayRecordReader] = OrderedDict()
+_readers_lock = threading.Lock()
+
+
+def shard_reader(store: Store, path: str) -> ArrayRecordReader:
+    """An open :class:`arrayds.ArrayRecordReader` for ``path`` on ``store``'s file
+    system, from a per-process LRU cache keyed by (protocol, storage options, path).
+
+    Shards are immutable and uniquely named, so a cached reader is never stale. An
+    evicted reader is not closed (another thread may still be using it); it closes
+    when the last reference goes. ``FileNotFoundError`` and
+    :class:`arrayds.CorruptionError` from opening propagate to the caller, which
+    names the array.
+    """
+    key = (store.token, path)
+    with _readers_lock:
+        r = _readers.get(key)
+        if r is not None:
+            _readers.move_to_end(key)
+            return r
+    url = path if store.local else store.fs.unstrip_protocol(path)
+    r = ArrayRecordReader(url, storage_options=None if store.local else store.storage_options)
+    _count("reader_opens")
+    with _readers_lock:
+        existing = _readers.get(key)
+        if existing is not None:
+            return existing
+        _readers[key] = r
+        while len(_readers) > _READER_CACHE_SIZE:
+            _readers.popitem(last=False)
+    return r
+
+
+def read_records(reader: ArrayRecordReader, records: Any) -> list[bytes]:
+    """One batched engine read (decoded in parallel), counted in :func:`io_stats`."""
+    out = reader.read(records)
+    with _stats_lock:
+        _stats["read_calls"] += 1
+        _stats["records_read"] += len(out)
+    return out
+
+
+def clear_reader_cache() -> None:
+    """Forget every cached shard reader (they close when unreferenced)."""
+    with _readers_lock:
+        _readers.clear()
+
+
+# ----------------------------------------------------------------- thread pool
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+IO_THREADS = int(os.environ.get("ARRAYDS_IO_THREADS", str(min(8, 2 * (os.cpu_count() or 1)))))
+
+
+def io_pool() -> ThreadPoolExecutor:
+    """A small per-process pool that reads several shards at once (each shard is one
+    batched engine call, itself decoded in parallel by the engine)."""
+    global _pool
+    pool = _pool
+    if pool is None:
+        with _pool_lock:
+            if _pool is None:
+                _pool = ThreadPoolExecutor(max(1, IO_THREADS), thread_name_prefix="arrayds-io")
+            pool = _pool
+    return pool
+
+
+def _after_fork_in_child() -> None:
+    global _pool, _pool_lock, _readers_lock, _stats_lock
+    _pool = None
+    _pool_lock = threading.Lock()
+    _readers_lock = threading.Lock()
+    _stats_lock = threading.Lock()
+    _readers.clear()
+    Store._instances_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
