@@ -440,7 +440,7 @@ class PyReader {
   }
 
   py::bytes read(int64_t i) {
-    std::shared_ptr<ReaderCore> c = core();
+    std::shared_ptr<ReaderCore> c = core_with_source();
     if (i < 0 || static_cast<uint64_t>(i) >= c->num_records()) index_error(i, c->num_records(), name_);
     const uint64_t chunk = c->chunk_of(static_cast<uint64_t>(i));
     if (c->chunk_records(chunk) == 1) {
@@ -464,13 +464,13 @@ class PyReader {
   }
 
   py::list read_batch(const py::handle& indices) {
-    std::shared_ptr<ReaderCore> c = core();
+    std::shared_ptr<ReaderCore> c = core_with_source();
     std::vector<uint64_t> idx = parse_indices(indices, c->num_records(), name_);
     return decode(*c, idx, nullptr, false);
   }
 
   py::list read_range(int64_t start, int64_t stop) {
-    std::shared_ptr<ReaderCore> c = core();
+    std::shared_ptr<ReaderCore> c = core_with_source();
     const uint64_t n = c->num_records();
     if (start < 0 || stop < start || static_cast<uint64_t>(stop) > n) {
       throw IndexOutOfRange("record range [" + std::to_string(start) + ", " +
@@ -518,6 +518,15 @@ class PyReader {
     return core_;
   }
   std::shared_ptr<ReaderCore> core_or_index() { return core(); }
+  // For read*: the reader must hold the file (not just the index of from_footer()).
+  std::shared_ptr<ReaderCore> core_with_source() {
+    std::shared_ptr<ReaderCore> c = core();
+    if (!c->has_source()) {
+      throw UsageError(name_ + ": this reader was made by from_footer() and holds only the "
+                               "index; fetch chunk_spans() and call decode_spans()");
+    }
+    return c;
+  }
 
   // Records idx (each < num_records) as a list of bytes, decoded in parallel.
   // spans: decode from these instead of the file. consecutive: idx is a range.

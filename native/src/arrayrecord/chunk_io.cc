@@ -46,6 +46,22 @@ uint64_t parse_chunk(const Region& region, uint64_t begin, uint64_t limit,
   }
   if (region.begin > begin || region.end() < header_end) return header_end;
 
+  // A block header interrupting (or preceding) the chunk header: check it first, so a
+  // damaged block header is reported as such.
+  for (uint64_t p = (begin + kBlockSize - 1) / kBlockSize * kBlockSize; p < header_end;
+       p += kBlockSize) {
+    BlockHeader bh;
+    if (!bh.parse(region.at(p))) {
+      throw_corruption(name, p, "block header hash mismatch in the block at " +
+                                    std::to_string(p));
+    }
+    if (bh.previous_chunk != p - begin) {
+      throw_corruption(name, p, "block header at " + std::to_string(p) +
+                                    " implies a different chunk boundary (previous_chunk " +
+                                    std::to_string(bh.previous_chunk) + "; expected " +
+                                    std::to_string(p - begin) + ")");
+    }
+  }
   uint8_t hb[kChunkHeaderSize];
   copy_logical(region, begin, kChunkHeaderSize, hb);
   ChunkHeader& h = out.header;
