@@ -49,7 +49,7 @@ def _tfrecord_files(
     files: list[tuple[fsspec.AbstractFileSystem, str]], compression: str | None, verify: bool
 ) -> Iterator[bytes]:
     for fs, path in files:
-        yield from iter_tfrecord(path, compression=compression, verify=verify, _fs=fs)
+        yield from iter_tfrecord(path, compression=compression, verify=verify, _fs=fs, _copy=False)
 
 
 def _jsonlines_files(

@@ -376,10 +376,25 @@ def _encode_items(
     encode = ser.encode
     it = iter(items)
     index = 0
+    raw = ser is _ser.RAW
     while True:
         batch = list(islice(it, _ENCODE_BATCH))
         if not batch:
             return
+        if raw:  # bytes-like items go to the writer as they are (no copy)
+            for k, obj in enumerate(batch):
+                if not isinstance(obj, bytes | bytearray | memoryview):
+                    index += k
+                    try:
+                        encode(obj)
+                    except TypeError as exc:
+                        raise TypeError(
+                            f"records dataset {where}: item {index} of partition {partition} "
+                            f"cannot be encoded with the 'raw' serializer: {exc}"
+                        ) from exc
+            index += len(batch)
+            yield batch
+            continue
         out: list[bytes] = []
         try:
             for obj in batch:

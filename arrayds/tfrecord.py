@@ -117,66 +117,80 @@ def _display(fs: fsspec.AbstractFileSystem, path: str) -> str:
         return path
 
 
-def _iter_frames(f: Any, name: str, verify: bool) -> Iterator[bytes]:
-    """Parse TFRecord frames from the binary file object ``f``."""
+def _iter_frames(f: Any, name: str, verify: bool, copy: bool = True) -> Iterator[Any]:
+    """Parse TFRecord frames from the binary file object ``f``.
+
+    Reads blocks of ``_BLOCK`` bytes and walks the complete frames of each block in a
+    tight loop.  ``copy=False`` yields read-only ``memoryview`` slices of the blocks
+    (for writers that consume them at once) instead of ``bytes``.
+    """
+    crc = _crc32c.crc32c
+    unpack_header = _HEADER.unpack_from
+    unpack_crc = _CRC.unpack_from
+    mask, delta = 0xFFFFFFFF, _MASK_DELTA
     buf = b""
     pos = 0  # position of the next frame inside buf
     base = 0  # file offset of buf[0]
     eof = False
-
-    def refill(need: int) -> None:
-        nonlocal buf, pos, base, eof
-        rest = buf[pos:]
-        base += pos
-        pos = 0
-        chunks = [rest]
-        have = len(rest)
-        while have < need and not eof:
-            chunk = f.read(max(_BLOCK, need - have))
-            if not chunk:
-                eof = True
-                break
-            chunks.append(chunk)
-            have += len(chunk)
-        buf = b"".join(chunks)
-
+    need = _HEADER.size  # bytes from pos that the next step needs
     while True:
-        if len(buf) - pos < _HEADER.size:
-            refill(_HEADER.size)
-            if len(buf) == 0:
-                return
-            if len(buf) < _HEADER.size:
+        if len(buf) - pos < need:
+            if eof:
+                have = len(buf) - pos
+                if have == 0:
+                    return
+                if have < _HEADER.size:
+                    raise CorruptionError(
+                        f"TFRecord file {name}: truncated record header at byte offset "
+                        f"{base + pos}: expected 12 bytes, the file ends after {have}"
+                    )
                 raise CorruptionError(
-                    f"TFRecord file {name}: truncated record header at byte offset {base}: "
-                    f"expected 12 bytes, the file ends after {len(buf)}"
+                    f"TFRecord file {name}: truncated record at byte offset {base + pos}: "
+                    f"expected {need - 16} data bytes plus a 4-byte CRC, the file ends "
+                    f"{have - _HEADER.size} bytes after the header"
                 )
-        offset = base + pos
-        length, length_crc = _HEADER.unpack_from(buf, pos)
-        if verify and masked_crc32c(buf[pos : pos + 8]) != length_crc:
-            raise CorruptionError(
-                f"TFRecord file {name}: length CRC mismatch in the record at byte offset "
-                f"{offset} (not a TFRecord file, or damaged)"
-            )
-        end = pos + _HEADER.size + length + _CRC.size
-        if len(buf) < end:
-            refill(end - pos)
-            end = _HEADER.size + length + _CRC.size
-            if len(buf) < end:
-                raise CorruptionError(
-                    f"TFRecord file {name}: truncated record at byte offset {offset}: "
-                    f"expected {length} data bytes plus a 4-byte CRC, the file ends "
-                    f"{len(buf) - _HEADER.size} bytes after the header"
-                )
+            chunks = [buf[pos:]]
+            have = len(chunks[0])
+            base += pos
+            pos = 0
+            while have < need or have < _BLOCK:
+                chunk = f.read(max(_BLOCK, need - have))
+                if not chunk:
+                    eof = True
+                    break
+                chunks.append(chunk)
+                have += len(chunk)
+            buf = b"".join(chunks)
+            continue
+        n = len(buf)
         view = memoryview(buf)
-        data = bytes(view[pos + _HEADER.size : end - _CRC.size])
-        (data_crc,) = _CRC.unpack_from(buf, end - _CRC.size)
-        if verify and masked_crc32c(data) != data_crc:
-            raise CorruptionError(
-                f"TFRecord file {name}: data CRC mismatch in the record at byte offset "
-                f"{offset} ({length} bytes)"
-            )
-        pos = end
-        yield data
+        while pos + 12 <= n:
+            length, length_crc = unpack_header(buf, pos)
+            if verify:
+                c = crc(view[pos : pos + 8])
+                if (((c >> 15) | (c << 17)) + delta) & mask != length_crc:
+                    raise CorruptionError(
+                        f"TFRecord file {name}: length CRC mismatch in the record at byte "
+                        f"offset {base + pos} (not a TFRecord file, or damaged)"
+                    )
+            start = pos + 12
+            stop = start + length
+            if stop + 4 > n:
+                break
+            data = view[start:stop]
+            if verify:
+                c = crc(data)
+                if (((c >> 15) | (c << 17)) + delta) & mask != unpack_crc(buf, stop)[0]:
+                    raise CorruptionError(
+                        f"TFRecord file {name}: data CRC mismatch in the record at byte "
+                        f"offset {base + pos} ({length} bytes)"
+                    )
+            pos = stop + 4
+            yield bytes(data) if copy else data
+        if n - pos >= 12:
+            need = 16 + unpack_header(buf, pos)[0]
+        else:
+            need = _HEADER.size
 
 
 def iter_tfrecord(
@@ -186,6 +200,7 @@ def iter_tfrecord(
     compression: str | None = None,
     verify: bool = True,
     _fs: fsspec.AbstractFileSystem | None = None,
+    _copy: bool = True,
 ) -> Iterator[bytes]:
     """Stream the records of one TFRecord file (any fsspec URL), verifying every CRC.
 
@@ -208,7 +223,7 @@ def iter_tfrecord(
         fs, fpath = _fs, path
     name = _display(fs, fpath)
     with fs.open(fpath, "rb", compression=compression) as f:
-        yield from _iter_frames(f, name, verify)
+        yield from _iter_frames(f, name, verify, _copy)
 
 
 def write_tfrecord(
