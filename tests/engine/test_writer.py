@@ -143,3 +143,35 @@ def test_large_record_and_many_groups() -> None:
         w.close()
         r = _native.Reader.from_bytes(w.getvalue())
         assert r.read_batch([0, 4, 8, 2, 5]) == [big, b"", b"small", b"small", b"small"]
+
+
+@pytest.mark.parametrize(
+    "options,group",
+    [
+        ("group_size:1,zstd:3", 1),
+        ("group_size:1,uncompressed", 1),
+        ("group_size:1,snappy", 1),
+        ("group_size:1,brotli:1", 1),
+        ("group_size:70,zstd:3", 70),
+        ("group_size:70,uncompressed", 70),
+    ],
+)
+def test_chunk_data_split_by_a_block_header_at_every_offset(options: str, group: int) -> None:
+    """Chunk 1 starts a little before the block boundary at 65536, so its compression
+    byte, varints and sections are cut by the block header at every possible place."""
+    if not all(_native.codecs()[c] for c in ("brotli", "snappy")):
+        pytest.fail("this build lacks brotli or snappy")
+    rng = np.random.default_rng(5)
+    filler = [b"f"] * (group - 1)
+    second = [bytes([65 + k % 26]) * (200 + k) for k in range(group)]
+    starts = set()
+    for first_size in range(65150, 65500):
+        first = rng.integers(0, 256, size=first_size, dtype=np.uint8).tobytes()
+        records = [first, *filler, *second]
+        w = _native.Writer(None, options)
+        w.write_many(records)
+        w.close()
+        r = _native.Reader.from_bytes(w.getvalue(), f"size {first_size}")
+        assert r.read_range(0, len(records)) == records
+        starts.add(r.chunk_spans([group])[0][0])
+    assert set(range(65536 - 50, 65536)) <= starts

@@ -123,12 +123,13 @@ class PieceCursor {
       off = 0;
     }
   }
+  // Moves forward n bytes (n <= remaining()), possibly across several pieces.
   void advance(size_t n) {
     remaining_ -= n;
     offset_ += n;
-    while (index_ < count_ && offset_ == pieces_[index_].size) {
+    while (index_ < count_ && offset_ >= pieces_[index_].size) {
+      offset_ -= pieces_[index_].size;
       ++index_;
-      offset_ = 0;
     }
   }
 
