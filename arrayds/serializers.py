@@ -40,8 +40,10 @@ from __future__ import annotations
 import ast
 import functools
 import json
+import math
 import pickle
 import struct
+import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -134,19 +136,38 @@ def _dtype_from_descr(text: str) -> np.dtype:
         raise ValueError(f"msgpack record holds an invalid numpy dtype {text!r}") from exc
 
 
+@functools.lru_cache(maxsize=1024)
 def _descr_of(dtype: np.dtype) -> str:
     if dtype.hasobject:
         raise TypeError(f"numpy dtype {dtype} holds Python objects and cannot be serialized")
     return repr(_npformat.dtype_to_descr(dtype))
 
 
+def _bin_header(n: int) -> bytes:
+    if n < 1 << 8:
+        return b"\xc4" + n.to_bytes(1, "big")
+    if n < 1 << 16:
+        return b"\xc5" + n.to_bytes(2, "big")
+    return b"\xc6" + n.to_bytes(4, "big")
+
+
+@functools.lru_cache(maxsize=4096)
+def _array_prefix(dtype: np.dtype, shape: tuple[int, ...]) -> bytes:
+    """The msgpack bytes of ``[descr, shape, <bin header>]`` for an array payload: the
+    payload is this prefix followed by the array's C-order bytes."""
+    nbytes = dtype.itemsize * math.prod(shape)
+    return (
+        b"\x93"
+        + msgpack.packb(_descr_of(dtype), use_bin_type=True)
+        + msgpack.packb(list(shape), use_bin_type=True)
+        + _bin_header(nbytes)
+    )
+
+
 def _msgpack_default(obj: Any) -> Any:
     if isinstance(obj, np.ndarray):
-        descr = _descr_of(obj.dtype)
-        payload = msgpack.packb(
-            [descr, list(obj.shape), np.ascontiguousarray(obj).tobytes()], use_bin_type=True
-        )
-        return msgpack.ExtType(EXT_NDARRAY, payload)
+        prefix = _array_prefix(obj.dtype, obj.shape)
+        return msgpack.ExtType(EXT_NDARRAY, prefix + np.ascontiguousarray(obj).tobytes())
     if isinstance(obj, np.generic):
         descr = _descr_of(obj.dtype)
         payload = msgpack.packb([descr, np.asarray(obj).tobytes()], use_bin_type=True)
@@ -186,13 +207,27 @@ def _msgpack_ext_hook(code: int, data: bytes) -> Any:
     return msgpack.ExtType(code, data)
 
 
+_local = threading.local()
+
+
+def _packer() -> msgpack.Packer:
+    p = getattr(_local, "packer", None)
+    if p is None:
+        p = _local.packer = msgpack.Packer(
+            default=_msgpack_default, use_bin_type=True, datetime=False, autoreset=True
+        )
+    return p
+
+
 def _msgpack_encode(obj: Any) -> bytes:
     try:
-        return msgpack.packb(obj, default=_msgpack_default, use_bin_type=True, datetime=False)
-    except OverflowError as exc:
+        return _packer().pack(obj)
+    except (OverflowError, ValueError) as exc:
+        _local.packer = None  # never reuse a packer that failed half way
         raise TypeError(f"msgpack cannot serialize this value: {exc}") from exc
-    except ValueError as exc:
-        raise TypeError(f"msgpack cannot serialize this value: {exc}") from exc
+    except BaseException:
+        _local.packer = None
+        raise
 
 
 def _msgpack_decode(data: bytes) -> Any:
@@ -367,7 +402,8 @@ def resolve_for_read(
         if not allow_pickle:
             raise ValueError(
                 f"records dataset {where} was written with the pickle serializer; "
-                "unpickling runs arbitrary code, pass allow_pickle=True only if you trust it"
+                "unpickling runs arbitrary code; pass allow_pickle=True (to "
+                "arrayds.records.read_records, open_records or data_source) only if you trust it"
             )
         if override is not None and _from_spec(override).name != "pickle":
             raise ValueError(f"records dataset {where} uses pickle; serializer= cannot replace it")
