@@ -230,3 +230,14 @@ def test_msgpack_rejects_damaged_array_payload():
     bad = msgpack.ExtType(S.EXT_NDARRAY, msgpack.packb(["'<i4'", [3], b"\0" * 8]))
     with pytest.raises(ValueError, match="expected 12"):
         MSGPACK.decode(msgpack.packb(bad))
+
+
+@pytest.mark.parametrize("shape", [(3,), (3, 100), (200, 100), ()])
+def test_msgpack_array_payload_is_the_documented_layout(shape):
+    """docs/spec: ext type 1 holds msgpack [repr(descr), shape, C-order bytes]."""
+    import msgpack
+
+    a = np.arange(int(np.prod(shape)), dtype="<i4").reshape(shape)
+    ext = msgpack.unpackb(MSGPACK.encode(a))
+    assert isinstance(ext, msgpack.ExtType) and ext.code == S.EXT_NDARRAY
+    assert msgpack.unpackb(ext.data) == ["'<i4'", list(shape), a.tobytes()]
