@@ -362,3 +362,48 @@ def test_dask_delayed_under_threads_with_many_partitions(tmp_path):
     arrs = records.read_records(str(tmp_path / "t")).compute(scheduler="threads")
     assert [int(a[0]) for a in arrs] == list(range(5000))
     assert all(a.dtype == np.int16 for a in arrs)
+
+
+def test_public_api_dispatch(tmp_path):
+    url = str(tmp_path / "api")
+    items = [{"k": i, "v": np.arange(i, dtype=np.uint8)} for i in range(30)]
+    bag = db.from_sequence(items, npartitions=3)
+    ds = arrayds.to_arrayrecord(bag, url)
+    assert isinstance(ds, records.RecordsDataset) and ds.num_shards == 3
+    back = arrayds.from_arrayrecord(url)
+    assert isinstance(back, db.Bag) and back.npartitions == 3
+    got = back.compute(scheduler="sync")
+    assert [x["k"] for x in got] == list(range(30))
+    assert got[7]["v"].tolist() == list(range(7))
+    # a list with num_shards=, appends, compute=False
+    arrayds.to_arrayrecord([{"k": 30}, {"k": 31}], url, mode="a", num_shards=2)
+    pending = arrayds.to_arrayrecord([{"k": 32}], url, mode="a", compute=False)
+    assert isinstance(pending, Delayed) and len(records.open_records(url)) == 32
+    pending.compute()
+    assert [x["k"] for x in arrayds.from_arrayrecord(url).compute(scheduler="sync")] == list(
+        range(33)
+    )
+    # open() and groups hand back the records handle
+    assert len(arrayds.open(url)) == 33
+    arrayds.to_arrayrecord([b"x"], str(tmp_path / "tree"), "splits/test")
+    g = arrayds.open(str(tmp_path / "tree"))
+    assert isinstance(g["splits/test"], records.RecordsDataset)
+    assert arrayds.from_arrayrecord(str(tmp_path / "tree"), "splits/test").compute() == [b"x"]
+    with pytest.raises(ValueError, match="applies to arrays"):
+        arrayds.to_arrayrecord([b"x"], str(tmp_path / "bad"), shard_size="1MiB")
+    # a TFRecord bag straight into to_arrayrecord
+    from .conftest import write_independent_tfrecord
+
+    write_independent_tfrecord(tmp_path / "in.tfrecord", [b"a", b"bb"])
+    arrayds.to_arrayrecord(arrayds.read_tfrecord(str(tmp_path / "in.tfrecord")), url + "-tf")
+    assert arrayds.from_arrayrecord(url + "-tf").compute() == [b"a", b"bb"]
+
+
+def test_mode_w_replaces_and_removes_old_shards(tmp_path):
+    url = str(tmp_path / "repl")
+    old = records.write_records([b"1", b"2"], url, num_shards=2).shard_paths
+    new = records.write_records([b"3"], url, mode="w").shard_paths
+    assert all(not os.path.exists(p) for p in old)
+    assert [os.path.exists(p) for p in new] == [True]
+    assert records.read_records(url).compute(scheduler="sync") == [b"3"]
+    assert manifest(url)["generation"] == 2
