@@ -112,7 +112,7 @@ def bench(args: argparse.Namespace, workdir: str, client) -> list[tuple]:
         bag = db.from_sequence(range(shards), npartitions=shards).map_partitions(
             lambda ks: [r for k in ks for r in make_records(per, seed=k)]
         )
-        records.write_records(bag, url, mode="w", compression="zstd:3")
+        arrayds.to_arrayrecord(bag, url, mode="w", compression="zstd:3")
 
     off_dir = os.path.join(workdir, "official")
     os.makedirs(off_dir, exist_ok=True)
