@@ -392,7 +392,9 @@ class Array:
         """A summary table (prints as text, renders as HTML in Jupyter)."""
         m = self._m
         regular = all(
-            len(ax.runs) <= 1 or (len(ax.runs) == 2 and ax.runs[1][1] == 1) for ax in m.grid.axes
+            len(ax.runs) <= 1
+            or (len(ax.runs) == 2 and ax.runs[1][1] == 1 and ax.runs[1][0] < ax.runs[0][0])
+            for ax in m.grid.axes
         )
         chunk_txt = str(m.chunk_shape) if regular else f"irregular {m.grid.chunks}"
         if len(chunk_txt) > 200:

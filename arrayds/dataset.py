@@ -51,6 +51,11 @@ def register_node_type(kind: str, factory: Callable[[Store, str, Any, str], Any]
     _NODE_TYPES[kind] = factory
 
 
+def _kind_phrase(kind: str) -> str:
+    """``"an array"``, ``"a group"``, ``"a records"`` ... for messages."""
+    return f"an {kind}" if kind[:1] in "aeiou" else f"a {kind}"
+
+
 def _check_mode(mode: str) -> str:
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
@@ -88,7 +93,7 @@ def _read_array_manifest(store: Store, node: str) -> ArrayManifest:
         raise _missing(store, node, "array")
     if not isinstance(m, ArrayManifest):
         raise ValueError(
-            f"{store.display(node)!r} is a {m.kind}, not an array"
+            f"{store.display(node)!r} is {_kind_phrase(m.kind)} node, not an array"
             + ("; pass component= to name an array inside it" if m.kind == "group" else "")
         )
     return m
@@ -103,6 +108,22 @@ def _wrap(store: Store, node: str, m: Any, mode: str) -> Any:
     if factory is None:  # pragma: no cover - parse_node rejects unknown kinds
         raise NotImplementedError(f"{store.display(node)!r}: no handle for {m!r}")
     return factory(store, node, m, mode)
+
+
+def check_parents(store: Store, node: str) -> None:
+    """Raise ``ValueError`` if a node above ``node`` exists and is not a group (read
+    only: used before a write starts, so it fails before any shard is written)."""
+    parts = node.split("/") if node else []
+    for i in range(len(parts)):
+        parent = "/".join(parts[:i])
+        m = _read_node(store, parent)
+        if m is None:
+            return
+        if not isinstance(m, GroupManifest):
+            raise ValueError(
+                f"cannot create {store.display(node)!r}: {store.display(parent)!r} is "
+                f"{_kind_phrase(m.kind)} node, not a group"
+            )
 
 
 def ensure_parents(store: Store, node: str) -> None:
@@ -120,8 +141,8 @@ def ensure_parents(store: Store, node: str) -> None:
             )
         elif not isinstance(m, GroupManifest):
             raise ValueError(
-                f"cannot create {store.display(node)!r}: {store.display(parent)!r} is a "
-                f"{m.kind}, not a group"
+                f"cannot create {store.display(node)!r}: {store.display(parent)!r} is "
+                f"{_kind_phrase(m.kind)} node, not a group"
             )
 
 
@@ -301,7 +322,7 @@ def open_group(
             return create_group_node(store, node, mode, attrs)
         raise _missing(store, node, "group")
     if not isinstance(m, GroupManifest):
-        raise ValueError(f"{store.display(node)!r} is a {m.kind}, not a group")
+        raise ValueError(f"{store.display(node)!r} is {_kind_phrase(m.kind)} node, not a group")
     return Group(store, node, m, mode if mode == "r" else "r+")
 
 
@@ -363,7 +384,7 @@ def open_array(
         raise _missing(store, node, "array")
     if not isinstance(m, ArrayManifest):
         raise ValueError(
-            f"{display!r} is a {m.kind}, not an array"
+            f"{display!r} is {_kind_phrase(m.kind)} node, not an array"
             + ("; pass component= to name an array inside it" if m.kind == "group" else "")
         )
     return Array(store, node, m, mode if mode == "r" else "r+")

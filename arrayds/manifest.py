@@ -371,7 +371,9 @@ class ShardTable:
 
     def locate(self, coords: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """coords: (K, ndim) int64 -> (entry index or -1, record index or -1)."""
-        coords = np.asarray(coords, dtype=np.int64).reshape(-1, self.ndim)
+        coords = np.asarray(coords, dtype=np.int64)
+        if coords.ndim != 2:
+            coords = coords.reshape(-1, self.ndim) if self.ndim else coords.reshape(1, 0)
         k = coords.shape[0]
         entry = np.full(k, -1, dtype=np.int64)
         if k == 0 or not self.entries:

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from ..array import Array, _stack_entries
-from ..dataset import _read_node, _remove_node_contents, ensure_parents
+from ..dataset import _read_node, _remove_node_contents, check_parents, ensure_parents
 from ..grid import AxisGrid, ChunkGrid
 from ..manifest import (
     ArrayManifest,
@@ -332,7 +332,9 @@ def write_array(
                 f"{what} does not exist (mode {mode!r} needs an existing array)"
             )
         if not isinstance(cur, ArrayManifest):
-            raise ValueError(f"{store.display(node)!r} is a {cur.kind}, not an array")
+            raise ValueError(f"{store.display(node)!r} is a {cur.kind} node, not an array")
+    if eff in ("w", "w-"):
+        check_parents(store, node)
     if region is not None and eff != "r+":
         raise ValueError(f"{what}: region= needs mode 'r+' (got mode {mode!r})")
 
