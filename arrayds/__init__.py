@@ -11,8 +11,10 @@ b'hello'
 """
 
 from . import convert as convert  # records datasets (issue 4)
+from . import ragged as ragged  # ragged arrays (issue 5); registers the "ragged" kind
 from . import records as records  # registers the "records" node kind
 from . import serializers as serializers
+from . import xarray as xarray  # xarray writer + accessors (issue 5); does not import xarray
 from .api import from_arrayrecord, to_arrayrecord
 from .array import Array  # chunked N-d arrays (issue 3)
 from .arrayrecord import (
@@ -23,6 +25,7 @@ from .arrayrecord import (
     codecs,
 )
 from .dataset import Group, open, open_array, open_group
+from .ragged import RaggedArray, open_ragged
 from .tfrecord import read_jsonlines, read_tfrecord  # records input (issue 4)
 
 __version__ = "0.1.0"
@@ -42,4 +45,6 @@ __all__ = [
     "to_arrayrecord",
     "read_jsonlines",
     "read_tfrecord",
+    "RaggedArray",
+    "open_ragged",
 ]

@@ -83,7 +83,6 @@ __all__ = [
     "RaggedArray",
     "RaggedManifest",
     "RaggedShard",
-    "is_ragged_input",
     "open_ragged",
     "read_ragged",
     "write_ragged",
@@ -977,21 +976,6 @@ def read_ragged(
 # ------------------------------------------------------------------ writing
 
 
-def is_ragged_input(data: Any) -> bool:
-    """True for a non-empty list/tuple whose items are all numpy arrays (not object
-    dtype) with the same ndim but not all the same shape; ``arrayds.to_arrayrecord``
-    uses it to send such lists here."""
-    if not isinstance(data, (list, tuple)) or not data:
-        return False
-    if not all(isinstance(x, np.ndarray) and x.dtype.kind != "O" for x in data):
-        return False
-    nd = data[0].ndim
-    if nd == 0 or any(x.ndim != nd for x in data):
-        return False
-    s = data[0].shape
-    return any(x.shape != s for x in data)
-
-
 def _parse_bytes(v: Any, what: str) -> int:
     if _is_int(v) and not isinstance(v, bool):
         if v <= 0:
@@ -1208,7 +1192,7 @@ def _remove_replaced(store: Store, node: str, old: Mapping[str, Any]) -> None:
             from .manifest import parse_node
 
             dataset._remove_node_contents(
-                store, node, parse_node(old, store.display(node)), keep_shards=True
+                store, node, parse_node(old, store.display(node)), only_listed_shards=True
             )
     except Exception:  # noqa: BLE001 - best effort: leftovers are orphans, never visible
         pass
@@ -1236,6 +1220,7 @@ def write_ragged(
     compute: bool = True,
     storage_options: Mapping[str, Any] | None = None,
     progress: bool = False,
+    _first: Any = None,
 ) -> RaggedArray | Delayed:
     """Write numpy arrays of one dtype and ndim but different shapes as a ragged array.
 
@@ -1328,12 +1313,7 @@ def write_ragged(
         if old is None:
             # the layout (dtype, ndim, axis, piece_len) comes from the first item:
             # compute partitions until one has an item (usually just the first)
-            first: Any = None
-            for part in data.to_delayed():
-                got = part.compute()
-                if len(got):
-                    first = got[0]
-                    break
+            first = _first if _first is not None else _first_item(data)
             if first is None:
                 raise ValueError(f"ragged array {where!r}: the bag has no items")
             lay = layout_from(first, "ragged item 0")
@@ -1438,6 +1418,115 @@ def write_ragged(
     return RaggedArray(store, node, RaggedManifest.from_json(man, where))
 
 
+# ------------------------------------------------------- to/from_arrayrecord
+
+
+def _is_array_item(x: Any) -> bool:
+    return isinstance(x, np.ndarray) and x.dtype.kind != "O" and x.ndim >= 1
+
+
+def _is_ragged_list(data: Any) -> bool:
+    """A non-empty list/tuple made only of numpy arrays (ndim >= 1)."""
+    return (
+        isinstance(data, (list, tuple))
+        and bool(data)
+        and all(isinstance(x, np.ndarray) for x in data)
+        and any(_is_array_item(x) for x in data)
+    )
+
+
+def _first_item(bag: Any) -> Any:
+    for part in bag.to_delayed():
+        got = part.compute()
+        if len(got):
+            return got[0]
+    return None
+
+
+def _api_writer(
+    data: Any,
+    store: Store,
+    node: str,
+    *,
+    mode: str,
+    compression: str,
+    shard_size: Any,
+    region: Any,
+    attrs: Any,
+    dims: Any,
+    serializer: str,
+    group_size: int,
+    compute: bool,
+    progress: bool,
+    **kwargs: Any,
+) -> Any:
+    """``arrayds.to_arrayrecord`` for lists of numpy arrays and for bags. A bag goes
+    to records (:mod:`arrayds.records`) unless its first item is a numpy array and
+    ``serializer`` is ``"auto"``: then it is a ragged array (API.md section 3)."""
+    if _is_bag(data):
+        first = None
+        if serializer in ("auto", None) and not {"num_shards"} & set(kwargs):
+            first = _first_item(data)
+        if not _is_array_item(first):
+            from .api import _write_records
+
+            return _write_records(
+                data,
+                store,
+                node,
+                mode=mode,
+                compression=compression,
+                shard_size=shard_size,
+                region=region,
+                attrs=attrs,
+                dims=dims,
+                serializer=serializer,
+                group_size=group_size,
+                compute=compute,
+                progress=progress,
+                **kwargs,
+            )
+        kwargs["_first"] = first
+    where = f"ragged array {store.display(node)!r}"
+    for key, value in (("region", region), ("dims", dims)):
+        if value is not None:
+            raise ValueError(f"{where}: {key}= applies to N-d arrays, not ragged arrays")
+    if serializer not in ("auto", None) or group_size != 1:
+        raise ValueError(f"{where}: serializer= and group_size= apply to records, not ragged")
+    unknown = sorted(set(kwargs) - {"piece_len", "axis", "_first"})
+    if unknown:
+        raise TypeError(f"{where}: unexpected keyword arguments {unknown} for a ragged array")
+    return write_ragged(
+        data,
+        store.url,
+        node or None,
+        mode=mode,
+        compression=compression,
+        shard_size=shard_size,
+        attrs=attrs,
+        compute=compute,
+        progress=progress,
+        storage_options=store.storage_options or None,
+        **kwargs,
+    )
+
+
+def _api_reader(store: Store, node: str, m: RaggedManifest, *, chunks: Any, name: Any) -> Any:
+    if chunks is not None:
+        raise ValueError(
+            f"ragged array {store.display(node)!r}: chunks= applies to N-d arrays (a ragged "
+            f"array reads as a bag with one partition per shard)"
+        )
+    return RaggedArray(store, node, m).to_bag()
+
+
+def _register_api() -> None:
+    from .api import register_reader, register_writer
+
+    register_writer("ragged", lambda x: _is_ragged_list(x) or _is_bag(x), _api_writer, first=True)
+    register_reader(KIND, _api_reader)
+
+
 # -------------------------------------------------------------- node handles
 
 
@@ -1445,9 +1534,7 @@ def _node_factory(store: Store, node: str, m: RaggedManifest, mode: str) -> Ragg
     return RaggedArray(store, node, m, "r")
 
 
-try:  # let groups (arrayds.open(url)["clips"]) hand out RaggedArray objects
-    from .dataset import register_node_type
+from .dataset import register_node_type  # noqa: E402 - after the classes it wraps
 
-    register_node_type(KIND, _node_factory)
-except ImportError:  # pragma: no cover - dataset module not available
-    pass
+register_node_type(KIND, _node_factory)  # arrayds.open(url)["clips"] -> RaggedArray
+_register_api()

@@ -1,0 +1,231 @@
+"""One atomic commit for a group of arrays (docs/spec.md, "Dataset snapshots").
+
+Every node has its own manifest, and replacing one file is atomic; a dataset of
+several variables (arrays under one group) needs more: an append along ``time`` must
+become visible for ``time``, ``t2m`` and ``precip`` at once. The group's manifest is
+the commit point:
+
+1. every shard of every variable is written first (new, unique names);
+2. the group manifest is replaced by one holding a **snapshot**: the full manifest of
+   every member array, the commit id and the global attributes — one atomic write;
+3. afterwards each member's own ``arrayds.json`` is brought up to date (*roll
+   forward*), so the arrays also read correctly through ``arrayds.open_array``.
+
+Readers (:func:`read_state`) read the group manifest, then the members' manifests,
+then the group manifest again (repeating if it changed in between). A member's own
+manifest wins when its ``generation`` is at least the snapshot's (it is up to date,
+or was changed later through the array API); otherwise the roll forward is still
+pending and the snapshot's copy is used. A child array not in the snapshot counts
+only if its commit id is newer than the snapshot's (it was added later); older ones
+are leftovers of a replaced dataset. A reader therefore sees the state before a
+commit or after it, never a mix.
+
+>>> import numpy as np
+>>> from arrayds.store import Store
+>>> from arrayds.manifest import ArrayManifest
+>>> st = Store("memory://doc-state")
+>>> m = ArrayManifest.new((3,), "i4", ((3,),), dims=("x",))
+>>> _ = commit_snapshot(st, "", expected=read_state(st, ""), members={"v": m},
+...                     changed={"v"}, attrs={"title": "t"}, write_id=new_write_id())
+>>> s = read_state(st, "")
+>>> sorted(s.members), s.attrs, s.members["v"].generation
+(['v'], {'title': 't'}, 1)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..arrayrecord import CorruptionError
+from ..manifest import FORMAT, FORMAT_VERSION, ArrayManifest, CommitConflictError, parse_node
+from ..store import Store, io_pool, join_component, new_write_id
+
+__all__ = ["SNAPSHOT", "DatasetState", "commit_snapshot", "new_write_id", "read_state"]
+
+SNAPSHOT = "snapshot"
+"""The key of the group manifest holding the snapshot."""
+
+
+@dataclass
+class DatasetState:
+    """What a reader sees at one moment: the node's kind, the group's raw manifest,
+    the member arrays (resolved), the global attributes (raw JSON) and the
+    (generation, commit) of every child manifest as read (for conflict checks)."""
+
+    kind: str | None
+    root: dict[str, Any] | None
+    members: dict[str, ArrayManifest] = field(default_factory=dict)
+    attrs: dict[str, Any] = field(default_factory=dict)
+    children: dict[str, tuple[int, str] | None] = field(default_factory=dict)
+    stale: set[str] = field(default_factory=set)
+    others: list[str] = field(default_factory=list)
+
+    @property
+    def exists(self) -> bool:
+        return self.root is not None
+
+    @property
+    def version(self) -> tuple[Any, Any] | None:
+        if self.root is None:
+            return None
+        return (self.root.get("generation"), self.root.get("commit"))
+
+
+def _stamp(raw: Mapping[str, Any] | None) -> tuple[int, str] | None:
+    if raw is None:
+        return None
+    return (raw.get("generation", 0), str(raw.get("commit", "")))
+
+
+def _read_children(store: Store, node: str, names: Iterable[str]) -> dict[str, Any]:
+    names = list(names)
+
+    def one(name: str) -> Any:
+        return store.read_manifest(join_component(node, name))
+
+    if store.local or len(names) <= 1:
+        return {n: one(n) for n in names}
+    return dict(zip(names, io_pool().map(one, names), strict=True))
+
+
+def read_state(store: Store, node: str, max_tries: int = 8) -> DatasetState:
+    """The consistent state of the group ``node`` (see the module docstring)."""
+    what = f"dataset {store.display(node)!r}"
+    root = store.read_manifest(node)
+    for _ in range(max_tries):
+        if root is None:
+            return DatasetState(kind=None, root=None)
+        kind = root.get("kind")
+        if kind != "group":
+            return DatasetState(kind=kind, root=root)
+        snap = root.get(SNAPSHOT)
+        snap_members: dict[str, Any] = {}
+        if isinstance(snap, dict) and isinstance(snap.get("members"), dict):
+            snap_members = snap["members"]
+        # snapshot order first (the order the variables were written), then the rest
+        names = list(snap_members) + sorted(set(store.child_nodes(node)) - set(snap_members))
+        raw_children = _read_children(store, node, names)
+        again = store.read_manifest(node)
+        if _stamp(again) == _stamp(root):
+            break
+        root = again
+    else:  # pragma: no cover - needs a writer committing faster than we read
+        raise CommitConflictError(f"{what}: the dataset kept changing while it was read")
+    state = DatasetState(kind="group", root=root)
+    attrs = root.get("attrs", {})
+    state.attrs = dict(attrs) if isinstance(attrs, dict) else {}
+    snap_commit = str(snap.get("commit", "")) if isinstance(snap, dict) else None
+    for name in names:
+        raw = raw_children.get(name)
+        state.children[name] = _stamp(raw)
+        child: Any = None
+        if raw is not None:
+            try:
+                child = parse_node(raw, f"{what} member {name!r}")
+            except (CorruptionError, NotImplementedError):
+                if name not in snap_members:
+                    raise
+                child = None
+        in_snap = snap_members.get(name)
+        if in_snap is not None:
+            m_s = ArrayManifest.from_json(in_snap, f"{what} snapshot of {name!r}")
+            if isinstance(child, ArrayManifest) and child.generation >= m_s.generation:
+                state.members[name] = child
+            else:
+                state.members[name] = m_s
+                state.stale.add(name)
+        elif isinstance(child, ArrayManifest):
+            if snap_commit is None or child.commit > snap_commit:
+                state.members[name] = child
+        elif child is not None:
+            state.others.append(name)
+    return state
+
+
+def _group_json(
+    generation: int, write_id: str, attrs: Mapping[str, Any], members: Mapping[str, Any]
+) -> dict[str, Any]:
+    return {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "kind": "group",
+        "generation": generation,
+        "commit": write_id,
+        "attrs": dict(attrs),
+        SNAPSHOT: {"commit": write_id, "members": dict(members)},
+    }
+
+
+def commit_snapshot(
+    store: Store,
+    node: str,
+    *,
+    expected: DatasetState,
+    members: Mapping[str, ArrayManifest],
+    changed: Iterable[str],
+    attrs: Mapping[str, Any],
+    write_id: str,
+    remove_children: Iterable[str] = (),
+    remove_files: Mapping[str, Iterable[str]] | None = None,
+) -> dict[str, Any]:
+    """Commit ``members`` (all arrays of the dataset, new manifests for ``changed``)
+    and ``attrs`` as one atomic write of the group manifest at ``node``.
+
+    ``expected`` is the state the write was planned from: if the group or a changed
+    member's manifest moved since, :class:`arrayds.manifest.CommitConflictError` is
+    raised and nothing becomes visible. After the commit the members' own manifests
+    are rolled forward, then ``remove_children`` (whole child nodes) and
+    ``remove_files`` (member -> shard paths no longer referenced) are deleted, best
+    effort. Returns the committed group manifest.
+    """
+    what = f"dataset {store.display(node)!r}"
+    changed = set(changed)
+    cur_root = store.read_manifest(node)
+    if _stamp(cur_root) != _stamp(expected.root):
+        raise CommitConflictError(
+            f"{what}: another writer committed to the dataset after this write started; "
+            f"nothing of this write is visible"
+        )
+    cur_children = _read_children(store, node, sorted(changed))
+    for name in changed:
+        if _stamp(cur_children[name]) != expected.children.get(name):
+            raise CommitConflictError(
+                f"{what}: variable {name!r} was changed by another writer after this write "
+                f"started; nothing of this write is visible"
+            )
+    gen = 1
+    if cur_root is not None:
+        g = cur_root.get("generation", 0)
+        gen = (g if isinstance(g, int) and g >= 0 else 0) + 1
+    final: dict[str, ArrayManifest] = {}
+    for name, m in members.items():
+        if name in changed:
+            old_gen = 0
+            st = expected.children.get(name)
+            if st is not None and isinstance(st[0], int):
+                old_gen = st[0]
+            if name in expected.members:
+                old_gen = max(old_gen, expected.members[name].generation)
+            m = m.with_(generation=old_gen + 1, commit=write_id)
+        final[name] = m
+    doc = _group_json(gen, write_id, attrs, {n: m.to_json() for n, m in final.items()})
+    if node:
+        from ..dataset import ensure_parents
+
+        ensure_parents(store, node)
+    store.write_manifest(node, doc)  # the commit point
+    # roll forward: the members' own manifests
+    for name, m in final.items():
+        if name in changed or name in expected.stale:
+            store.write_manifest(join_component(node, name), m.to_json())
+    for name in remove_children:
+        if name not in final:
+            store.remove(node, name)
+    for name, paths in (remove_files or {}).items():
+        try:
+            store.remove_files(join_component(node, name), sorted(set(paths)))
+        except Exception:  # noqa: BLE001 - best effort: unreferenced shards are orphans
+            pass
+    return doc

@@ -1,0 +1,647 @@
+"""Writing xarray datasets: ``arrayds.to_arrayrecord(ds, url, ...)`` (API.md section 5).
+
+A dataset becomes a group node with one array node per variable (docs/spec.md,
+"Xarray datasets"). Variables are CF-encoded by xarray's own encoder (times ->
+numbers with ``units``/``calendar``; ``_FillValue``, ``scale_factor``/``add_offset``
+and ``dtype`` from ``encoding``), so what is stored is what netCDF or zarr would
+store. Every dask block becomes one chunk: one task writes each shard, for every
+variable, and **one** commit task makes the whole dataset visible at once (see
+:mod:`arrayds.xarray.state`). Modes:
+
+* ``"w-"`` create (``FileExistsError`` if the node exists), ``"w"`` replace;
+* ``"a"`` add or overwrite variables, or with ``append_dim=`` append along that
+  dimension (variables without it are overwritten, as xarray's zarr writer does);
+* ``"r+"`` (or ``"a"``) with ``region={dim: slice}`` overwrite a chunk-aligned region
+  of existing variables.
+
+Appending or writing a region re-uses the stored CF encoding of each variable;
+mismatched dimensions or dtypes are a ``ValueError`` raised before anything is
+written. A variable whose dtype cannot be stored is a ``TypeError`` naming it.
+
+>>> import numpy as np, pandas as pd, xarray as xr, arrayds
+>>> ds = xr.Dataset({"t": (("time", "x"), np.zeros((2, 3), "f4"))},
+...                 coords={"time": pd.date_range("2000-01-01", periods=2)})
+>>> _ = arrayds.to_arrayrecord(ds, "memory://doc-writer", mode="w")
+>>> more = ds.assign_coords(time=pd.date_range("2000-01-03", periods=2))
+>>> _ = arrayds.to_arrayrecord(more, "memory://doc-writer", mode="a", append_dim="time")
+>>> xr.open_dataset("memory://doc-writer", engine="arrayds").sizes["time"]
+4
+"""
+
+from __future__ import annotations
+
+import errno
+import itertools
+from collections.abc import Hashable, Mapping
+from typing import Any
+
+import numpy as np
+
+from ..array import _stack_entries
+from ..dask.array import (
+    _blocks_as_delayed,
+    _normalize_region,
+    _run,
+    _write_shard_task,
+    group_blocks,
+)
+from ..grid import AxisGrid, ChunkGrid, normalize_chunks
+from ..manifest import ArrayManifest, ShardEntry, check_compression, writer_options
+from ..store import SHARD_DIR, SHARD_SUFFIX, Store, check_component, join_component
+from ..tensor import check_dtype
+from .attrs import decode_attrs, encode_attrs
+from .backend import INTERNAL
+from .state import DatasetState, commit_snapshot, new_write_id, read_state
+
+__all__ = ["DATAARRAY_NAME", "DATAARRAY_VARIABLE", "ENCODING_KEYS", "write_dataset"]
+
+DATAARRAY_VARIABLE = "__xarray_dataarray_variable__"
+DATAARRAY_NAME = "__xarray_dataarray_name__"
+
+ENCODING_KEYS = frozenset(
+    {
+        # CF encodings, applied by xarray's encoder
+        "dtype",
+        "_FillValue",
+        "missing_value",
+        "scale_factor",
+        "add_offset",
+        "units",
+        "calendar",
+        "coordinates",
+        # storage
+        "chunks",
+        "compression",
+        "preferred_chunks",
+    }
+)
+"""Keys accepted in ``encoding=`` (others are a ``ValueError``; unknown keys already
+on ``var.encoding``, e.g. from netCDF, are ignored)."""
+
+_CF_FROM_STORE = ("dtype", "_FillValue", "missing_value", "scale_factor", "add_offset")
+_TIME_KEYS = ("units", "calendar")
+
+
+def _is_dask(x: Any) -> bool:
+    try:
+        import dask.array as da
+    except ImportError:  # pragma: no cover
+        return False
+    return isinstance(x, da.Array)
+
+
+def _as_dataset(data: Any) -> Any:
+    import xarray as xr
+
+    if isinstance(data, xr.Dataset):
+        return data
+    if data.name is None:
+        return data.to_dataset(name=DATAARRAY_VARIABLE)
+    if data.name in data.coords:
+        ds = data.to_dataset(name=DATAARRAY_VARIABLE)
+        ds.attrs[DATAARRAY_NAME] = data.name
+        return ds
+    return data.to_dataset()
+
+
+def _name(name: Hashable, what: str) -> str:
+    if not isinstance(name, str):
+        raise TypeError(f"{what}: variable names must be str to be stored, got {name!r}")
+    try:
+        node = check_component(name, f"{what}: variable")
+    except ValueError as e:
+        raise ValueError(str(e)) from None
+    if "/" in node or not node:
+        raise ValueError(f"{what}: variable name {name!r} cannot be a node name ('/' or empty)")
+    return node
+
+
+def _check_encoding(encoding: Any, ds: Any, what: str) -> dict[str, dict[str, Any]]:
+    if encoding is None:
+        return {}
+    if not isinstance(encoding, Mapping):
+        raise TypeError(f"{what}: encoding must be a dict of variable name -> dict")
+    out = {}
+    for name, enc in encoding.items():
+        if name not in ds.variables:
+            raise ValueError(
+                f"{what}: encoding names variable {name!r}, which is not in the dataset "
+                f"(variables: {sorted(map(str, ds.variables))})"
+            )
+        if not isinstance(enc, Mapping):
+            raise TypeError(f"{what}: encoding[{name!r}] must be a dict")
+        bad = sorted(set(enc) - ENCODING_KEYS)
+        if bad:
+            raise ValueError(
+                f"{what}: unexpected encoding keys {bad} for variable {name!r} (supported: "
+                f"{sorted(ENCODING_KEYS)})"
+            )
+        out[name] = dict(enc)
+    return out
+
+
+def _storable(name: str, var: Any, what: str) -> tuple[Any, np.dtype, str | None]:
+    """The encoded variable's data in a storable dtype -> (data, dtype, vlen)."""
+    data = var.data
+    dt = var.dtype
+    vlen = None
+    if dt.kind == "O":
+        values = np.asarray(var.values)
+        flat = values.reshape(-1).tolist()
+        if all(isinstance(v, str) for v in flat):
+            data = np.array(flat, dtype=str).reshape(values.shape) if flat else values.astype("U1")
+            vlen = "str"
+        elif all(isinstance(v, bytes) for v in flat):
+            data = (
+                np.array(flat, dtype=bytes).reshape(values.shape) if flat else values.astype("S1")
+            )
+            vlen = "bytes"
+        else:
+            kinds = sorted({type(v).__name__ for v in flat})
+            raise TypeError(
+                f"{what}: variable {name!r} has dtype object holding {kinds}; only numeric, "
+                f"bool, datetime/timedelta and string data can be stored"
+            )
+        dt = data.dtype
+    try:
+        dt = check_dtype(dt, f"{what}: variable {name!r}")
+    except (TypeError, ValueError) as e:
+        raise TypeError(str(e)) from None
+    if not _is_dask(data):
+        data = np.asarray(data)
+    return data, dt, vlen
+
+
+def _to_dask(
+    data: Any,
+    chunks: Any,
+    what: str,
+    dims: tuple[Hashable, ...] = (),
+    dim_chunks: Mapping[Hashable, tuple[int, ...]] | None = None,
+) -> Any:
+    """``data`` as a dask array: dask data keeps its blocks (rechunked to ``chunks``
+    if given); numpy data is chunked by ``chunks``, else along each dimension like
+    the dataset's dask variables (so coordinates line up with the data for later
+    appends and region writes), else automatically (about 4 MiB chunks)."""
+    import dask.array as da
+    from dask.array.core import normalize_chunks as dask_normalize
+
+    if _is_dask(data):
+        if chunks is not None:
+            data = data.rechunk(chunks)
+        return data
+    arr = np.asarray(data)
+    norm = None
+    if chunks is not None:
+        try:
+            norm = normalize_chunks(chunks, arr.shape, arr.dtype.itemsize, what)
+        except (TypeError, ValueError):
+            norm = None
+    if norm is None:
+        known = dim_chunks or {}
+        spec = (
+            tuple(
+                known[d] if d in known and sum(known[d]) == n else "auto"
+                for d, n in zip(dims, arr.shape, strict=True)
+            )
+            if dims
+            else "auto"
+        )
+        norm = tuple(
+            tuple(int(c) for c in cs)
+            for cs in dask_normalize(spec, arr.shape, limit=4 << 20, dtype=arr.dtype)
+        )
+    return da.from_array(arr, chunks=norm, name=False)
+
+
+def _shard_tasks(
+    x: Any,
+    store: Store,
+    member: str,
+    write_id: str,
+    offset: tuple[int, ...],
+    dtype: np.dtype,
+    options: str,
+    shard_size: Any,
+    what: str,
+    key: str,
+) -> list[Any]:
+    """One task per shard of ``x`` (blocks grouped as :func:`group_blocks` does),
+    each returning its shard entry, chunk coordinates shifted by ``offset``."""
+    from dask import delayed
+
+    if not x.size:
+        return []
+    boxes = group_blocks(x.numblocks, x.chunks, dtype.itemsize, shard_size, what)
+    if not boxes:
+        return []
+    blocks = _blocks_as_delayed(x)
+    tasks = []
+    for n, (bstart, bstop) in enumerate(boxes):
+        ranges = [range(a, b) for a, b in zip(bstart, bstop, strict=True)]
+        blist = [blocks[idx] for idx in itertools.product(*ranges)]
+        box_sizes = [
+            list(x.chunks[d][a:b]) for d, (a, b) in enumerate(zip(bstart, bstop, strict=True))
+        ]
+        start = [a + o for a, o in zip(bstart, offset, strict=True)]
+        stop = [b + o for b, o in zip(bstop, offset, strict=True)]
+        relpath = f"{SHARD_DIR}/{write_id}-{n}{SHARD_SUFFIX}"
+        tasks.append(
+            delayed(_write_shard_task, pure=False)(
+                store.url,
+                store.storage_options,
+                member,
+                relpath,
+                options,
+                dtype.str,
+                box_sizes,
+                start,
+                stop,
+                what,
+                blist,
+                dask_key_name=f"arrayds-xr-shard-{write_id}-{key}-{n}",
+            )
+        )
+    return tasks
+
+
+def _commit_task(
+    url: str,
+    storage_options: dict[str, Any],
+    node: str,
+    expected: DatasetState,
+    bases: dict[str, dict[str, Any]],
+    keep: list[str],
+    attrs: dict[str, Any],
+    write_id: str,
+    remove_children: list[str],
+    remove_files: dict[str, list[str]],
+    results: dict[str, list[dict[str, Any]]],
+) -> dict[str, Any]:
+    """The one commit of the whole dataset (after every shard task succeeded)."""
+    store = Store.get(url, storage_options)
+    what = f"dataset {store.display(node)!r}"
+    members: dict[str, ArrayManifest] = {n: expected.members[n] for n in keep}
+    for name, base_json in bases.items():
+        base = ArrayManifest.from_json(base_json, f"{what} variable {name!r}")
+        new = [
+            ShardEntry(e["path"], tuple(e["start"]), tuple(e["stop"]), 0, e.get("bytes"))
+            for e in results.get(name, [])
+        ]
+        members[name] = base.with_(shards=_stack_entries(base.shards, new))
+    return commit_snapshot(
+        store,
+        node,
+        expected=expected,
+        members=members,
+        changed=set(bases),
+        attrs=attrs,
+        write_id=write_id,
+        remove_children=remove_children,
+        remove_files=remove_files,
+    )
+
+
+def _decoded_dtype(name: str, m: ArrayManifest) -> np.dtype:
+    """The dtype a stored variable has after CF decoding (what users see)."""
+    from xarray import Variable, conventions
+
+    attrs = decode_attrs(m.attrs)
+    internal = attrs.pop(INTERNAL, None) or {}
+    if isinstance(internal, dict) and internal.get("strings"):
+        return np.dtype(object)
+    dims = m.dims or tuple(f"dim_{i}" for i in range(m.ndim))
+    var = Variable(dims, np.zeros((0,) * m.ndim, dtype=m.dtype), attrs)
+    return conventions.decode_cf_variable(name, var).dtype
+
+
+def _compatible(new: np.dtype, old: np.dtype) -> bool:
+    """Can data of (decoded) dtype ``new`` go into a variable that decodes to ``old``?"""
+    if new == old:
+        return True
+    strings = "OSU"
+    if new.kind in strings and old.kind in strings:
+        return True
+    if new.kind in "Mm" or old.kind in "Mm":
+        return new.kind == old.kind
+    if new.kind in "OSU" or old.kind in "OSU":
+        return False
+    return bool(np.can_cast(new, old, "safe"))
+
+
+def _stored_encoding(m: ArrayManifest, var: Any) -> dict[str, Any]:
+    """The CF encoding a stored variable was written with (for appends/regions)."""
+    attrs = decode_attrs(m.attrs)
+    internal = attrs.get(INTERNAL) or {}
+    enc: dict[str, Any] = {k: attrs[k] for k in _CF_FROM_STORE if k in attrs}
+    if not (isinstance(internal, dict) and internal.get("strings")):
+        enc["dtype"] = m.dtype
+    if var.dtype.kind in "Mm":
+        enc.update({k: attrs[k] for k in _TIME_KEYS if k in attrs})
+    return enc
+
+
+def write_dataset(
+    data: Any,
+    store: Store,
+    node: str,
+    *,
+    mode: str = "w-",
+    compression: str = "zstd:3",
+    shard_size: Any = None,
+    region: Mapping[Hashable, slice] | None = None,
+    attrs: Mapping[str, Any] | None = None,
+    dims: Any = None,
+    serializer: str = "auto",
+    group_size: int = 1,
+    compute: bool = True,
+    progress: bool = False,
+    append_dim: Hashable | None = None,
+    encoding: Mapping[Hashable, Mapping[str, Any]] | None = None,
+) -> Any:
+    """Write an ``xarray.Dataset`` or ``DataArray`` to the group ``node`` of ``store``
+    (see the module docstring; ``arrayds.to_arrayrecord`` dispatches here). Returns
+    the written :class:`arrayds.Group`, or with ``compute=False`` a
+    ``dask.delayed.Delayed`` that writes and commits."""
+    from xarray import conventions
+
+    what = f"dataset {store.display(node)!r}"
+    ds = _as_dataset(data)
+    if dims is not None:
+        raise ValueError(f"{what}: dims= is for arrays; xarray variables carry their own dims")
+    if serializer not in ("auto", None) or group_size != 1:
+        raise ValueError(f"{what}: serializer= and group_size= apply to records, not xarray")
+    if mode not in ("w-", "w", "a", "r+"):
+        raise ValueError(f"{what}: mode must be one of 'w-', 'w', 'a', 'r+', got {mode!r}")
+    if region is not None and append_dim is not None:
+        raise ValueError(f"{what}: give either region= or append_dim=, not both")
+    if append_dim is not None and mode != "a":
+        raise ValueError(f"{what}: append_dim= needs mode 'a' (got {mode!r})")
+    if region is not None:
+        if mode not in ("r+", "a"):
+            raise ValueError(f"{what}: region= needs mode 'r+' (or 'a'), got {mode!r}")
+        if not isinstance(region, Mapping):
+            raise TypeError(
+                f"{what}: for xarray data, region= is a dict of dimension name -> slice, got "
+                f"{region!r}"
+            )
+    if mode == "r+" and region is None:
+        raise ValueError(f"{what}: mode 'r+' overwrites a region: pass region={{dim: slice}}")
+    compression = check_compression(compression, what)
+    user_enc = _check_encoding(encoding, ds, what)
+    names = {k: _name(k, what) for k in ds.variables}
+
+    state = read_state(store, node)
+    if state.exists and mode == "w-":
+        raise FileExistsError(
+            errno.EEXIST,
+            f"{what} already exists (mode 'w-'); use mode 'w' to replace it, 'a' to add "
+            f"variables or append_dim= to append",
+            store.display(node),
+        )
+    if state.exists and state.kind != "group" and mode != "w":
+        raise ValueError(f"{what} is a {state.kind!r} node, not a dataset (group of arrays)")
+    if not state.exists and region is not None:
+        raise FileNotFoundError(errno.ENOENT, f"{what} does not exist (region= needs it)", what)
+    existing: dict[str, ArrayManifest] = dict(state.members) if mode != "w" else {}
+    appending = append_dim is not None and bool(existing)
+    if appending:
+        if append_dim not in ds.dims:
+            raise ValueError(
+                f"{what}: append_dim {append_dim!r} is not a dimension of the data "
+                f"(dimensions: {sorted(map(str, ds.dims))})"
+            )
+        if not any(m.dims and append_dim in m.dims for m in existing.values()):
+            raise ValueError(
+                f"{what}: append_dim {append_dim!r} is not a dimension of the stored dataset"
+            )
+    region_d: dict[str, slice] = {}
+    if region is not None:
+        for dim, sl in region.items():
+            if dim not in ds.dims:
+                raise ValueError(f"{what}: region dimension {dim!r} is not in the data")
+            if not isinstance(sl, slice):
+                raise TypeError(f"{what}: region[{dim!r}] must be a slice, got {sl!r}")
+            region_d[str(dim)] = sl
+
+    # which stored encoding applies to which variable
+    ds2 = ds.copy(deep=False)
+    kinds: dict[str, str] = {}
+    for key, var in ds2.variables.items():
+        name = names[key]
+        enc_user = user_enc.get(key, {})
+        if region_d:
+            if not set(var.dims) & set(region_d):
+                raise ValueError(
+                    f"{what}: variable {name!r} has none of the region dimensions "
+                    f"{sorted(region_d)}; drop it from the dataset before writing a region"
+                )
+            kinds[name] = "region"
+        elif appending and append_dim in var.dims:
+            kinds[name] = "append"
+        else:
+            kinds[name] = "full"
+        if kinds[name] != "full":
+            if name not in existing:
+                raise ValueError(
+                    f"{what}: variable {name!r} is not in the stored dataset; cannot "
+                    f"{'append to' if kinds[name] == 'append' else 'write a region of'} it"
+                )
+            if enc_user:
+                raise ValueError(
+                    f"{what}: variable {name!r} already exists; its encoding is fixed "
+                    f"(remove it from encoding=)"
+                )
+            old_dt = _decoded_dtype(name, existing[name])
+            if not _compatible(var.dtype, old_dt):
+                raise ValueError(
+                    f"{what} variable {name!r}: dtype {var.dtype} does not match the stored "
+                    f"variable's {old_dt}; nothing was written"
+                )
+            enc = _stored_encoding(existing[name], var)
+            var.encoding = enc
+            var.attrs = {k: v for k, v in var.attrs.items() if k not in enc}
+        else:
+            var.encoding = {k: v for k, v in var.encoding.items() if k in ENCODING_KEYS}
+            var.encoding.update(enc_user)
+
+    variables, gattrs = conventions.encode_dataset_coordinates(ds2)
+    dim_chunks: dict[Hashable, tuple[int, ...]] = {}
+    for var in ds.variables.values():
+        if var.chunks is not None:
+            for d, c in zip(var.dims, var.chunks, strict=True):
+                dim_chunks.setdefault(d, tuple(c))
+    write_id = new_write_id()
+    bases: dict[str, dict[str, Any]] = {}
+    tasks: dict[str, list[Any]] = {}
+    remove_files: dict[str, list[str]] = {}
+    plans = []
+    for idx, (key, var) in enumerate(variables.items()):
+        name = names[key]
+        vwhat = f"{what} variable {name!r}"
+        try:
+            enc = conventions.encode_cf_variable(var, name=key)
+        except (ValueError, TypeError, OverflowError) as e:
+            raise type(e)(f"{vwhat}: {e}") from None
+        data, dtype, vlen = _storable(name, enc, what)
+        vattrs = encode_attrs(enc.attrs, vwhat)
+        if vlen:
+            vattrs[INTERNAL] = {"strings": vlen}
+        kind = kinds[name]
+        chunks_enc = enc.encoding.get("chunks")
+        if kind == "full":
+            explicit = "chunks" in user_enc.get(key, {})
+            x = _to_dask(
+                data,
+                chunks_enc if (explicit or not _is_dask(data)) else None,
+                vwhat,
+                tuple(enc.dims),
+                dim_chunks,
+            )
+            fill = enc.attrs.get("_FillValue", 0)
+            comp = check_compression(enc.encoding.get("compression", compression), vwhat)
+            try:
+                base = ArrayManifest.new(
+                    x.shape,
+                    dtype,
+                    x.chunks,
+                    fill_value=fill,
+                    compression=comp,
+                    dims=enc.dims,
+                    attrs=vattrs,
+                    name=vwhat,
+                )
+            except ValueError:
+                base = ArrayManifest.new(
+                    x.shape,
+                    dtype,
+                    x.chunks,
+                    compression=comp,
+                    dims=enc.dims,
+                    attrs=vattrs,
+                    name=vwhat,
+                )
+            offset = (0,) * x.ndim
+            if name in state.members:
+                remove_files[name] = sorted({e.path for e in state.members[name].shards})
+        else:
+            old = existing[name]
+            if tuple(enc.dims) != tuple(old.dims or ()):
+                raise ValueError(
+                    f"{vwhat}: dimensions {tuple(enc.dims)} do not match the stored "
+                    f"{old.dims}; nothing was written"
+                )
+            same = (
+                dtype == old.dtype
+                or (
+                    dtype.kind == old.dtype.kind
+                    and dtype.kind in "SU"
+                    and dtype.itemsize <= old.dtype.itemsize
+                )
+                or (dtype.kind not in "SU" and np.can_cast(dtype, old.dtype, "safe"))
+            )
+            if not same:
+                raise ValueError(
+                    f"{vwhat}: dtype {dtype} (after CF encoding) does not match the stored "
+                    f"{old.dtype}; nothing was written"
+                )
+            x = _to_dask(data, None, vwhat)
+            if x.dtype != old.dtype:
+                x = x.astype(old.dtype)
+            if kind == "append":
+                axis = list(enc.dims).index(append_dim)
+                for d in range(old.ndim):
+                    if d != axis and x.shape[d] != old.shape[d]:
+                        raise ValueError(
+                            f"{vwhat}: cannot append data of shape {x.shape} along "
+                            f"{append_dim!r}: dimension {enc.dims[d]!r} has length "
+                            f"{x.shape[d]}, the stored one {old.shape[d]}; nothing was written"
+                        )
+                along = (
+                    x.chunks[axis]
+                    if _is_dask(data)
+                    else AxisGrid.regular(
+                        x.shape[axis], max(1, old.chunk_shape[axis] or x.shape[axis])
+                    ).sizes()
+                )
+                want = tuple(
+                    tuple(along) if d == axis else old.grid.chunks[d] for d in range(old.ndim)
+                )
+                if tuple(x.chunks) != want:
+                    x = x.rechunk(want)
+                ax = old.grid.axes[axis]
+                offset = tuple(ax.nchunks if d == axis else 0 for d in range(old.ndim))
+                added = AxisGrid.from_sizes([c for c in x.chunks[axis] if c])
+                axes = list(old.grid.axes)
+                axes[axis] = ax.concat(added)
+                base = old.with_(grid=ChunkGrid(axes), attrs=vattrs)
+            else:
+                reg = tuple(region_d.get(d, slice(None)) for d in enc.dims)
+                c_start, c_stop = _normalize_region(reg, old, x.shape, vwhat)
+                want = tuple(
+                    ax.sub(a, b).sizes() or (0,)
+                    for ax, a, b in zip(old.grid.axes, c_start, c_stop, strict=True)
+                )
+                if tuple(x.chunks) != want:
+                    x = x.rechunk(want)
+                offset = tuple(c_start)
+                base = old
+        member = join_component(node, name)
+        plans.append((name, x, member, offset, base, idx))
+        bases[name] = base.to_json()
+
+    # nothing was written so far: every check above raised before any task ran
+    for name, x, member, offset, base, idx in plans:
+        tasks[name] = _shard_tasks(
+            x,
+            store,
+            member,
+            write_id,
+            offset,
+            base.dtype,
+            writer_options(base.compression),
+            shard_size,
+            f"{what} variable {name!r}",
+            str(idx),
+        )
+    written = set(bases)
+    keep = [n for n in existing if n not in written]
+    gattrs_json = encode_attrs(gattrs, what)
+    if attrs:
+        gattrs_json.update(encode_attrs(dict(attrs), what))
+    if mode != "w" and state.kind == "group":
+        gattrs_json = {**state.attrs, **gattrs_json}
+    remove_children: list[str] = []
+    if mode == "w" and state.exists:
+        if state.kind == "group":
+            remove_children = [n for n in (*state.children, *state.others) if n not in written]
+        else:
+            from ..manifest import parse_node
+
+            try:
+                old_node = parse_node(state.root, what)  # type: ignore[arg-type]
+                remove_files[""] = sorted({e.path for e in getattr(old_node, "shards", [])})
+            except Exception:  # noqa: BLE001 - cleanup only
+                pass
+    from dask import delayed
+
+    commit = delayed(_commit_task, pure=False)(
+        store.url,
+        store.storage_options,
+        node,
+        state,
+        bases,
+        keep,
+        gattrs_json,
+        write_id,
+        remove_children,
+        remove_files,
+        tasks,
+        dask_key_name=f"arrayds-xr-commit-{write_id}",
+    )
+    if not compute:
+        return commit
+    _run(commit, progress)
+    from ..dataset import open_group
+
+    return open_group(store.url, node or None, storage_options=store.storage_options or None)
