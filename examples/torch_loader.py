@@ -55,6 +55,7 @@ def main(argv: list[str] | None = None) -> float:
             batch_size=args.batch_size,
             shuffle=True,
             num_workers=2,
+            persistent_workers=True,  # the two workers serve every epoch
             collate_fn=collate,
             generator=torch.Generator().manual_seed(0),
         )

@@ -4,9 +4,21 @@ from __future__ import annotations
 
 import struct
 
+import dask
 import numpy as np
 import pytest
 import tfrecord.writer
+
+
+@pytest.fixture(autouse=True)
+def _threaded_bags(request):
+    """Bags default to a process pool; most tests use threads to stay fast (tests
+    whose name says "processes" keep dask's default)."""
+    if "processes" in request.node.name:
+        yield
+        return
+    with dask.config.set(scheduler="threads"):
+        yield
 
 
 def write_independent_tfrecord(path, records) -> None:
