@@ -102,6 +102,14 @@ def test_grain_batched_source_read(token_files) -> None:
     assert ds._getitems([5, 250, 5]) == [records[5], records[250], records[5]]
 
 
+class DecodeTokens(grain.transforms.Map):
+    """bytes -> uint16 token ids (grain's Batch would turn bytes into NUL-stripped
+    numpy.bytes_)."""
+
+    def map(self, element: bytes) -> np.ndarray:
+        return np.frombuffer(element, dtype=np.uint16)
+
+
 def test_grain_data_loader_with_workers(token_files) -> None:
     paths, records = token_files
     src = arrayds.ArrayRecordDataSource(paths)
@@ -110,7 +118,7 @@ def test_grain_data_loader_with_workers(token_files) -> None:
         data_source=src,
         sampler=sampler,
         worker_count=2,
-        operations=[grain.transforms.Batch(batch_size=20)],
+        operations=[DecodeTokens(), grain.transforms.Batch(batch_size=20)],
     )
-    got = sorted(x for batch in loader for x in batch)
+    got = sorted(row.tobytes() for batch in loader for row in batch)
     assert got == sorted(records)
