@@ -905,6 +905,32 @@ class RecordsDataset:
         finally:
             _RESOLVE_WITH.reset(token)
 
+    def __getitem__(self, key: Any) -> Any:
+        """Decoded record(s) by global index: an int, a slice, a list or an array.
+
+        Example:
+            >>> import os, tempfile
+            >>> from arrayds import records
+            >>> ds = records.write_records(
+            ...     [{"i": i} for i in range(5)], os.path.join(tempfile.mkdtemp(), "r")
+            ... )
+            >>> ds[3], ds[[4, 0]]
+            ({'i': 3}, [{'i': 4}, {'i': 0}])
+        """
+        src = self.__dict__.get("_decoded")
+        if src is None:
+            src = self._decoded = self.data_source(decode=True)
+        return src[key]
+
+    def __iter__(self) -> Any:
+        """Decoded records in order, shard by shard (sequential reads)."""
+        return iter(self.data_source(decode=True))
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state.pop("_decoded", None)
+        return state
+
     def __repr__(self) -> str:
         return (
             f"RecordsDataset({self.url!r}, {self.num_records} records in "

@@ -407,3 +407,19 @@ def test_mode_w_replaces_and_removes_old_shards(tmp_path):
     assert [os.path.exists(p) for p in new] == [True]
     assert records.read_records(url).compute(scheduler="sync") == [b"3"]
     assert manifest(url)["generation"] == 2
+
+
+def test_dataset_handle_indexing_iteration_pickling(tmp_path):
+    import pickle
+
+    url = str(tmp_path / "h")
+    ds = records.write_records([{"i": i} for i in range(12)], url, num_shards=3)
+    assert ds[5] == {"i": 5} and ds[-1] == {"i": 11}
+    assert ds[2:5] == [{"i": 2}, {"i": 3}, {"i": 4}]
+    assert [x["i"] for x in ds] == list(range(12))
+    clone = pickle.loads(pickle.dumps(ds))
+    assert clone[7] == {"i": 7} and len(clone) == 12
+    pk = records.write_records([{1}], str(tmp_path / "pk"), serializer="pickle")
+    with pytest.raises(ValueError, match="allow_pickle"):
+        pk[0]
+    assert records.open_records(str(tmp_path / "pk"), allow_pickle=True)[0] == {1}
