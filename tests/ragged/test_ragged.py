@@ -322,3 +322,31 @@ def test_corrupt_manifest_and_missing_shard(tmp_path, items):
     (tmp_path / "c1" / "arrayds.json").write_text(json.dumps(man))
     with pytest.raises(arrayds.CorruptionError, match="tile the items"):
         rg.open_ragged(tmp_path / "c1")
+
+
+def test_to_and_from_arrayrecord_dispatch(tmp_path, items):
+    url = str(tmp_path / "api")
+    ra = arrayds.to_arrayrecord(items, url, piece_len=64, compression="zstd:1")
+    assert isinstance(ra, rg.RaggedArray) and ra.piece_len == 64
+    assert isinstance(arrayds.open_ragged(url), rg.RaggedArray)
+    bag = arrayds.from_arrayrecord(url)
+    assert isinstance(bag, db.Bag) and bag.npartitions == ra.nshards
+    for got, x in zip(bag.compute(scheduler="threads"), items, strict=True):
+        np.testing.assert_array_equal(got, x)
+    # a bag of arrays is ragged, a bag of bytes stays a records dataset
+    bag_url = str(tmp_path / "api-bag")
+    arrayds.to_arrayrecord(db.from_sequence(items, npartitions=3), bag_url, axis=1)
+    assert len(arrayds.open_ragged(bag_url)) == len(items)
+    rec_url = str(tmp_path / "api-records")
+    arrayds.to_arrayrecord(db.from_sequence([b"a", b"b"], npartitions=2), rec_url)
+    assert arrayds.from_arrayrecord(rec_url).compute(scheduler="sync") == [b"a", b"b"]
+    with pytest.raises(ValueError, match="region= applies to N-d arrays"):
+        arrayds.to_arrayrecord(items, url + "x", region=(slice(0, 1),))
+    with pytest.raises(TypeError, match="unexpected keyword arguments"):
+        arrayds.to_arrayrecord(items, url + "x", piece_length=3)
+    with pytest.raises(ValueError, match="chunks= applies to N-d arrays"):
+        arrayds.from_arrayrecord(url, chunks=3)
+    d = arrayds.to_arrayrecord(items, url, mode="a", compute=False)
+    assert isinstance(d, Delayed)
+    d.compute()
+    assert len(arrayds.open_ragged(url)) == 2 * len(items)
