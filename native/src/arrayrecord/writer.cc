@@ -50,9 +50,21 @@ struct EncodeBatch {
       value_pos += group_bytes;
       first = end;
     }
-    // The records are no longer needed.
-    values = ByteBuffer();
-    sizes = std::vector<uint64_t>();
+    // The records are no longer needed (the memory is kept for reuse).
+    values.clear();
+    sizes.clear();
+  }
+
+  // Empties the batch but keeps its memory, so the next batch does not fault in
+  // fresh pages.
+  void recycle() {
+    values.clear();
+    sizes.clear();
+    group_ends.clear();
+    encoded.clear();
+    chunks.clear();
+    done = false;
+    error = nullptr;
   }
 };
 
@@ -74,7 +86,7 @@ Writer::Writer(const std::string& path, bool in_memory, const WriterOptions& opt
   }
   layout_ = std::make_unique<ChunkLayoutWriter>(*sink_);
   layout_->write_signature();
-  current_ = std::make_unique<EncodeBatch>();
+  current_ = new_batch();
 }
 
 Writer::~Writer() {
@@ -104,9 +116,23 @@ void Writer::add_record(const uint8_t* data, size_t size) {
     close_group();
     if (b.values.size() >= kBatchBytes || b.group_ends.size() >= kBatchGroups) {
       ready_ = std::move(current_);
-      current_ = std::make_unique<EncodeBatch>();
+      current_ = new_batch();
     }
   }
+}
+
+std::unique_ptr<EncodeBatch> Writer::new_batch() {
+  auto b = std::make_unique<EncodeBatch>();
+  if (!spare_.empty()) {
+    std::shared_ptr<EncodeBatch> reuse = std::move(spare_.back());
+    spare_.pop_back();
+    std::swap(b->values, reuse->values);
+    std::swap(b->sizes, reuse->sizes);
+    std::swap(b->group_ends, reuse->group_ends);
+    std::swap(b->encoded, reuse->encoded);
+    std::swap(b->chunks, reuse->chunks);
+  }
+  return b;
 }
 
 void Writer::close_group() {
@@ -161,6 +187,10 @@ void Writer::drain(bool wait_all, size_t max_in_flight) {
     in_flight_.pop_front();
     if (front->error) std::rethrow_exception(front->error);
     write_batch(*front);
+    if (spare_.size() < parallelism_ + 1 && front.use_count() == 1) {
+      front->recycle();
+      spare_.push_back(std::move(front));
+    }
   }
 }
 

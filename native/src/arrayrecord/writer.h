@@ -49,6 +49,7 @@ class Writer {
  private:
   void check_usable() const;
   void close_group();
+  std::unique_ptr<EncodeBatch> new_batch();  // reuses the memory of a written batch
   void submit(std::unique_ptr<EncodeBatch> batch);
   void drain(bool wait_all, size_t max_in_flight);
   void write_batch(EncodeBatch& batch);
@@ -66,6 +67,7 @@ class Writer {
   std::unique_ptr<EncodeBatch> ready_;    // a full batch waiting for pump()
   uint64_t group_records_ = 0;            // records in the open group of current_
   std::deque<std::shared_ptr<EncodeBatch>> in_flight_;
+  std::vector<std::shared_ptr<EncodeBatch>> spare_;  // written batches, memory kept
 
   struct Entry {
     uint64_t offset, decoded_data_size, num_records;
