@@ -1,0 +1,27 @@
+"""A real dask.distributed cluster for the tests in this folder: two worker
+processes with one thread each, started once per test session."""
+
+from __future__ import annotations
+
+import pytest
+
+distributed = pytest.importorskip("distributed", reason="distributed is part of the [dask] extra")
+
+
+@pytest.fixture(scope="session")
+def client():
+    """A ``Client`` on ``LocalCluster(processes=True, n_workers=2,
+    threads_per_worker=1)`` (allowed-failures and nanny restarts at their defaults)."""
+    cluster = distributed.LocalCluster(
+        n_workers=2,
+        threads_per_worker=1,
+        processes=True,
+        dashboard_address=None,
+        silence_logs=40,
+    )
+    c = distributed.Client(cluster)
+    try:
+        yield c
+    finally:
+        c.close()
+        cluster.close()
