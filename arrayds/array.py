@@ -46,6 +46,7 @@ from .grid import (
     AxisPlan,
     ChunkGrid,
     Selection,
+    box_selection,
     ortho_key,
     parse_selection,
     plan_axis,
@@ -191,14 +192,19 @@ class _Plan:
     def __init__(self, m: ArrayManifest, sel: Selection) -> None:
         axes = m.grid.axes
         self.plans: list[AxisPlan] = [
-            plan_axis(ax, s) for ax, s in zip(axes, sel.axes, strict=False)
+            plan_axis(ax, s) for ax, s in zip(axes, sel.axes, strict=True)
         ]
-        self.lens = tuple(len(p.chunks) for p in self.plans)
-        self.coords = _cartesian([p.chunks for p in self.plans])
-        k = self.coords.shape[0]
+        self.lens = tuple(len(p.sizes) for p in self.plans)
+        self.sizes = [p.sizes for p in self.plans]
+        if all(n == 1 for n in self.lens):  # one chunk: skip the products
+            self.coords = np.array([[int(p.chunks[0]) for p in self.plans]], dtype=np.int64)
+            self.multi: Any = [(0,)] * len(self.lens)
+        else:
+            self.coords = _cartesian([p.chunks for p in self.plans])
+            self.multi = np.unravel_index(np.arange(self.coords.shape[0]), self.lens)
+        if not self.lens:
+            self.coords = np.zeros((1, 0), dtype=np.int64)
         self.entry, self.record = m.table.locate(self.coords)
-        self.multi = np.unravel_index(np.arange(k), self.lens) if self.lens else ()
-        self.sizes = [ax.size_of(p.chunks) for ax, p in zip(axes, self.plans, strict=False)]
 
     @property
     def k(self) -> int:
@@ -208,18 +214,18 @@ class _Plan:
         return tuple(int(m[k]) for m in self.multi)
 
     def chunk_shape(self, idx: tuple[int, ...]) -> tuple[int, ...]:
-        return tuple(int(s[i]) for s, i in zip(self.sizes, idx, strict=False))
+        return tuple(s[i] for s, i in zip(self.sizes, idx, strict=True))
 
     def local_key(self, idx: tuple[int, ...]) -> tuple[Any, ...]:
-        return ortho_key([p.local[i] for p, i in zip(self.plans, idx, strict=False)])
+        return ortho_key([p.local[i] for p, i in zip(self.plans, idx, strict=True)])
 
     def out_key(self, idx: tuple[int, ...]) -> tuple[Any, ...]:
-        return ortho_key([p.out[i] for p, i in zip(self.plans, idx, strict=False)])
+        return ortho_key([p.out[i] for p, i in zip(self.plans, idx, strict=True)])
 
     def full(self) -> np.ndarray:
         f = np.ones(self.k, dtype=bool)
-        for p, m in zip(self.plans, self.multi, strict=False):
-            f &= p.full[m]
+        for p, m in zip(self.plans, self.multi, strict=True):
+            f &= p.full[np.asarray(m)]
         return f
 
 
@@ -488,11 +494,17 @@ class Array:
         if sel.size == 0:
             return np.empty(sel.shape, dtype=dtype)
         plan = _Plan(m, sel)
-        present = plan.entry >= 0
-        if zero_copy and plan.k == 1 and present[0] and plan.full()[0]:
+        if plan.k == 1:  # the latency path: one chunk
+            if plan.entry[0] < 0:
+                return np.full(sel.shape, m.fill, dtype=dtype)
             got: list[np.ndarray] = []
-            self._fetch(plan, np.array([0]), lambda k, idx, chunk: got.append(chunk))
-            return got[0].reshape(sel.shape)
+            self._fetch(plan, np.zeros(1, dtype=np.int64), lambda k, i, chunk: got.append(chunk))
+            idx = (0,) * m.ndim
+            if plan.full()[0]:
+                chunk = got[0]
+                return (chunk if zero_copy else chunk.copy()).reshape(sel.shape)
+            return np.array(got[0][plan.local_key(idx)], copy=True).reshape(sel.shape)
+        present = plan.entry >= 0
         if not present.any():
             return np.full(sel.shape, m.fill, dtype=dtype)
         out = np.empty(work, dtype=dtype)
@@ -532,11 +544,14 @@ class Array:
         m = self._m
         table = m.table
         pids = table.path_ids[plan.entry[ks]]
-        order = np.argsort(pids, kind="stable")
-        ks = ks[order]
-        pids = pids[order]
-        cut = np.flatnonzero(pids[1:] != pids[:-1]) + 1
-        groups = np.split(ks, cut)
+        if ks.size == 1 or pids.min() == pids.max():
+            groups = [ks]
+        else:
+            order = np.argsort(pids, kind="stable")
+            ks = ks[order]
+            pids = pids[order]
+            cut = np.flatnonzero(pids[1:] != pids[:-1]) + 1
+            groups = np.split(ks, cut)
         dtype = m.dtype
 
         def run(group: np.ndarray) -> None:
@@ -554,13 +569,16 @@ class Array:
                 bufs = read_records(reader, recs)
             except CorruptionError as e:
                 raise CorruptionError(f"{self._what}: shard {relpath!r} is damaged: {e}") from None
-            for k, buf in zip(group.tolist(), bufs, strict=False):
+            for k, buf in zip(group.tolist(), bufs, strict=True):
                 idx = plan.index(k)
                 shape = plan.chunk_shape(idx)
-                what = (
-                    f"{self._what} chunk {tuple(int(c) for c in plan.coords[k])} "
-                    f"(shard {relpath!r}, record {int(plan.record[k])})"
-                )
+
+                def what(k: int = k) -> str:
+                    return (
+                        f"{self._what} chunk {tuple(int(c) for c in plan.coords[k])} "
+                        f"(shard {relpath!r}, record {int(plan.record[k])})"
+                    )
+
                 put(k, idx, decode_chunk(buf, dtype, shape, what))
 
         if len(groups) == 1:
@@ -790,7 +808,10 @@ class Array:
     def _read_block(self, key: tuple[slice, ...], zero_copy: bool = False) -> np.ndarray:
         """Read a box given as step-1 slices (one dask task): one plan, one batched
         read per shard."""
-        return self._read(parse_selection(key, self.shape, self._what), zero_copy=zero_copy)
+        sel = box_selection(key, self.shape)
+        if sel is None:
+            sel = parse_selection(key, self.shape, self._what)
+        return self._read(sel, zero_copy=zero_copy)
 
 
 class _OIndex:

@@ -29,6 +29,7 @@ array([0, 0, 1, 2])
 
 from __future__ import annotations
 
+import bisect
 import math
 import numbers
 import operator
@@ -101,7 +102,19 @@ class AxisGrid:
     (array([ 0, 30]), array([10,  5]))
     """
 
-    __slots__ = ("runs", "length", "nchunks", "_sizes", "_counts", "_c0", "_e0", "_regular")
+    __slots__ = (
+        "runs",
+        "length",
+        "nchunks",
+        "_sizes",
+        "_counts",
+        "_c0",
+        "_e0",
+        "_regular",
+        "_c0l",
+        "_e0l",
+        "_sizesl",
+    )
 
     def __init__(self, runs: Sequence[Sequence[int]]) -> None:
         clean: list[list[int]] = []
@@ -123,6 +136,9 @@ class AxisGrid:
         self.nchunks = int(self._c0[-1])
         self.length = int(self._e0[-1])
         self._regular = len(clean) == 1
+        self._c0l = self._c0.tolist()
+        self._e0l = self._e0.tolist()
+        self._sizesl = sizes.tolist()
 
     @classmethod
     def from_sizes(cls, sizes: Sequence[int]) -> AxisGrid:
@@ -146,6 +162,24 @@ class AxisGrid:
         if self._regular:
             return np.zeros(np.shape(c), dtype=np.int64)
         return np.searchsorted(self._c0, c, side="right") - 1
+
+    # -- scalar lookups (plain ints, no numpy overhead: the hot path of small reads)
+
+    def chunk_of_int(self, i: int) -> int:
+        """Element index -> chunk index, for one int."""
+        if self._regular:
+            return i // self._sizesl[0]
+        r = bisect.bisect_right(self._e0l, i) - 1
+        return self._c0l[r] + (i - self._e0l[r]) // self._sizesl[r]
+
+    def offset_size_int(self, c: int) -> tuple[int, int]:
+        """Chunk index -> (first element, length), for one int."""
+        if self._regular:
+            size = self._sizesl[0]
+            return c * size, size
+        r = bisect.bisect_right(self._c0l, c) - 1
+        size = self._sizesl[r]
+        return self._e0l[r] + (c - self._c0l[r]) * size, size
 
     def chunk_of(self, idx: np.ndarray) -> np.ndarray:
         """Element indices (0 <= i < length) -> chunk indices."""
@@ -466,6 +500,24 @@ class Selection:
         return math.prod(self.work_shape)
 
 
+def box_selection(key: Sequence[slice], shape: Sequence[int]) -> Selection | None:
+    """A tuple of step-1 slices with non-negative bounds inside ``shape`` (what dask's
+    ``from_array`` passes) -> :class:`Selection`, skipping the general parser; None if
+    ``key`` is anything else."""
+    if len(key) != len(shape):
+        return None
+    axes = []
+    for k, n in zip(key, shape, strict=True):
+        if type(k) is not slice or k.step not in (None, 1):
+            return None
+        a = 0 if k.start is None else k.start
+        b = n if k.stop is None else k.stop
+        if type(a) is not int or type(b) is not int or not 0 <= a <= b <= n:
+            return None
+        axes.append(AxisSelection(count=b - a, start=a))
+    return Selection(axes=tuple(axes), shape=tuple(a.count for a in axes))
+
+
 def _is_int(k: Any) -> bool:
     if isinstance(k, (bool, np.bool_)):
         return False
@@ -584,6 +636,39 @@ class AxisPlan:
     local: list[slice | np.ndarray]
     out: list[slice | np.ndarray]
     full: np.ndarray
+    sizes: list[int]
+
+
+_SMALL = 64  # up to this many chunks along an axis, plan with plain ints
+
+
+def _plan_ascending_small(grid: AxisGrid, start: int, step: int, count: int) -> AxisPlan | None:
+    """The plan of an ascending slice in plain Python (None if it spans too many
+    chunks, where the vectorized path is faster)."""
+    last = start + (count - 1) * step
+    c0 = grid.chunk_of_int(start)
+    c1 = grid.chunk_of_int(last)
+    if c1 - c0 >= _SMALL:
+        return None
+    chunks: list[int] = []
+    local: list[slice | np.ndarray] = []
+    out: list[slice | np.ndarray] = []
+    full: list[bool] = []
+    sizes: list[int] = []
+    for c in range(c0, c1 + 1):
+        off, size = grid.offset_size_int(c)
+        k_lo = max(0, -((start - off) // step))
+        k_hi = min(count, -((start - off - size) // step))
+        if k_hi <= k_lo:
+            continue
+        lstart = start + k_lo * step - off
+        lstop = start + (k_hi - 1) * step - off + 1
+        chunks.append(c)
+        local.append(slice(lstart, lstop, step))
+        out.append(slice(k_lo, k_hi))
+        full.append(step == 1 and lstart == 0 and lstop == size)
+        sizes.append(size)
+    return AxisPlan(np.array(chunks, dtype=np.int64), local, out, np.array(full, dtype=bool), sizes)
 
 
 def _plan_ascending(
@@ -616,19 +701,22 @@ def plan_axis(grid: AxisGrid, sel: AxisSelection) -> AxisPlan:
     >>> p.chunks.tolist(), [x.tolist() for x in p.local], p.out
     ([0, 2], [[0], [1, 0]], [slice(1, 2, None), array([0, 2])])
     """
-    empty = AxisPlan(np.empty(0, dtype=np.int64), [], [], np.empty(0, dtype=bool))
+    empty = AxisPlan(np.empty(0, dtype=np.int64), [], [], np.empty(0, dtype=bool), [])
     if sel.count == 0:
         return empty
     if sel.index is None:
         step = sel.step
         if step > 0:
+            small = _plan_ascending_small(grid, sel.start, step, sel.count)
+            if small is not None:
+                return small
             cs, k_lo, k_hi, off, size = _plan_ascending(grid, sel.start, step, sel.count)
             lstart = sel.start + k_lo * step - off
             lstop = sel.start + (k_hi - 1) * step - off + 1
             local = [slice(int(a), int(b), step) for a, b in zip(lstart, lstop, strict=False)]
             out = [slice(int(a), int(b)) for a, b in zip(k_lo, k_hi, strict=False)]
             full = (lstart == 0) & (lstop == size) & (step == 1)
-            return AxisPlan(cs, local, out, full)
+            return AxisPlan(cs, local, out, full, size.tolist())
         # descending: plan the ascending mirror, then reverse within each chunk
         astep = -step
         astart = sel.start + (sel.count - 1) * step
@@ -641,7 +729,7 @@ def plan_axis(grid: AxisGrid, sel: AxisSelection) -> AxisPlan:
             for h, lw in zip(hi, lo, strict=False)
         ]
         out = [slice(int(n - b), int(n - a)) for a, b in zip(k_lo, k_hi, strict=False)]
-        return AxisPlan(cs, local, out, np.zeros(len(cs), dtype=bool))
+        return AxisPlan(cs, local, out, np.zeros(len(cs), dtype=bool), size.tolist())
     idx = sel.index
     ch = grid.chunk_of(idx)
     if idx.size > 1 and np.all(ch[1:] >= ch[:-1]):
@@ -674,7 +762,7 @@ def plan_axis(grid: AxisGrid, sel: AxisSelection) -> AxisPlan:
         else:
             local_l.append(loc)
         out_l.append(pos)
-    return AxisPlan(cs, local_l, out_l, full)
+    return AxisPlan(cs, local_l, out_l, full, sizes.tolist())
 
 
 def ortho_key(parts: Sequence[slice | np.ndarray]) -> tuple[Any, ...]:

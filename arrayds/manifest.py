@@ -20,6 +20,7 @@
 from __future__ import annotations
 
 import base64
+import bisect
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -335,9 +336,13 @@ class ShardTable:
 
     ``locate(coords)`` answers, for K chunk coordinates at once, which entry holds
     each chunk (the last entry whose box contains it; -1 for none) and the record
-    index inside that entry's file. Work is O(K x S') with S' the entries whose box
-    meets the bounding box of the query, in bounded memory; nothing is stored per
-    chunk.
+    index inside that entry's file. Nothing is stored per chunk: the boxes'
+    boundaries cut each axis into at most 2S+1 intervals, and a *cell table* gives the
+    visible entry of each product of intervals (built once, by painting the boxes
+    oldest first). A lookup is then one ``searchsorted`` per axis. For histories so
+    fragmented that the cell table would exceed ``CELL_LIMIT`` cells, lookups scan
+    the entries instead (O(K x S') with S' the entries meeting the query's bounding
+    box, newest first, in bounded memory).
 
     >>> t = ShardTable([ShardEntry("c/a", (0, 0), (2, 2)), ShardEntry("c/b", (1, 1), (2, 3))], 2)
     >>> e, r = t.locate(np.array([[0, 0], [1, 1], [1, 2], [3, 3]]))
@@ -345,7 +350,8 @@ class ShardTable:
     ([0, 1, 1, -1], [0, 0, 1, -1])
     """
 
-    _BLOCK = 1 << 22  # K x S booleans per step
+    _BLOCK = 1 << 22  # K x S booleans per step of the scan
+    CELL_LIMIT = 1 << 22
 
     def __init__(self, entries: Sequence[ShardEntry], ndim: int) -> None:
         self.entries = list(entries)
@@ -365,9 +371,34 @@ class ShardTable:
             [paths.setdefault(e.path, len(paths)) for e in self.entries], dtype=np.int64
         )
         self.paths = list(paths)
+        self._cells: np.ndarray | None = None
+        self._bounds: list[np.ndarray] = []
+        self._bounds_l: list[list[int]] = []
+        self._cells_built = False
 
     def __len__(self) -> int:
         return len(self.entries)
+
+    # -- the cell table
+
+    def _build_cells(self) -> None:
+        self._cells_built = True
+        if not self.entries:
+            return
+        bounds = [
+            np.unique(np.concatenate([self.starts[:, d], self.stops[:, d]]))
+            for d in range(self.ndim)
+        ]
+        if math.prod(len(b) - 1 for b in bounds) > self.CELL_LIMIT:
+            return
+        cells = np.full([len(b) - 1 for b in bounds], -1, dtype=np.int64)
+        lo = [np.searchsorted(b, self.starts[:, d]) for d, b in enumerate(bounds)]
+        hi = [np.searchsorted(b, self.stops[:, d]) for d, b in enumerate(bounds)]
+        for i in range(len(self.entries)):
+            cells[tuple(slice(int(lo[d][i]), int(hi[d][i])) for d in range(self.ndim))] = i
+        self._bounds = bounds
+        self._bounds_l = [b.tolist() for b in bounds]
+        self._cells = cells
 
     def locate(self, coords: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """coords: (K, ndim) int64 -> (entry index or -1, record index or -1)."""
@@ -375,9 +406,65 @@ class ShardTable:
         if coords.ndim != 2:
             coords = coords.reshape(-1, self.ndim) if self.ndim else coords.reshape(1, 0)
         k = coords.shape[0]
-        entry = np.full(k, -1, dtype=np.int64)
         if k == 0 or not self.entries:
-            return entry, np.full(k, -1, dtype=np.int64)
+            return np.full(k, -1, dtype=np.int64), np.full(k, -1, dtype=np.int64)
+        if not self._cells_built:
+            self._build_cells()
+        if self._cells is not None:
+            if k == 1:
+                return self._locate_one(coords[0].tolist())
+            entry = self._locate_cells(coords)
+        else:
+            entry = self._locate_scan(coords)
+        record = np.full(k, -1, dtype=np.int64)
+        found = entry >= 0
+        if found.all():
+            rel = coords - self.starts[entry]
+            record = self.offsets[entry] + np.einsum("ij,ij->i", rel, self.strides[entry])
+        elif found.any():
+            e = entry[found]
+            rel = coords[found] - self.starts[e]
+            record[found] = self.offsets[e] + np.einsum("ij,ij->i", rel, self.strides[e])
+        return entry, record
+
+    def _locate_one(self, c: list[int]) -> tuple[np.ndarray, np.ndarray]:
+        """One coordinate, in plain ints (the latency path of single-chunk reads)."""
+        assert self._cells is not None
+        miss = np.full(1, -1, dtype=np.int64), np.full(1, -1, dtype=np.int64)
+        idx = []
+        for x, b in zip(c, self._bounds_l, strict=True):
+            i = bisect.bisect_right(b, x) - 1
+            if i < 0 or i >= len(b) - 1:
+                return miss
+            idx.append(i)
+        e = int(self._cells[tuple(idx)])
+        if e < 0:
+            return miss
+        entry = self.entries[e]
+        rec = 0
+        for x, a, b in zip(c, entry.start, entry.stop, strict=True):
+            rec = rec * (b - a) + (x - a)
+        return np.array([e], dtype=np.int64), np.array([entry.offset + rec], dtype=np.int64)
+
+    def _locate_cells(self, coords: np.ndarray) -> np.ndarray:
+        assert self._cells is not None
+        k = coords.shape[0]
+        if self.ndim == 0:
+            return np.full(k, int(self._cells[()]), dtype=np.int64)
+        valid = np.ones(k, dtype=bool)
+        idx = []
+        for d, b in enumerate(self._bounds):
+            i = np.searchsorted(b, coords[:, d], side="right") - 1
+            valid &= (i >= 0) & (i < len(b) - 1)
+            idx.append(np.minimum(np.maximum(i, 0), len(b) - 2))
+        entry = self._cells[tuple(idx)]
+        if not valid.all():
+            entry = np.where(valid, entry, -1)
+        return entry
+
+    def _locate_scan(self, coords: np.ndarray) -> np.ndarray:
+        k = coords.shape[0]
+        entry = np.full(k, -1, dtype=np.int64)
         if self.ndim:
             lo = coords.min(axis=0)
             hi = coords.max(axis=0)
@@ -403,44 +490,24 @@ class ShardTable:
                 todo[rows[hit]] = False
                 if not todo.any():
                     break
-        record = np.full(k, -1, dtype=np.int64)
-        found = entry >= 0
-        if found.any():
-            e = entry[found]
-            rel = coords[found] - self.starts[e]
-            record[found] = self.offsets[e] + np.sum(rel * self.strides[e], axis=1)
-        return entry, record
+        return entry
 
     def covered_count(self, grid_shape: Sequence[int]) -> int:
         """How many chunks of the grid some entry covers (the union of the boxes),
-        by coordinate compression; exact and independent of the grid size."""
+        exact and independent of the grid size (from the cell table)."""
         if not self.entries:
             return 0
-        ndim = self.ndim
-        if ndim == 0:
+        if self.ndim == 0:
             return 1
-        cuts = []
-        for d in range(ndim):
-            b = np.unique(np.concatenate([self.starts[:, d], self.stops[:, d], [0]]))
-            b = b[b <= grid_shape[d]]
-            cuts.append(b)
-        cells = math.prod(max(len(c) - 1, 0) for c in cuts)
-        if cells <= 1 << 24:
-            covered = np.zeros([len(c) - 1 for c in cuts], dtype=bool)
-            for s, t in zip(self.starts, self.stops, strict=False):
-                covered[
-                    tuple(
-                        slice(int(np.searchsorted(c, a)), int(np.searchsorted(c, b)))
-                        for c, a, b in zip(cuts, s, t, strict=False)
-                    )
-                ] = True
-            widths = np.ix_(*[np.diff(c) for c in cuts])
-            vol = np.ones(covered.shape, dtype=np.float64)
-            for w in widths:
-                vol = vol * w
-            return int(round(float(vol[covered].sum())))
-        # too fragmented to compress: an upper bound is still useful
-        return min(math.prod(grid_shape), int(np.prod(self.stops - self.starts, axis=1).sum()))
+        if not self._cells_built:
+            self._build_cells()
+        if self._cells is None:
+            # too fragmented for a cell table: the sum of the boxes bounds the union
+            return min(math.prod(grid_shape), int(np.prod(self.stops - self.starts, axis=1).sum()))
+        vol = np.ones(self._cells.shape, dtype=np.float64)
+        for w in np.ix_(*[np.diff(b) for b in self._bounds]):
+            vol = vol * w
+        return int(round(float(vol[self._cells >= 0].sum())))
 
 
 # ---------------------------------------------------------------- manifests

@@ -25,7 +25,7 @@ from __future__ import annotations
 import ast
 import functools
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -117,11 +117,12 @@ def decode_chunk(
     record: Any,
     dtype: np.dtype,
     shape: Sequence[int],
-    what: str = "chunk",
+    what: str | Callable[[], str] = "chunk",
 ) -> np.ndarray:
     """Decode one record into a read-only array view of ``record`` (no copy).
 
-    ``what`` names the array and chunk in error messages. A header that does not
+    ``what`` names the array and chunk in error messages (a string, or a callable
+    building it, called only on error). A header that does not
     describe ``dtype``/``shape`` in C order, or data of the wrong length, is a
     :class:`CorruptionError`.
     """
@@ -142,7 +143,7 @@ def decode_chunk(
         if count == 0:
             return np.empty(shape, dtype=dtype)
         return np.frombuffer(record, dtype=dtype, count=count, offset=h).reshape(shape)
-    return _decode_slow(record, dtype, shape, count, what)
+    return _decode_slow(record, dtype, shape, count, what if isinstance(what, str) else what())
 
 
 def _decode_slow(

@@ -135,28 +135,51 @@ def group_blocks(
 # ---------------------------------------------------------------------- tasks
 
 
-def _write_shard_task(
-    url: str,
-    storage_options: dict[str, Any],
-    node: str,
-    relpath: str,
-    options: str,
-    dtype_str: str,
-    box_sizes: list[list[int]],
-    start: list[int],
-    stop: list[int],
-    what: str,
-    blocks: list[Any],
-) -> dict[str, Any]:
+class ShardJob:
+    """What one shard task needs besides its blocks (one plain object, so graph
+    construction and pickling stay cheap)."""
+
+    __slots__ = ("url", "storage_options", "node", "relpath", "options", "dtype",
+                 "box_sizes", "start", "stop", "what")  # fmt: skip
+
+    def __init__(self, **kw: Any) -> None:
+        for k in self.__slots__:
+            setattr(self, k, kw[k])
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_make_job, (ShardJob, {k: getattr(self, k) for k in self.__slots__}))
+
+
+class CommitJob:
+    """What the commit task needs besides the shard entries."""
+
+    __slots__ = ("url", "storage_options", "node", "mode", "base", "expected", "write_id")
+
+    def __init__(self, **kw: Any) -> None:
+        for k in self.__slots__:
+            setattr(self, k, kw[k])
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_make_job, (CommitJob, {k: getattr(self, k) for k in self.__slots__}))
+
+
+def _make_job(cls: Any, kw: dict[str, Any]) -> Any:
+    return cls(**kw)
+
+
+def _write_shard_task(job: ShardJob, blocks: list[Any]) -> dict[str, Any]:
     """Encode a box of blocks (C order) as one shard; return its manifest entry."""
-    store = Store.get(url, storage_options)
-    dtype = np.dtype(dtype_str)
-    shapes = list(itertools.product(*box_sizes))
+    store = Store.get(job.url, job.storage_options)
+    dtype = np.dtype(job.dtype)
+    what = job.what
+    shapes = list(itertools.product(*job.box_sizes))
     if len(shapes) != len(blocks):  # pragma: no cover - graph construction bug
-        raise RuntimeError(f"{what}: shard {relpath} got {len(blocks)} blocks for {len(shapes)}")
-    coords = itertools.product(*(range(a, b) for a, b in zip(start, stop, strict=False)))
+        raise RuntimeError(
+            f"{what}: shard {job.relpath} got {len(blocks)} blocks for {len(shapes)}"
+        )
+    coords = itertools.product(*(range(a, b) for a, b in zip(job.start, job.stop, strict=True)))
     records = []
-    for blk, shape, coord in zip(blocks, shapes, coords, strict=False):
+    for blk, shape, coord in zip(blocks, shapes, coords, strict=True):
         arr = np.asarray(blk)
         if arr.shape != tuple(shape):
             raise ValueError(
@@ -169,24 +192,17 @@ def _write_shard_task(
                 f"{dtype} (the dask array's dtype)"
             )
         records.append(encode_chunk(arr, dtype))
-    nbytes = store.write_shard(node, relpath, records, options)
-    return ShardEntry(relpath, tuple(start), tuple(stop), 0, nbytes).to_json()
+    del blocks
+    nbytes = store.write_shard(job.node, job.relpath, records, job.options)
+    return ShardEntry(job.relpath, tuple(job.start), tuple(job.stop), 0, nbytes).to_json()
 
 
-def _commit_task(
-    url: str,
-    storage_options: dict[str, Any],
-    node: str,
-    mode: str,
-    base: dict[str, Any],
-    expected: tuple[int, str] | None,
-    write_id: str,
-    entries: list[dict[str, Any]],
-) -> Array:
+def _commit_task(job: CommitJob, entries: list[dict[str, Any]]) -> Array:
     """Check the node is as the graph expects, then write the manifest (atomic)."""
-    store = Store.get(url, storage_options)
+    store = Store.get(job.url, job.storage_options)
+    node, mode, expected = job.node, job.mode, job.expected
     what = f"array {store.display(node)!r}"
-    m = ArrayManifest.from_json(base, what)
+    m = ArrayManifest.from_json(job.base, what)
     new = [
         ShardEntry(e["path"], tuple(e["start"]), tuple(e["stop"]), 0, e.get("bytes"))
         for e in entries
@@ -207,7 +223,7 @@ def _commit_task(
     if mode in ("w", "w-"):
         ensure_parents(store, node)
     gen = (cur.generation + 1) if cur is not None else 1
-    final = m.with_(shards=_stack_entries(m.shards, new), generation=gen, commit=write_id)
+    final = m.with_(shards=_stack_entries(m.shards, new), generation=gen, commit=job.write_id)
     store.write_manifest(node, final.to_json())
     if mode == "w" and cur is not None:
         _remove_node_contents(store, node, cur, only_listed_shards=True)
@@ -217,24 +233,20 @@ def _commit_task(
 # ---------------------------------------------------------------------- write
 
 
-def _blocks_as_delayed(x: Any) -> np.ndarray:
-    """The blocks of a dask array as an object array of Delayed (the public
-    ``to_delayed`` when the collection has it, else the collection protocol, which
-    array query planning keeps)."""
-    if hasattr(x, "to_delayed"):
-        return x.to_delayed(optimize_graph=True)
+def _block_keys(x: Any) -> tuple[Any, np.ndarray]:
+    """The optimized collection and its block keys as an object array shaped like the
+    block grid (collection protocol only: works with array query planning too)."""
     import dask
-    from dask.delayed import Delayed
-    from dask.highlevelgraph import HighLevelGraph
 
     (y,) = dask.optimize(x)
-    layer = "delayed-" + y.name
-    graph = HighLevelGraph.from_collections(layer, y.__dask_graph__(), dependencies=())
     keys = np.empty(y.numblocks, dtype=object)
-    flat = list(_flatten(y.__dask_keys__(), len(y.numblocks)))
+    raw = y.__dask_keys__()
+    if not y.numblocks and isinstance(raw, list):  # 0-d: [(name,)]
+        raw = raw[0]
+    flat = list(_flatten(raw, len(y.numblocks)))
     for i, k in enumerate(flat):
-        keys.flat[i] = Delayed(k, graph, layer=layer)
-    return keys
+        keys.flat[i] = k
+    return y, keys
 
 
 def _flatten(keys: Any, depth: int) -> Any:
@@ -243,6 +255,19 @@ def _flatten(keys: Any, depth: int) -> Any:
         return
     for k in keys:
         yield from _flatten(k, depth - 1)
+
+
+def _graph(y: Any, name: str, layer: dict[Any, Any]) -> Any:
+    """``layer`` on top of the graph of collection ``y`` (or alone if ``y`` is None)."""
+    from dask.highlevelgraph import HighLevelGraph
+
+    if y is None:
+        return HighLevelGraph({name: layer}, {name: set()})
+    base = y.__dask_graph__()
+    if isinstance(base, HighLevelGraph) and hasattr(y, "__dask_layers__"):
+        return HighLevelGraph.from_collections(name, layer, dependencies=[y])
+    src = name + "-source"
+    return HighLevelGraph({src: dict(base), name: layer}, {src: set(), name: {src}})
 
 
 def _normalize_region(
@@ -401,47 +426,43 @@ def write_array(
     write_id = new_write_id()
     boxes = group_blocks(x.numblocks, x.chunks, dtype.itemsize, shard_size, what)
     options = writer_options(base.compression)
-    from dask import delayed
+    from dask.delayed import Delayed
 
-    shard_tasks = []
+    name = f"arrayds-write-{write_id}"
+    layer: dict[Any, Any] = {}
+    shard_keys = []
+    y = None
     if boxes and x.size:
-        blocks = _blocks_as_delayed(x)
+        y, keys = _block_keys(x)
         for n, (bstart, bstop) in enumerate(boxes):
-            ranges = [range(a, b) for a, b in zip(bstart, bstop, strict=False)]
-            blist = [blocks[idx] for idx in itertools.product(*ranges)]
-            box_sizes = [
-                list(x.chunks[d][a:b]) for d, (a, b) in enumerate(zip(bstart, bstop, strict=False))
-            ]
-            start = [a + o for a, o in zip(bstart, offset, strict=False)]
-            stop = [b + o for b, o in zip(bstop, offset, strict=False)]
-            relpath = f"{SHARD_DIR}/{write_id}-{n}{SHARD_SUFFIX}"
-            shard_tasks.append(
-                delayed(_write_shard_task, pure=False)(
-                    store.url,
-                    store.storage_options,
-                    node,
-                    relpath,
-                    options,
-                    dtype.str,
-                    box_sizes,
-                    start,
-                    stop,
-                    what,
-                    blist,
-                    dask_key_name=f"arrayds-shard-{write_id}-{n}",
-                )
+            box = tuple(slice(a, b) for a, b in zip(bstart, bstop, strict=True))
+            job = ShardJob(
+                url=store.url,
+                storage_options=store.storage_options,
+                node=node,
+                relpath=f"{SHARD_DIR}/{write_id}-{n}{SHARD_SUFFIX}",
+                options=options,
+                dtype=dtype.str,
+                box_sizes=[list(x.chunks[d][s.start : s.stop]) for d, s in enumerate(box)],
+                start=[a + o for a, o in zip(bstart, offset, strict=True)],
+                stop=[b + o for b, o in zip(bstop, offset, strict=True)],
+                what=what,
             )
-    commit = delayed(_commit_task, pure=False)(
-        store.url,
-        store.storage_options,
-        node,
-        eff,
-        base.to_json(),
-        expected,
-        write_id,
-        shard_tasks,
-        dask_key_name=f"arrayds-commit-{write_id}",
+            key = f"arrayds-shard-{write_id}-{n}"
+            layer[key] = (_write_shard_task, job, list(keys[box + (Ellipsis,)].reshape(-1)))
+            shard_keys.append(key)
+    commit_key = f"arrayds-commit-{write_id}"
+    cjob = CommitJob(
+        url=store.url,
+        storage_options=store.storage_options,
+        node=node,
+        mode=eff,
+        base=base.to_json(),
+        expected=expected,
+        write_id=write_id,
     )
+    layer[commit_key] = (_commit_task, cjob, shard_keys)
+    commit = Delayed(commit_key, _graph(y, name, layer), layer=name)
     if not compute:
         return commit
     return _run(commit, progress)
