@@ -227,10 +227,17 @@ def boxes_and_coords(draw):
 def test_locate_matches_last_containing_box(case):
     gshape, entries = case
     table = ShardTable(entries, len(gshape))
+    scan = ShardTable(entries, len(gshape))
+    scan.CELL_LIMIT = 0  # force the entry scan used for very fragmented histories
     coords = np.array(list(np.ndindex(*gshape)), dtype=np.int64).reshape(
         len(list(np.ndindex(*gshape))), len(gshape)
     )
     entry, record = table.locate(coords)
+    e2, r2 = scan.locate(coords)
+    assert e2.tolist() == entry.tolist() and r2.tolist() == record.tolist()
+    for i, c in enumerate(coords):  # the single-coordinate path agrees too
+        e1, r1 = table.locate(c[None, :])
+        assert (int(e1[0]), int(r1[0])) == (int(entry[i]), int(record[i]))
     covered = 0
     for c, e, r in zip(coords, entry, record, strict=True):
         want = -1
@@ -252,7 +259,8 @@ def test_locate_matches_last_containing_box(case):
 def test_locate_scales_to_many_entries_in_blocks():
     entries = [ShardEntry(f"c/{i}", (i, 0), (i + 1, 100), 0) for i in range(3000)]
     table = ShardTable(entries, 2)
-    table._BLOCK = 1 << 12  # force several blocks
+    table._BLOCK = 1 << 12  # force several blocks of the scan
+    table.CELL_LIMIT = 0
     coords = np.array([[i, j] for i in range(0, 3000, 7) for j in (0, 99)])
     entry, record = table.locate(coords)
     assert entry.tolist() == coords[:, 0].tolist()
