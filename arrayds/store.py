@@ -24,6 +24,7 @@ place that touches the file system for datasets:
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import secrets
@@ -257,9 +258,13 @@ class Store:
                     return f.read()
             return self.fs.cat_file(p)
         except (FileNotFoundError, NotADirectoryError):
+            if not self.local:
+                self.check_bucket()  # object stores: a missing bucket is an error (issue 6)
             return None
         except IsADirectoryError:
             return None
+        except PermissionError as e:
+            raise self.named_error(e, "cannot read", p) from e
 
     def has_manifest(self, node: str) -> bool:
         p = self.path(node, MANIFEST)
@@ -294,7 +299,22 @@ class Store:
                     pass
                 raise
         else:
-            self.fs.pipe_file(p, data)
+            try:
+                commit_object(self, node, p, data, manifest)
+            except (PermissionError, FileNotFoundError) as e:
+                raise self.named_error(e, "cannot commit", p) from e
+
+    # -- object stores (issue 6: errors naming the URL; commits: see commit_object)
+
+    def named_error(self, e: OSError, action: str, path: str) -> OSError:
+        """``e`` re-created (same type) with a message naming the URL of ``path``."""
+        return named_error(self, e, action, path)
+
+    def check_bucket(self) -> None:
+        """On bucket-based object stores (S3, GCS, Azure): ``FileNotFoundError``
+        naming the URL if the root's bucket does not exist, ``PermissionError`` if
+        the credentials are refused. Checked once per store."""
+        check_bucket(self)
 
     # -- listing and removal
 
@@ -313,9 +333,14 @@ class Store:
             )
         pattern = (base.rstrip("/") + "/*/" + MANIFEST) if base else ("*/" + MANIFEST)
         try:
+            self.fs.invalidate_cache(base)  # see other processes' new nodes (issue 6)
             found = self.fs.glob(pattern)
         except FileNotFoundError:
             return []
+        finally:
+            # keep no listing cached: s3fs answers info() from a cached listing, which
+            # would hide shards that other processes write later
+            self.fs.invalidate_cache(base)
         names = {p.rstrip("/").split("/")[-2] for p in found}
         return sorted(names)
 
@@ -386,13 +411,189 @@ class Store:
                 raise
             return os.path.getsize(final)
         url = self.url_of(node, relpath)
-        with ArrayRecordWriter(url, options, storage_options=self.storage_options) as w:
-            w.write_many(records)
-        return int(self.fs.size(self.path(node, relpath)))
+        try:
+            with ArrayRecordWriter(url, options, storage_options=self.storage_options) as w:
+                w.write_many(records)
+            return int(self.fs.size(self.path(node, relpath)))
+        except (PermissionError, FileNotFoundError) as e:
+            raise self.named_error(e, "cannot write the shard", self.path(node, relpath)) from e
 
     def shard_reader(self, node: str, relpath: str) -> ArrayRecordReader:
         """The cached reader of a shard (see :func:`shard_reader`)."""
         return shard_reader(self, self.path(node, relpath))
+
+
+# ------------------------------------------------- object stores (issue 6)
+#
+# Commits on object stores (docs/spec.md, "Commits on object stores"). A manifest is
+# replaced by one whole-object PUT. Where the store offers conditional writes (S3
+# If-None-Match / If-Match, see CONDITIONAL_PROTOCOLS) the PUT is a compare-and-swap:
+#
+#   1. HEAD the manifest -> its ETag (or: no manifest yet);
+#   2. GET it -> its generation; the new manifest must have a larger one, else some
+#      other writer committed since this write read the node: CommitConflictError;
+#   3. PUT with If-Match: <ETag> (or If-None-Match: * when there was none). If the
+#      object changed after step 1 the store refuses the PUT: CommitConflictError.
+#
+# Step 2 reads after step 1, so a change between them makes step 3 fail (safe). Two
+# committers that both start from generation g can therefore never both succeed.
+
+CONDITIONAL_PROTOCOLS = ("s3", "s3a")
+"""fsspec protocols whose PUT honours If-Match / If-None-Match (s3fs passes both to
+PutObject). ``ARRAYDS_CONDITIONAL_COMMIT=0`` turns the conditional PUT off for
+S3-compatible servers that reject these headers."""
+
+
+def _conditional(store: Store) -> bool:
+    if os.environ.get("ARRAYDS_CONDITIONAL_COMMIT", "1").strip().lower() in ("0", "false", "no"):
+        return False
+    return store.protocol in CONDITIONAL_PROTOCOLS
+
+
+def _precondition_failed(e: BaseException) -> bool:
+    """A refused conditional PUT (s3fs turns it into FileExistsError for
+    If-None-Match and into a plain OSError for If-Match)."""
+    if isinstance(e, FileExistsError):
+        return True
+    cause = e.__cause__ or e.__context__
+    code = ""
+    resp = getattr(cause, "response", None)
+    if isinstance(resp, dict):
+        code = str(resp.get("Error", {}).get("Code", ""))
+    text = f"{e} {cause}"
+    return code in ("PreconditionFailed", "ConditionalRequestConflict") or (
+        "PreconditionFailed" in text or "ConditionalRequestConflict" in text
+    )
+
+
+def _generation(raw: bytes | None) -> int | None:
+    if raw is None:
+        return None
+    try:
+        gen = json.loads(raw.decode("utf8")).get("generation")
+    except (UnicodeDecodeError, ValueError, AttributeError):
+        return None
+    return gen if isinstance(gen, int) and not isinstance(gen, bool) else None
+
+
+def _kind(raw: bytes | None) -> str | None:
+    try:
+        kind = json.loads(raw.decode("utf8")).get("kind") if raw is not None else None
+    except (UnicodeDecodeError, ValueError, AttributeError):
+        return None
+    return kind if isinstance(kind, str) else None
+
+
+def _is_fresh_group(manifest: Mapping[str, Any]) -> bool:
+    """The empty generation-1 group that ``ensure_parents`` creates for a missing
+    parent: if another writer created that group first, the goal is met."""
+    return (
+        manifest.get("kind") == "group"
+        and manifest.get("generation") == 1
+        and not manifest.get("attrs")
+        and "snapshot" not in manifest
+    )
+
+
+def commit_object(
+    store: Store, node: str, path: str, data: bytes, manifest: Mapping[str, Any]
+) -> None:
+    """Write a manifest object: a conditional PUT where the store supports one (see
+    the comment above), else one plain whole-object PUT."""
+    fs = store.fs
+    if not _conditional(store):
+        fs.pipe_file(path, data)
+        return
+    from .manifest import CommitConflictError
+
+    what = store.display(node)
+    fs.invalidate_cache(path)
+    try:
+        etag = fs.info(path).get("ETag")
+    except FileNotFoundError:
+        etag = None
+    if etag is None:
+        try:
+            fs.pipe_file(path, data, mode="create")
+        except OSError as e:
+            if not _precondition_failed(e):
+                raise
+            if _is_fresh_group(manifest) and _kind(store.read_manifest_bytes(node)) == "group":
+                return
+            raise CommitConflictError(
+                f"{what}: another writer created this node while this write ran; nothing of "
+                f"this write is visible"
+            ) from None
+        finally:
+            fs.invalidate_cache(path)
+        return
+    current = fs.cat_file(path)
+    cur_gen = _generation(current)
+    new_gen = manifest.get("generation")
+    if cur_gen is not None and isinstance(new_gen, int) and new_gen <= cur_gen:
+        if _is_fresh_group(manifest) and _kind(current) == "group":
+            return
+        raise CommitConflictError(
+            f"{what}: another writer committed generation {cur_gen} while this write "
+            f"prepared generation {new_gen}; nothing of this write is visible"
+        )
+    try:
+        fs.pipe_file(path, data, IfMatch=etag)
+    except OSError as e:
+        if not _precondition_failed(e):
+            raise
+        raise CommitConflictError(
+            f"{what}: another writer replaced the manifest while this write committed "
+            f"(conditional PUT refused); nothing of this write is visible"
+        ) from None
+    finally:
+        fs.invalidate_cache(path)
+
+
+def named_error(store: Store, e: OSError, action: str, path: str) -> OSError:
+    """``e`` re-created as the same exception type with a message naming the URL."""
+    url = path if store.local else store.fs.unstrip_protocol(path)
+    detail = e.strerror or str(e)
+    if isinstance(e, PermissionError):
+        msg = (
+            f"{action} {url}: access denied ({detail}); check the credentials and "
+            f"permissions in storage_options"
+        )
+    else:
+        msg = f"{action} {url}: {detail}"
+    code = (
+        e.errno
+        if e.errno is not None
+        else (errno.EACCES if isinstance(e, PermissionError) else errno.ENOENT)
+    )
+    return type(e)(code, msg, url)
+
+
+def check_bucket(store: Store) -> None:
+    """See :meth:`Store.check_bucket`."""
+    if store.local or getattr(store, "_bucket_ok", False):
+        return
+    split = getattr(store.fs, "split_path", None)
+    if split is None:
+        return
+    try:
+        bucket = split(store.root)[0]
+    except Exception:  # noqa: BLE001 - not a bucket-style path
+        return
+    if not bucket:
+        return
+    try:
+        store.fs.info(bucket)
+    except FileNotFoundError:
+        raise FileNotFoundError(
+            errno.ENOENT,
+            f"{store.url}: the bucket {bucket!r} does not exist (create it first, or check "
+            f"the endpoint in storage_options)",
+            store.url,
+        ) from None
+    except PermissionError as e:
+        raise named_error(store, e, "cannot access the bucket of", store.root) from e
+    store._bucket_ok = True  # type: ignore[attr-defined]
 
 
 # ---------------------------------------------------------------- JSON helpers

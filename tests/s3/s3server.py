@@ -1,0 +1,213 @@
+"""A real S3-compatible server on loopback for tests and benchmarks.
+
+* :func:`start_moto` — moto's ``ThreadedMotoServer`` on ``127.0.0.1`` and a free
+  port (S3 API incl. ranged GETs and conditional PUTs), request logging silenced.
+* :class:`LatencyProxy` — a small TCP proxy in front of it that adds a fixed delay
+  to every HTTP request and counts requests and response bytes. Requests are
+  recognised by direction: client bytes that arrive after the server has answered
+  start a new request (HTTP/1.1 keep-alive, no pipelining — what botocore/aiohttp
+  do). Used to measure how many round trips a read costs and to emulate the
+  first-byte latency of a remote object store.
+
+Used by tests/s3/conftest.py and benchmarks/bench_s3.py.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["LatencyProxy", "MotoS3", "free_port", "start_moto"]
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class MotoS3:
+    """A running moto S3 server: ``endpoint_url`` and ready ``storage_options``."""
+
+    server: Any
+    port: int
+    key: str = "testing"
+    secret: str = "testing"
+
+    @property
+    def endpoint_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def storage_options(self, endpoint_url: str | None = None) -> dict[str, Any]:
+        """s3fs options for this server (or for a proxy in front of it)."""
+        return {
+            "endpoint_url": endpoint_url or self.endpoint_url,
+            "key": self.key,
+            "secret": self.secret,
+        }
+
+    def set_auth(self, enabled: bool) -> None:
+        """Make the server check credentials (moto's IAM simulation) or accept any."""
+        import requests
+
+        requests.post(
+            f"{self.endpoint_url}/moto-api/reset-auth",
+            data=b"0" if enabled else b"inf",
+            timeout=10,
+        ).raise_for_status()
+
+    def stop(self) -> None:
+        self.server.stop()
+
+
+def start_moto() -> MotoS3:
+    """Start moto's threaded S3 server on 127.0.0.1 and a free port."""
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    from moto.server import ThreadedMotoServer
+
+    last: Exception | None = None
+    for _ in range(5):
+        port = free_port()
+        server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+        try:
+            server.start()
+        except OSError as e:  # the port was taken in between
+            last = e
+            continue
+        return MotoS3(server, port)
+    raise RuntimeError(f"could not start the moto S3 server: {last}")
+
+
+@dataclass
+class ProxyStats:
+    requests: int = 0
+    bytes_down: int = 0
+    bytes_up: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def snapshot(self) -> dict[str, int]:
+        with self.lock:
+            return {
+                "requests": self.requests,
+                "bytes_down": self.bytes_down,
+                "bytes_up": self.bytes_up,
+            }
+
+    def reset(self) -> None:
+        with self.lock:
+            self.requests = self.bytes_down = self.bytes_up = 0
+
+
+class LatencyProxy:
+    """A TCP proxy on 127.0.0.1 that delays each HTTP request by ``latency``
+    seconds and counts requests and bytes (see the module docstring).
+
+    >>> # p = LatencyProxy(("127.0.0.1", 5000), latency=0.005); p.start(); p.url
+    """
+
+    def __init__(self, upstream: tuple[str, int], latency: float = 0.005) -> None:
+        self.upstream = upstream
+        self.latency = latency
+        self.stats = ProxyStats()
+        self._sock = socket.socket()
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._sock.bind(("127.0.0.1", 0))
+        self._sock.listen(128)
+        self.port = int(self._sock.getsockname()[1])
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> LatencyProxy:
+        self._thread = threading.Thread(target=self._accept, name="s3-proxy", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        try:
+            self._sock.close()
+        except OSError:
+            pass
+
+    def __enter__(self) -> LatencyProxy:
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                client, _ = self._sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+
+    def _serve(self, client: socket.socket) -> None:
+        try:
+            server = socket.create_connection(self.upstream)
+        except OSError:
+            client.close()
+            return
+        for s in (client, server):
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        state = {"answered": True}  # the next client bytes start a new request
+        t = threading.Thread(target=self._down, args=(server, client, state), daemon=True)
+        t.start()
+        try:
+            while True:
+                data = client.recv(1 << 16)
+                if not data:
+                    break
+                if state["answered"]:
+                    state["answered"] = False
+                    with self.stats.lock:
+                        self.stats.requests += 1
+                    if self.latency > 0:
+                        time.sleep(self.latency)
+                with self.stats.lock:
+                    self.stats.bytes_up += len(data)
+                server.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (client, server):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+            t.join(timeout=5)
+            client.close()
+            server.close()
+
+    def _down(self, server: socket.socket, client: socket.socket, state: dict[str, bool]) -> None:
+        try:
+            while True:
+                data = server.recv(1 << 16)
+                if not data:
+                    break
+                state["answered"] = True
+                with self.stats.lock:
+                    self.stats.bytes_down += len(data)
+                client.sendall(data)
+        except OSError:
+            pass
+        finally:
+            try:
+                client.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
