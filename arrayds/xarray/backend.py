@@ -58,6 +58,21 @@ def _axis_chunks(sizes: tuple[int, ...]) -> int | tuple[int, ...]:
     return tuple(sizes)
 
 
+def _nan_fill_only(attrs: Mapping[str, Any], dtype: np.dtype) -> bool:
+    """A float variable whose only CF masking is ``_FillValue`` NaN (xarray's default
+    for floats): decoding would replace NaN by NaN, a full pass over the data for
+    nothing."""
+    if dtype.kind != "f" or any(
+        k in attrs for k in ("missing_value", "scale_factor", "add_offset", "valid_range")
+    ):
+        return False
+    fv = attrs.get("_FillValue")
+    try:
+        return fv is not None and np.ndim(fv) == 0 and bool(np.isnan(fv))
+    except TypeError:
+        return False
+
+
 class ArrayDSBackendArray(BackendArray):
     """A lazily indexed array node. Outer (orthogonal) indexing is native
     (``IndexingSupport.OUTER``: any mix of ints, slices and 1-d integer arrays, one
@@ -153,6 +168,9 @@ class ArrayDSDataStore(AbstractDataStore):
             "preferred_chunks": dict(zip(dims, chunks, strict=True)),
             "compression": m.compression,
         }
+        if _nan_fill_only(attrs, m.dtype):
+            # masking NaN with NaN changes nothing: keep the encoding, skip the pass
+            encoding["_FillValue"] = attrs.pop("_FillValue")
         return Variable(dims, data, attrs, encoding)
 
     def get_attrs(self) -> Mapping[str, Any]:

@@ -31,7 +31,6 @@ written. A variable whose dtype cannot be stored is a ``TypeError`` naming it.
 from __future__ import annotations
 
 import errno
-import itertools
 from collections.abc import Hashable, Mapping
 from typing import Any
 
@@ -39,7 +38,8 @@ import numpy as np
 
 from ..array import _stack_entries
 from ..dask.array import (
-    _blocks_as_delayed,
+    ShardJob,
+    _block_keys,
     _normalize_region,
     _run,
     _write_shard_task,
@@ -51,7 +51,7 @@ from ..store import SHARD_DIR, SHARD_SUFFIX, Store, check_component, join_compon
 from ..tensor import check_dtype
 from .attrs import decode_attrs, encode_attrs
 from .backend import INTERNAL
-from .state import DatasetState, commit_snapshot, new_write_id, read_state
+from .state import commit_snapshot, new_write_id, read_state
 
 __all__ = ["DATAARRAY_NAME", "DATAARRAY_VARIABLE", "ENCODING_KEYS", "write_dataset"]
 
@@ -214,7 +214,7 @@ def _to_dask(
     return da.from_array(arr, chunks=norm, name=False)
 
 
-def _shard_tasks(
+def _shard_layer(
     x: Any,
     store: Store,
     member: str,
@@ -225,68 +225,79 @@ def _shard_tasks(
     shard_size: Any,
     what: str,
     key: str,
-) -> list[Any]:
-    """One task per shard of ``x`` (blocks grouped as :func:`group_blocks` does),
-    each returning its shard entry, chunk coordinates shifted by ``offset``."""
-    from dask import delayed
-
+    layer: dict[Any, Any],
+) -> tuple[Any, list[str]]:
+    """Add one task per shard of ``x`` to ``layer`` (blocks grouped as
+    :func:`arrayds.dask.array.group_blocks` does, the same task as array writes);
+    returns the optimized collection the tasks depend on and their keys."""
     if not x.size:
-        return []
+        return None, []
     boxes = group_blocks(x.numblocks, x.chunks, dtype.itemsize, shard_size, what)
     if not boxes:
-        return []
-    blocks = _blocks_as_delayed(x)
-    tasks = []
+        return None, []
+    y, keys = _block_keys(x)
+    out = []
     for n, (bstart, bstop) in enumerate(boxes):
-        ranges = [range(a, b) for a, b in zip(bstart, bstop, strict=True)]
-        blist = [blocks[idx] for idx in itertools.product(*ranges)]
-        box_sizes = [
-            list(x.chunks[d][a:b]) for d, (a, b) in enumerate(zip(bstart, bstop, strict=True))
-        ]
-        start = [a + o for a, o in zip(bstart, offset, strict=True)]
-        stop = [b + o for b, o in zip(bstop, offset, strict=True)]
-        relpath = f"{SHARD_DIR}/{write_id}-{n}{SHARD_SUFFIX}"
-        tasks.append(
-            delayed(_write_shard_task, pure=False)(
-                store.url,
-                store.storage_options,
-                member,
-                relpath,
-                options,
-                dtype.str,
-                box_sizes,
-                start,
-                stop,
-                what,
-                blist,
-                dask_key_name=f"arrayds-xr-shard-{write_id}-{key}-{n}",
-            )
+        box = tuple(slice(a, b) for a, b in zip(bstart, bstop, strict=True))
+        job = ShardJob(
+            url=store.url,
+            storage_options=store.storage_options,
+            node=member,
+            relpath=f"{SHARD_DIR}/{write_id}-{n}{SHARD_SUFFIX}",
+            options=options,
+            dtype=dtype.str,
+            box_sizes=[list(x.chunks[d][sl.start : sl.stop]) for d, sl in enumerate(box)],
+            start=[a + o for a, o in zip(bstart, offset, strict=True)],
+            stop=[b + o for b, o in zip(bstop, offset, strict=True)],
+            what=what,
         )
-    return tasks
+        k = f"arrayds-xr-shard-{write_id}-{key}-{n}"
+        layer[k] = (_write_shard_task, job, list(keys[box + (Ellipsis,)].reshape(-1)))
+        out.append(k)
+    return y, out
 
 
-def _commit_task(
-    url: str,
-    storage_options: dict[str, Any],
-    node: str,
-    expected: DatasetState,
-    bases: dict[str, dict[str, Any]],
-    keep: list[str],
-    attrs: dict[str, Any],
-    write_id: str,
-    remove_children: list[str],
-    remove_files: dict[str, list[str]],
-    results: dict[str, list[dict[str, Any]]],
-) -> dict[str, Any]:
-    """The one commit of the whole dataset (after every shard task succeeded)."""
-    store = Store.get(url, storage_options)
+def _graph(ys: list[Any], name: str, layer: dict[Any, Any]) -> Any:
+    """``layer`` on top of the graphs of the collections ``ys``."""
+    from dask.highlevelgraph import HighLevelGraph
+
+    ys = [y for y in ys if y is not None]
+    if all(
+        isinstance(y.__dask_graph__(), HighLevelGraph) and hasattr(y, "__dask_layers__") for y in ys
+    ):
+        return HighLevelGraph.from_collections(name, layer, dependencies=ys)
+    layers: dict[str, Any] = {}
+    deps: dict[str, set[str]] = {}
+    for i, y in enumerate(ys):
+        src = f"{name}-source-{i}"
+        layers[src] = dict(y.__dask_graph__())
+        deps[src] = set()
+    layers[name] = layer
+    deps[name] = set(layers) - {name}
+    return HighLevelGraph(layers, deps)
+
+
+class _CommitJob:
+    """Everything the commit task needs besides the shard entries (one opaque
+    object, so dask never looks inside it for keys)."""
+
+    def __init__(self, **kw: Any) -> None:
+        self.__dict__.update(kw)
+
+
+def _commit_task(job: _CommitJob, results: list[list[dict[str, Any]]]) -> dict[str, Any]:
+    """The one commit of the whole dataset (after every shard task succeeded);
+    ``results[i]`` are the shard entries of variable ``job.names[i]``."""
+    store = Store.get(job.url, job.storage_options)
+    node, expected = job.node, job.expected
     what = f"dataset {store.display(node)!r}"
-    members: dict[str, ArrayManifest] = {n: expected.members[n] for n in keep}
-    for name, base_json in bases.items():
+    members: dict[str, ArrayManifest] = {n: expected.members[n] for n in job.keep}
+    by_name = dict(zip(job.names, results, strict=True))
+    for name, base_json in job.bases.items():
         base = ArrayManifest.from_json(base_json, f"{what} variable {name!r}")
         new = [
             ShardEntry(e["path"], tuple(e["start"]), tuple(e["stop"]), 0, e.get("bytes"))
-            for e in results.get(name, [])
+            for e in by_name.get(name, [])
         ]
         members[name] = base.with_(shards=_stack_entries(base.shards, new))
     return commit_snapshot(
@@ -294,11 +305,11 @@ def _commit_task(
         node,
         expected=expected,
         members=members,
-        changed=set(bases),
-        attrs=attrs,
-        write_id=write_id,
-        remove_children=remove_children,
-        remove_files=remove_files,
+        changed=set(job.bases),
+        attrs=job.attrs,
+        write_id=job.write_id,
+        remove_children=job.remove_children,
+        remove_files=job.remove_files,
     )
 
 
@@ -591,8 +602,11 @@ def write_dataset(
         bases[name] = base.to_json()
 
     # nothing was written so far: every check above raised before any task ran
+    layer_name = f"arrayds-xr-write-{write_id}"
+    layer: dict[Any, Any] = {}
+    ys = []
     for name, x, member, offset, base, idx in plans:
-        tasks[name] = _shard_tasks(
+        y, tasks[name] = _shard_layer(
             x,
             store,
             member,
@@ -603,7 +617,9 @@ def write_dataset(
             shard_size,
             f"{what} variable {name!r}",
             str(idx),
+            layer,
         )
+        ys.append(y)
     written = set(bases)
     keep = [n for n in existing if n not in written]
     gattrs_json = encode_attrs(gattrs, what)
@@ -623,22 +639,25 @@ def write_dataset(
                 remove_files[""] = sorted({e.path for e in getattr(old_node, "shards", [])})
             except Exception:  # noqa: BLE001 - cleanup only
                 pass
-    from dask import delayed
+    from dask.delayed import Delayed
 
-    commit = delayed(_commit_task, pure=False)(
-        store.url,
-        store.storage_options,
-        node,
-        state,
-        bases,
-        keep,
-        gattrs_json,
-        write_id,
-        remove_children,
-        remove_files,
-        tasks,
-        dask_key_name=f"arrayds-xr-commit-{write_id}",
+    names_order = list(tasks)
+    commit_key = f"arrayds-xr-commit-{write_id}"
+    job = _CommitJob(
+        url=store.url,
+        storage_options=store.storage_options,
+        node=node,
+        expected=state,
+        bases=bases,
+        keep=keep,
+        attrs=gattrs_json,
+        write_id=write_id,
+        remove_children=remove_children,
+        remove_files=remove_files,
+        names=names_order,
     )
+    layer[commit_key] = (_commit_task, job, [list(tasks[n]) for n in names_order])
+    commit = Delayed(commit_key, _graph(ys, layer_name, layer), layer=layer_name)
     if not compute:
         return commit
     _run(commit, progress)
