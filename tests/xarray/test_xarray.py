@@ -358,3 +358,28 @@ def test_copy_between_datasets_with_dask(tmp_path):
     xr.testing.assert_identical(xr.open_dataset(dst, engine="arrayds").load(), ds.compute())
     assert xr.open_dataset(dst, engine="arrayds", chunks={}).t2m.chunks[0] == (5, 5)
     shutil.rmtree(src)
+
+
+def test_every_dtype_round_trips(url):
+    n = 4
+    variables = {
+        f"v_{dt}": ("x", np.arange(n).astype(dt))
+        for dt in ["i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "f2", "f4", "f8", "c8", "c16"]
+    }
+    variables["flags"] = ("x", np.array([True, False, True, True]))
+    variables["td"] = ("x", np.array([1, 2, 3, 4], dtype="m8[s]").astype("m8[ns]"))
+    variables["when"] = (
+        "x",
+        np.array(["2000-01-01", "NaT", "2001-02-03T04:05", "1999-12-31"], dtype="M8[ns]"),
+    )
+    variables["raw"] = ("x", np.array([b"a", b"bc", b"", b"def"]))
+    variables["vlen_bytes"] = ("x", np.array([b"a", b"bc", b"", b"def"], dtype=object))
+    variables["text"] = ("x", np.array(["ä", "βγ", "", "x"]))
+    variables["empty"] = (("x", "e"), np.zeros((n, 0)))
+    variables["scalar"] = ((), 3.5)
+    ds = xr.Dataset(variables)
+    arrayds.to_arrayrecord(ds, url)
+    back = xr.open_dataset(url, engine="arrayds").load()
+    for k in ds.variables:
+        assert back[k].dtype == ds[k].dtype, k
+    xr.testing.assert_identical(back, ds)
