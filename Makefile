@@ -52,16 +52,11 @@ bench: install
 	$(PIP) install -q -e ".[$(EXTRAS),bench]" --no-build-isolation
 	$(PY) benchmarks/run.py
 
-# AddressSanitizer + UndefinedBehaviorSanitizer build of the engine, then the
-# engine-level tests against it (docs/development.md).
+# AddressSanitizer + UndefinedBehaviorSanitizer build of the engine (in build/sanitize,
+# leaving the editable install alone), then the engine and ArrayRecord API tests
+# against it (docs/development.md).
 sanitize: install
-	$(PIP) install -q --no-build-isolation --no-deps -e . \
-	  -Ccmake.define.ARRAYDS_SANITIZE=ON -Cbuild-dir=build/sanitize
-	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
-	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-	LD_PRELOAD="$$(g++ -print-file-name=libasan.so) $$(g++ -print-file-name=libubsan.so)" \
-	  $(PY) -m pytest -q -p no:cacheprovider tests/arrayrecord
-	$(PIP) install -q --no-build-isolation --no-deps -e .
+	PY=$(PY) native/sanitize.sh tests/engine tests/arrayrecord
 
 clean:
 	rm -rf build $(VENV) .pytest_cache .hypothesis
