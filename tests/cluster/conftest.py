@@ -16,7 +16,7 @@ def client():
         n_workers=2,
         threads_per_worker=1,
         processes=True,
-        dashboard_address=None,
+        dashboard_address=":0",
         silence_logs=40,
     )
     c = distributed.Client(cluster)
