@@ -147,18 +147,49 @@ def ensure_parents(store: Store, node: str) -> None:
 
 
 def _remove_node_contents(
-    store: Store, node: str, old: Any, only_listed_shards: bool = False
+    store: Store,
+    node: str,
+    old: Any,
+    only_listed_shards: bool = False,
+    keep: frozenset[str] = frozenset(),
 ) -> None:
     """After a ``"w"`` commit replaced ``old``: remove what only ``old`` used (a
-    group's child nodes, an array's shard folder). Best effort."""
+    group's child nodes, an array's shard folder or only the shards its manifest
+    named). Files in ``keep`` (paths relative to the node: the new manifest's shards)
+    are never removed, even if an old child node was named like the shard folder.
+    Best effort."""
     if isinstance(old, GroupManifest):
         for child in store.child_nodes(node):
-            store.remove(node, child)
+            if child == SHARD_DIR and keep:
+                _clear_folder_except(store, node, SHARD_DIR, keep)
+            else:
+                store.remove(node, child)
     elif isinstance(old, ArrayManifest):
         if only_listed_shards:
-            store.remove_files(node, sorted({e.path for e in old.shards}))
-        else:
+            store.remove_files(node, sorted({e.path for e in old.shards} - keep))
+        elif not keep:
             store.remove(node, SHARD_DIR)
+
+
+def _clear_folder_except(store: Store, node: str, folder: str, keep: frozenset[str]) -> None:
+    """Remove every file below ``node/folder`` except the relative paths in ``keep``."""
+    base = store.path(node)
+    root = store.path(node, folder)
+    if store.local:
+        for dirpath, _dirs, files in os.walk(root):
+            for f in files:
+                full = os.path.join(dirpath, f)
+                if os.path.relpath(full, base).replace(os.sep, "/") not in keep:
+                    os.unlink(full)
+        return
+    try:
+        found = store.fs.find(root)
+    except FileNotFoundError:
+        return
+    prefix = base.rstrip("/") + "/"
+    doomed = [p for p in found if p[len(prefix) :] not in keep]
+    if doomed:
+        store.fs.rm(doomed)
 
 
 def create_array_node(
@@ -310,7 +341,13 @@ def open_group(
     attrs: Mapping[str, Any] | None = None,
 ) -> Group:
     """Open (or with ``"a"``/``"w"``/``"w-"`` create) the group at ``url`` +
-    ``component``."""
+    ``component``.
+
+    >>> import arrayds
+    >>> g = arrayds.open_group("memory://doc-og", "a/b", mode="a", attrs={"k": 1})
+    >>> g.name, arrayds.open_group("memory://doc-og", "a/b").attrs["k"]
+    ('/a/b', 1)
+    """
     _check_mode(mode)
     store = Store.get(os.fspath(url), storage_options)
     node = check_component(component)

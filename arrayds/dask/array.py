@@ -226,7 +226,8 @@ def _commit_task(job: CommitJob, entries: list[dict[str, Any]]) -> Array:
     final = m.with_(shards=_stack_entries(m.shards, new), generation=gen, commit=job.write_id)
     store.write_manifest(node, final.to_json())
     if mode == "w" and cur is not None:
-        _remove_node_contents(store, node, cur, only_listed_shards=True)
+        keep = frozenset(e.path for e in new)
+        _remove_node_contents(store, node, cur, only_listed_shards=True, keep=keep)
     return Array(store, node, final, "r")
 
 

@@ -283,3 +283,15 @@ def test_records_input_dispatches_to_records_datasets(local_url):
         arrayds.to_arrayrecord(bag, url, "rec2", region=(slice(0, 1),))
     with pytest.raises(ValueError, match="is a group; pass component="):
         arrayds.from_arrayrecord(url)
+
+
+def test_w_replacing_a_group_with_a_child_named_like_the_shard_folder(url):
+    g = arrayds.open(url, mode="w")
+    g.create_array("c", (3,), "i4", 3)[:] = [1, 2, 3]
+    g.create_array("other", (2,), "i4", 2)
+    x = da.arange(10, chunks=5)
+    a = arrayds.to_arrayrecord(x, url, mode="w")
+    np.testing.assert_array_equal(arrayds.open_array(url)[...], np.arange(10))
+    assert a.nchunks_initialized == 2
+    assert isinstance(arrayds.open(url), arrayds.Array)  # the root is an array now
+    assert not a.store.has_manifest("other") and not a.store.has_manifest("c")
