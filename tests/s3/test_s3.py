@@ -339,3 +339,42 @@ def test_distributed_workers_write_and_read_one_bucket(s3_url, s3_opts):
     np.testing.assert_array_equal(
         a[390:410, :3], np.concatenate([data[390:], 2 * data[:10]])[:, :3]
     )
+
+
+# ------------------------------------------------------------------- the CLI
+
+
+def test_cli_info_verify_gc_on_s3(s3_url, s3_opts, s3_fs):
+    from click.testing import CliRunner
+
+    from arrayds.cli import cli
+
+    arrayds.to_arrayrecord(
+        da.arange(400, chunks=50, dtype="i4"), s3_url, "x", shard_size=1, storage_options=s3_opts
+    )
+    arrayds.to_arrayrecord([b"a", b"b", b"c"], s3_url, "r", storage_options=s3_opts)
+    opts = ["-o", f"endpoint_url={s3_opts['endpoint_url']}", "-o", "key=testing"]
+    opts += ["--storage-options", json.dumps({"secret": "testing"})]
+    runner = CliRunner()
+
+    def run(*args):
+        return runner.invoke(cli, [*args, *opts], catch_exceptions=False)
+
+    desc = json.loads(run("info", s3_url, "--json").output)
+    nodes = {n["path"]: n for n in desc["nodes"]}
+    assert nodes["/x"]["shards"] == 8 and nodes["/r"]["records"] == 3
+    assert nodes["/x"]["bytes_stored"] > 0
+    ok = run("verify", s3_url)
+    assert ok.exit_code == 0 and "8 records" not in ok.output and "no problems" in ok.output
+    # an orphan (a copied shard) and a deleted shard
+    shards = sorted(p for p in _objects(s3_fs, s3_url) if "/x/c/" in p)
+    orphan = shards[0].replace(".array_record", "-orphan.array_record")
+    s3_fs.copy(shards[0], orphan)
+    dry = run("gc", s3_url, "--dry-run", "--min-age", "0")
+    assert dry.exit_code == 0 and f"would remove s3://{orphan}" in dry.output
+    assert run("gc", s3_url, "--min-age", "0").exit_code == 0
+    assert orphan not in _objects(s3_fs, s3_url)
+    s3_fs.rm(shards[3])
+    bad = run("verify", s3_url)
+    assert bad.exit_code == 1
+    assert f"DAMAGED s3://{shards[3]}: file: missing" in bad.output
