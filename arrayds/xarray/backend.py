@@ -225,7 +225,7 @@ class ArrayDSBackendEntrypoint(BackendEntrypoint):
         if url is None:
             return False
         try:
-            store = Store.get(url)
+            store = Store(url)  # not cached: xarray guesses for every file it opens
             if store.local and not os.path.isdir(store.root):
                 return False
             raw = store.read_manifest("")

@@ -551,6 +551,15 @@ def write_dataset(
                 )
                 or (dtype.kind not in "SU" and np.can_cast(dtype, old.dtype, "safe"))
             )
+            if not same and dtype.kind in "SU" and dtype.kind == old.dtype.kind:
+                per = 4 if old.dtype.kind == "U" else 1
+                width, need = old.dtype.itemsize // per, dtype.itemsize // per
+                raise ValueError(
+                    f"{vwhat}: strings of up to {need} "
+                    f"characters do not fit the stored width of {width} (fixed-width storage); "
+                    f"rewrite the variable (mode 'a' without append_dim) to widen it; nothing "
+                    f"was written"
+                )
             if not same:
                 raise ValueError(
                     f"{vwhat}: dtype {dtype} (after CF encoding) does not match the stored "

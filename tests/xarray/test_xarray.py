@@ -383,3 +383,21 @@ def test_every_dtype_round_trips(url):
     for k in ds.variables:
         assert back[k].dtype == ds[k].dtype, k
     xr.testing.assert_identical(back, ds)
+
+
+def test_appending_longer_strings_is_refused(url):
+    ds = xr.Dataset(
+        {"name": ("t", np.array(["ab", "cd"], dtype=object))},
+        coords={"t": [0, 1]},
+    )
+    arrayds.to_arrayrecord(ds, url)
+    longer = xr.Dataset(
+        {"name": ("t", np.array(["abcdef"], dtype=object))},
+        coords={"t": [2]},
+    )
+    with pytest.raises(ValueError, match="strings of up to 6 characters do not fit"):
+        arrayds.to_arrayrecord(longer, url, mode="a", append_dim="t")
+    fits = xr.Dataset({"name": ("t", np.array(["x"], dtype=object))}, coords={"t": [2]})
+    arrayds.to_arrayrecord(fits, url, mode="a", append_dim="t")
+    back = xr.open_dataset(url, engine="arrayds").load()
+    assert back.name.values.tolist() == ["ab", "cd", "x"] and back.name.dtype == object
