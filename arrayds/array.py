@@ -477,6 +477,10 @@ class Array:
     # -- reading
 
     def __getitem__(self, key: Any) -> np.ndarray:
+        if type(key) is tuple:
+            got = self._read_exact_chunk(key, zero_copy=False)
+            if got is not None:
+                return got
         sel = parse_selection(key, self.shape, self._what)
         return self._read(sel)
 
@@ -530,6 +534,56 @@ class Array:
         except CorruptionError as e:
             raise CorruptionError(f"{self._what}: shard {relpath!r} is damaged: {e}") from None
 
+    def _read_records(self, relpath: str, recs: Any) -> list[bytes]:
+        """One batched engine read of records ``recs`` of shard ``relpath``, with the
+        record count checked and errors naming the array and the shard."""
+        reader = self._reader(relpath)
+        n = len(reader)
+        top = max(recs) if isinstance(recs, list) else int(recs.max())
+        if top >= n:
+            raise CorruptionError(
+                f"{self._what}: shard {relpath!r} has {n} records, but the manifest "
+                f"needs record {top}"
+            )
+        try:
+            return read_records(reader, recs)
+        except CorruptionError as e:
+            raise CorruptionError(f"{self._what}: shard {relpath!r} is damaged: {e}") from None
+
+    def _read_exact_chunk(self, key: tuple[slice, ...], zero_copy: bool) -> np.ndarray | None:
+        """If ``key`` (step-1 slices) is exactly one stored chunk, read it with no
+        planning at all (the common dask task); else None."""
+        m = self._m
+        axes = m.grid.axes
+        if len(key) != len(axes):
+            return None
+        coord = []
+        shape = []
+        for k, ax in zip(key, axes, strict=True):
+            if type(k) is not slice or k.step not in (None, 1):
+                return None
+            a, b = k.start, k.stop
+            if type(a) is not int or type(b) is not int or not 0 <= a < b <= ax.length:
+                return None
+            c = ax.chunk_of_int(a)
+            off, size = ax.offset_size_int(c)
+            if off != a or off + size != b:
+                return None
+            coord.append(c)
+            shape.append(size)
+        table = m.table
+        e, r = table.locate_one(coord)
+        if e < 0:
+            return np.full(shape, m.fill, dtype=m.dtype)
+        relpath = table.entries[e].path
+        buf = self._read_records(relpath, [r])[0]
+
+        def what() -> str:
+            return f"{self._what} chunk {tuple(coord)} (shard {relpath!r}, record {r})"
+
+        chunk = decode_chunk(buf, m.dtype, tuple(shape), what)
+        return chunk if zero_copy else chunk.copy()
+
     def _fetch(
         self,
         plan: _Plan,
@@ -556,19 +610,7 @@ class Array:
 
         def run(group: np.ndarray) -> None:
             relpath = table.paths[int(table.path_ids[plan.entry[group[0]]])]
-            reader = self._reader(relpath)
-            recs = plan.record[group]
-            n = len(reader)
-            if recs.size and int(recs.max()) >= n:
-                bad = int(recs.max())
-                raise CorruptionError(
-                    f"{self._what}: shard {relpath!r} has {n} records, but the manifest "
-                    f"needs record {bad}"
-                )
-            try:
-                bufs = read_records(reader, recs)
-            except CorruptionError as e:
-                raise CorruptionError(f"{self._what}: shard {relpath!r} is damaged: {e}") from None
+            bufs = self._read_records(relpath, plan.record[group])
             for k, buf in zip(group.tolist(), bufs, strict=True):
                 idx = plan.index(k)
                 shape = plan.chunk_shape(idx)
@@ -808,6 +850,9 @@ class Array:
     def _read_block(self, key: tuple[slice, ...], zero_copy: bool = False) -> np.ndarray:
         """Read a box given as step-1 slices (one dask task): one plan, one batched
         read per shard."""
+        got = self._read_exact_chunk(key, zero_copy)
+        if got is not None:
+            return got
         sel = box_selection(key, self.shape)
         if sel is None:
             sel = parse_selection(key, self.shape, self._what)

@@ -427,24 +427,33 @@ class ShardTable:
             record[found] = self.offsets[e] + np.einsum("ij,ij->i", rel, self.strides[e])
         return entry, record
 
-    def _locate_one(self, c: list[int]) -> tuple[np.ndarray, np.ndarray]:
-        """One coordinate, in plain ints (the latency path of single-chunk reads)."""
-        assert self._cells is not None
-        miss = np.full(1, -1, dtype=np.int64), np.full(1, -1, dtype=np.int64)
+    def locate_one(self, c: Sequence[int]) -> tuple[int, int]:
+        """(entry, record) of one chunk coordinate given as ints; (-1, -1) if none."""
+        if not self.entries:
+            return -1, -1
+        if not self._cells_built:
+            self._build_cells()
+        if self._cells is None:
+            e, r = self.locate(np.array([list(c)], dtype=np.int64).reshape(1, self.ndim))
+            return int(e[0]), int(r[0])
         idx = []
         for x, b in zip(c, self._bounds_l, strict=True):
             i = bisect.bisect_right(b, x) - 1
             if i < 0 or i >= len(b) - 1:
-                return miss
+                return -1, -1
             idx.append(i)
         e = int(self._cells[tuple(idx)])
         if e < 0:
-            return miss
+            return -1, -1
         entry = self.entries[e]
         rec = 0
         for x, a, b in zip(c, entry.start, entry.stop, strict=True):
             rec = rec * (b - a) + (x - a)
-        return np.array([e], dtype=np.int64), np.array([entry.offset + rec], dtype=np.int64)
+        return e, entry.offset + rec
+
+    def _locate_one(self, c: list[int]) -> tuple[np.ndarray, np.ndarray]:
+        e, r = self.locate_one(c)
+        return np.array([e], dtype=np.int64), np.array([r], dtype=np.int64)
 
     def _locate_cells(self, coords: np.ndarray) -> np.ndarray:
         assert self._cells is not None

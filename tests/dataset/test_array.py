@@ -515,3 +515,21 @@ def test_irregular_grid_and_0d(url):
     assert arrayds.open_array(url, "z")[...] == 3 + 4j
     e = arrayds.open_array(url, "e", mode="w", shape=(0, 5), dtype="f4", chunks=(2, 5))
     assert e[...].shape == (0, 5) and e.nchunks == 0
+
+
+def test_exact_chunk_reads_take_the_short_path(url, stats):
+    a = arrayds.open_array(url, mode="w", shape=(8, 6), dtype="i4", chunks=(4, 3), fill_value=-7)
+    a[:4, :] = np.arange(24, dtype="i4").reshape(4, 6)
+    b = arrayds.open_array(url)
+    stats()
+    got = b[0:4, 3:6]
+    assert got.tolist() == np.arange(24).reshape(4, 6)[:, 3:].tolist()
+    assert got.flags.writeable  # a copy the caller owns
+    got[0, 0] = 100
+    assert b[0:4, 3:6][0, 0] == 3
+    assert stats()["records_read"] == 2
+    assert (b[4:8, 0:3] == -7).all()  # never written: fill, no read
+    assert stats()["records_read"] == 2
+    assert b._read_block((slice(4, 8), slice(3, 6))).tolist() == [[-7] * 3] * 4
+    view = b._read_block((slice(0, 4), slice(0, 3)), zero_copy=True)
+    assert not view.flags.writeable and view[1, 1] == 7
