@@ -174,3 +174,40 @@ def test_file_url_is_local(tmp_path) -> None:
     assert (tmp_path / "d.array_record").stat().st_size == 131072
     assert arrayds.ArrayRecordReader(url)[0] == b"local"
     assert arrayds.ArrayRecordDataSource(url)[0] == b"local"
+
+
+class RefusingMemoryFS(MemoryFileSystem):
+    """An in-memory filesystem that refuses whole-object writes (like a read-only bucket)."""
+
+    protocol = "refusemem"
+    store: dict = {}  # noqa: RUF012
+    pseudo_dirs = [""]  # noqa: RUF012
+
+    @classmethod
+    def _strip_protocol(cls, path):
+        if path.startswith("refusemem://"):
+            path = path[len("refusemem://") :]
+        return super()._strip_protocol(path)
+
+    def pipe_file(self, path, value, **kwargs):
+        raise PermissionError(13, "read-only bucket", path)
+
+
+fsspec.register_implementation("refusemem", RefusingMemoryFS, clobber=True)
+
+
+def test_remote_upload_failure_is_reported_at_close() -> None:
+    w = arrayds.ArrayRecordWriter("refusemem:///bucket/x.array_record")
+    w.write(b"data")
+    with pytest.raises(PermissionError, match="read-only"):
+        w.close()
+    assert not w.ok() and not w.is_open()
+    w.close()  # repeated close does not try again
+    assert not fsspec.filesystem("refusemem").exists("/bucket/x.array_record")
+
+
+def test_unknown_protocol() -> None:
+    with pytest.raises(ValueError, match="nosuchproto"):
+        arrayds.ArrayRecordWriter("nosuchproto://bucket/x.array_record")
+    with pytest.raises(ValueError, match="nosuchproto"):
+        arrayds.ArrayRecordReader("nosuchproto://bucket/x.array_record")
