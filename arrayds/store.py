@@ -643,17 +643,41 @@ def shard_reader(store: Store, path: str) -> ArrayRecordReader:
         if r is not None:
             _readers.move_to_end(key)
             return r
-    url = path if store.local else store.fs.unstrip_protocol(path)
-    r = ArrayRecordReader(url, storage_options=None if store.local else store.storage_options)
-    _count("reader_opens")
-    with _readers_lock:
-        existing = _readers.get(key)
-        if existing is not None:
-            return existing
-        _readers[key] = r
-        while len(_readers) > _READER_CACHE_SIZE:
-            _readers.popitem(last=False)
+        gate = _opening.setdefault(key, threading.Lock())
+    # one opener per shard: threads that need it at the same moment share one footer
+    # fetch (on object stores each open is a HEAD and a ranged GET) (issue 6)
+    with gate:
+        with _readers_lock:
+            r = _readers.get(key)
+            if r is not None:
+                _readers.move_to_end(key)
+                return r
+        url = path if store.local else store.fs.unstrip_protocol(path)
+        try:
+            r = ArrayRecordReader(
+                url, storage_options=None if store.local else store.storage_options
+            )
+        except BaseException:
+            with _readers_lock:
+                _opening.pop(key, None)
+            raise
+        _count("reader_opens")
+        with _readers_lock:
+            _opening.pop(key, None)
+            existing = _readers.get(key)
+            if existing is not None:
+                return existing
+            _readers[key] = r
+            while len(_readers) > _READER_CACHE_SIZE:
+                _readers.popitem(last=False)
     return r
+
+
+_opening: dict[tuple[Any, ...], threading.Lock] = {}
+"""Per-shard locks held while a reader opens (see :func:`shard_reader`)."""
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_opening.clear)
 
 
 def read_records(reader: ArrayRecordReader, records: Any) -> list[bytes]:

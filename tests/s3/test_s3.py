@@ -111,6 +111,23 @@ def test_reads_open_the_footer_once_then_fetch_only_chunk_ranges(s3, s3_url, s3_
     assert third["bytes_down"] < 3 * (40_000 + 2_000)
 
 
+def test_concurrent_first_reads_share_one_footer_fetch(s3, s3_url, s3_opts, proxy):
+    from concurrent.futures import ThreadPoolExecutor
+
+    data = np.arange(64 * 100, dtype="i8").reshape(64, 100)
+    arrayds.to_arrayrecord(
+        da.from_array(data, chunks=(4, 100)), s3_url, shard_size="1GiB", storage_options=s3_opts
+    )
+    a = arrayds.open_array(s3_url, storage_options=s3.storage_options(proxy.url))
+    store_mod.reset_io_stats()
+    proxy.stats.reset()
+    with ThreadPoolExecutor(16) as pool:
+        parts = list(pool.map(lambda i: a[4 * i : 4 * i + 4], range(16)))
+    np.testing.assert_array_equal(np.concatenate(parts), data)
+    assert store_mod.io_stats()["reader_opens"] == 1
+    assert proxy.stats.snapshot()["requests"] == 2 + 16  # size + footer, then one per chunk
+
+
 # ------------------------------------------------------------------- records
 
 
