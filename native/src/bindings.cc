@@ -5,6 +5,9 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <atomic>
+#include <deque>
+#include <thread>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -148,18 +151,31 @@ std::string fspath(const py::handle& path) {
   return p.cast<std::string>();
 }
 
-// Locks a mutex; if another thread holds it, waits with the GIL released.
+// Locks a mutex; if another thread holds it, waits with the GIL released. A thread
+// that already holds it (e.g. write() called from the iterator given to write_many())
+// gets a RuntimeError instead of a deadlock.
 class GilAwareLock {
  public:
-  explicit GilAwareLock(std::mutex& mu) : lock_(mu, std::try_to_lock) {
-    if (!lock_.owns_lock()) {
+  GilAwareLock(std::mutex& mu, std::atomic<std::thread::id>& owner, const char* what)
+      : lock_(mu, std::defer_lock), owner_(owner) {
+    if (owner.load() == std::this_thread::get_id()) {
+      throw std::runtime_error(std::string(what) +
+                               " is already busy in this thread (called from inside "
+                               "write_many()'s iterator?)");
+    }
+    if (!lock_.try_lock()) {
       py::gil_scoped_release release;
       lock_.lock();
     }
+    owner_.store(std::this_thread::get_id());
   }
+  ~GilAwareLock() { owner_.store(std::thread::id()); }
+  GilAwareLock(const GilAwareLock&) = delete;
+  GilAwareLock& operator=(const GilAwareLock&) = delete;
 
  private:
   std::unique_lock<std::mutex> lock_;
+  std::atomic<std::thread::id>& owner_;
 };
 
 // ---- indices
@@ -283,7 +299,7 @@ class PyWriter {
   void write(const py::handle& record) {
     BufferView view;
     view.acquire(record.ptr(), "record");
-    GilAwareLock lock(mu_);
+    GilAwareLock lock(mu_, owner_, "this Writer");
     writer_->add_record(view.data(), view.size());
     if (writer_->needs_pump()) {
       py::gil_scoped_release release;
@@ -292,30 +308,41 @@ class PyWriter {
   }
 
   uint64_t write_many(const py::handle& records) {
-    // Views of up to kBatch records are taken with the GIL, then copied and encoded
-    // with one GIL release per batch.
+    // Views of up to kBatchRecords records are taken with the GIL, then copied and
+    // encoded with one GIL release per batch. If an item is not bytes-like, the
+    // records before it are written, then the TypeError is raised (like a loop of
+    // write() calls).
     constexpr size_t kBatchRecords = 16384;
     constexpr size_t kBatchBytes = 64u << 20;
     py::iterator it = py::iter(records);
     std::vector<py::object> keep;
-    std::vector<BufferView> views;
+    std::deque<BufferView> views;  // a deque: Py_buffer structs are never moved
     uint64_t total = 0;
-    GilAwareLock lock(mu_);
+    GilAwareLock lock(mu_, owner_, "this Writer");
     for (;;) {
       keep.clear();
       views.clear();
       size_t bytes = 0;
-      while (it != py::iterator::sentinel() && views.size() < kBatchRecords &&
-             bytes < kBatchBytes) {
-        py::object item = py::reinterpret_borrow<py::object>(*it);
-        ++it;
-        views.emplace_back();
-        views.back().acquire(item.ptr(), "record");
-        bytes += views.back().size();
-        keep.push_back(std::move(item));
+      std::exception_ptr error;
+      try {
+        while (views.size() < kBatchRecords && bytes < kBatchBytes &&
+               it != py::iterator::sentinel()) {
+          py::object item = py::reinterpret_borrow<py::object>(*it);
+          views.emplace_back();
+          try {
+            views.back().acquire(item.ptr(), "record");
+          } catch (...) {
+            views.pop_back();  // holds nothing
+            throw;
+          }
+          bytes += views.back().size();
+          keep.push_back(std::move(item));
+          ++it;  // runs the iterator's code, which may raise
+        }
+      } catch (...) {
+        error = std::current_exception();
       }
-      if (views.empty()) break;
-      {
+      if (!views.empty()) {
         py::gil_scoped_release release;
         for (const BufferView& v : views) {
           writer_->add_record(v.data(), v.size());
@@ -323,18 +350,20 @@ class PyWriter {
         }
       }
       total += views.size();
+      if (error) std::rethrow_exception(error);
+      if (views.empty()) break;
     }
     return total;
   }
 
   void close() {
-    GilAwareLock lock(mu_);
+    GilAwareLock lock(mu_, owner_, "this Writer");
     py::gil_scoped_release release;
     writer_->close();
   }
 
   py::bytes getvalue() {
-    GilAwareLock lock(mu_);
+    GilAwareLock lock(mu_, owner_, "this Writer");
     if (!value_) {
       ByteBuffer data = writer_->take_memory();
       value_ = new_bytes(data.data(), data.size());
@@ -348,6 +377,7 @@ class PyWriter {
 
  private:
   std::mutex mu_;
+  std::atomic<std::thread::id> owner_{};
   std::unique_ptr<Writer> writer_;
   std::optional<py::bytes> value_;
 };

@@ -79,8 +79,8 @@ def test_accepts_buffers_rejects_str(tmp_path: Path) -> None:
     with pytest.raises(TypeError, match="'int'"):
         w.write(5)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="not str"):
-        w.write_many([b"ok", "text"])  # type: ignore[list-item]
-    assert w.num_records() == len(records)
+        w.write_many([b"ok", "text", b"never"])  # type: ignore[list-item]
+    assert w.num_records() == len(records) + 1  # the records before the bad one land
     w.close()
     r = _native.Reader.from_bytes(w.getvalue())
     assert r.read_range(0, r.num_records()) == [
@@ -90,7 +90,52 @@ def test_accepts_buffers_rejects_str(tmp_path: Path) -> None:
         arr.tobytes(),
         np.ascontiguousarray(noncontig).tobytes(),
         np.float64(2.5).tobytes(),
+        b"ok",
     ]
+
+
+def test_write_from_inside_write_many_is_an_error_not_a_deadlock() -> None:
+    w = _native.Writer(None, "uncompressed")
+
+    def records():
+        yield b"first"
+        w.write(b"nested")
+        yield b"second"
+
+    with pytest.raises(RuntimeError, match="already busy"):
+        w.write_many(records())
+    w.write(b"after")
+    w.close()
+    r = _native.Reader.from_bytes(w.getvalue())
+    assert r.read_range(0, r.num_records()) == [b"first", b"after"]
+
+
+def test_engine_works_in_forked_children(tmp_path: Path) -> None:
+    """The shared thread pool is rebuilt in a child forked after the parent used it."""
+    import multiprocessing
+
+    records = [b"%d" % i * 50 for i in range(2000)]
+    w = _native.Writer(str(tmp_path / "parent.ar"), "group_size:10")
+    w.write_many(records)
+    w.close()
+    r = _native.Reader(str(tmp_path / "parent.ar"))
+    assert r.read_batch(list(range(0, 2000, 7))) == records[::7]  # the pool is running
+
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(2) as pool:
+        results = pool.starmap(_child_work, [(str(tmp_path), k) for k in range(4)])
+    assert results == [True] * 4
+
+
+def _child_work(directory: str, k: int) -> bool:
+    records = [b"%d" % i * 50 for i in range(2000)]
+    r = _native.Reader(os.path.join(directory, "parent.ar"))
+    ok = r.read_batch(list(range(1999, -1, -3))) == records[::-1][::3]
+    w = _native.Writer(os.path.join(directory, f"child{k}.ar"), "group_size:3")
+    w.write_many(records)
+    w.close()
+    r2 = _native.Reader(os.path.join(directory, f"child{k}.ar"))
+    return ok and r2.read_range(0, 2000) == records
 
 
 def test_lifecycle(tmp_path: Path) -> None:
