@@ -133,19 +133,6 @@ uint64_t parse_chunk(const Region& region, uint64_t begin, uint64_t limit,
   return 0;
 }
 
-Region read_chunk(const ByteSource& source, uint64_t begin, uint64_t first_end, uint64_t limit,
-                  ByteBuffer& buf, ParsedChunk& out) {
-  uint64_t want = first_end < limit ? first_end : limit;
-  if (want <= begin) want = limit;
-  for (int attempt = 0; attempt < 3; ++attempt) {
-    const Region region = source.fetch(begin, want - begin, buf);
-    const uint64_t need = parse_chunk(region, begin, limit, source.name(), out);
-    if (need == 0) return region;
-    want = need;
-  }
-  throw std::logic_error("read_chunk: region did not grow");
-}
-
 // ---- writing
 
 FileSink::FileSink(const std::string& path) : path_(path) {

@@ -29,11 +29,6 @@ struct ParsedChunk {
 uint64_t parse_chunk(const Region& region, uint64_t begin, uint64_t limit,
                      const std::string& name, ParsedChunk& out);
 
-// Fetches and parses the chunk at begin, first reading [begin, first_end) (a good
-// guess of its extent, at most limit), then more if needed. `buf` backs the region.
-Region read_chunk(const ByteSource& source, uint64_t begin, uint64_t first_end, uint64_t limit,
-                  ByteBuffer& buf, ParsedChunk& out);
-
 // Output of a writer.
 class ByteSink {
  public:
