@@ -1,0 +1,748 @@
+"""Chunked N-d arrays: arrayds next to zarr-python 3, tensorstore and h5py, same data,
+same codec, one run, page cache hot.
+
+    python benchmarks/bench_arrays.py                 # the full workloads (~256 MiB)
+    python benchmarks/bench_arrays.py --quick         # 4x smaller, one repeat
+    python benchmarks/bench_arrays.py --only A3,A4    # some workloads
+
+Workloads (docs/performance.md, "Arrays"):
+
+* A1: write a float32 8192x8192 dask array, chunks 1024x1024, threaded scheduler;
+* A2: ``from_<system>(...).sum().compute()`` over it;
+* A3: 200 random single-chunk reads through each system's direct API (latency);
+* A4: 4096x4096 float32 with 64x64 chunks (4096 chunks): dask write, dask full read,
+  direct full read;
+* A5: A1 written and summed on ``LocalCluster(n_workers=2, processes=True,
+  threads_per_worker=1)``; the workers generate the blocks (same values).
+
+Systems and options: arrayds (``compression="zstd:1"``, default shard grouping: 16 MiB
+shards); zarr-python 3 with ``ZstdCodec(level=1)``, unsharded and sharded (16 MiB
+shards; dask writes use blocks equal to the shard shape, reads use
+``from_zarr(z, chunks=z.shards)``); tensorstore (zarr3 driver, zstd level 1); h5py
+(chunked, zstd level 1 through hdf5plugin, or gzip level 1 when hdf5plugin is
+missing; writes hold a lock, HDF5 is not thread-safe; not in A5: one HDF5 file cannot
+be written by two processes). Where a workload allows whole multiples of the stored
+chunks per dask task (A4), every system gets that variant too; the table names the
+option behind each figure.
+
+Data: deterministic, compressible float32 (a smooth field plus hash noise quantized to
+1/64; zstd:1 stores it at about 60%). Every figure is the best of ``--repeat`` runs;
+write targets are removed before each run (untimed). Machine limits (zstd level 1 on
+one core with the ``zstandard`` package, memcpy) are measured on the same data.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+import dask
+import dask.array as da
+import numpy as np
+
+import arrayds
+
+TARGETS = {  # arrayds / best anchor (throughput), or latency ratio for A3
+    "A1": (">=", 1.1),
+    "A2": (">=", 1.1),
+    "A3": ("<=", 1.0),
+    "A4 dask write": (">=", 1.2),
+    "A4 dask read": (">=", 1.2),
+    "A4 direct read": (">=", 1.2),
+    "A5 write": (">=", 1.2),
+    "A5 read": (">=", 1.2),
+}
+
+
+# ------------------------------------------------------------------------ data
+
+
+NOISE_TILE = 1024
+_noise: list[np.ndarray] = []
+
+
+def noise_tile() -> np.ndarray:
+    """A 1024x1024 tile of multiplicative-hash noise in [0, 4) quantized to 1/64
+    (computed once per process)."""
+    if not _noise:
+        r = np.arange(NOISE_TILE, dtype=np.uint32)[:, None]
+        c = np.arange(NOISE_TILE, dtype=np.uint32)[None, :]
+        h = (r * np.uint32(NOISE_TILE) + c) * np.uint32(2654435761)
+        _noise.append((h >> np.uint32(24)).astype(np.float32) * np.float32(1 / 64))
+    return _noise[0]
+
+
+def values(i0: int, j0: int, shape: tuple[int, int], n: int) -> np.ndarray:
+    """Rows ``i0:``, columns ``j0:`` of the benchmark field: a smooth field plus the
+    noise tile repeated (cheap, so the cluster workload A5 measures storage, not data
+    generation)."""
+    y = np.arange(i0, i0 + shape[0], dtype=np.float32)[:, None]
+    x = np.arange(j0, j0 + shape[1], dtype=np.float32)[None, :]
+    out = np.sin(y / 500) * (np.float32(10) * np.cos(x / 700))
+    out += np.float32(100)
+    t = noise_tile()
+    rows = np.arange(i0, i0 + shape[0]) % NOISE_TILE
+    cols = np.arange(j0, j0 + shape[1]) % NOISE_TILE
+    for a in range(0, shape[0], NOISE_TILE):  # add the tile in aligned pieces
+        ra = rows[a : a + NOISE_TILE]
+        for b in range(0, shape[1], NOISE_TILE):
+            cb = cols[b : b + NOISE_TILE]
+            if ra[0] == 0 and cb[0] == 0:
+                out[a : a + len(ra), b : b + len(cb)] += t[: len(ra), : len(cb)]
+            else:
+                out[a : a + len(ra), b : b + len(cb)] += t[np.ix_(ra, cb)]
+    return out
+
+
+def make_data(n: int) -> np.ndarray:
+    out = np.empty((n, n), dtype=np.float32)
+    step = 1024
+    for i in range(0, n, step):
+        out[i : i + step] = values(i, 0, (min(step, n - i), n), n)
+    return out
+
+
+def _gen_block(n: int, block_info=None) -> np.ndarray:
+    info = block_info[None]
+    (i0, _), (j0, _) = info["array-location"]
+    return values(i0, j0, info["chunk-shape"], n)
+
+
+def generated(n: int, chunk: int) -> da.Array:
+    """The same values as :func:`make_data`, computed block by block where the task
+    runs (for the cluster workloads: nothing large travels from the client)."""
+    chunks = ((chunk,) * (n // chunk), (chunk,) * (n // chunk))
+    return da.map_blocks(_gen_block, n, chunks=chunks, dtype=np.float32)
+
+
+# -------------------------------------------------------------------- timing
+
+
+def best_of(repeat: int, fn: Callable[[], Any], setup: Callable[[], Any] | None = None) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        if setup is not None:
+            setup()
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def rmtree(path: str) -> None:
+    if os.path.isdir(path):
+        shutil.rmtree(path)
+    elif os.path.exists(path):
+        os.unlink(path)
+
+
+# ------------------------------------------------------------------- systems
+
+
+class TSArray:
+    """A tensorstore array as dask's ``from_array``/``store`` target. Pickles as its
+    spec; each process opens it once."""
+
+    _open: dict[str, Any] = {}  # per process: spec -> open TensorStore
+
+    def __init__(self, spec: dict[str, Any], shape: tuple[int, ...]) -> None:
+        self.spec = spec
+        self.shape = shape
+        self.dtype = np.dtype("f4")
+        self.ndim = len(shape)
+
+    @property
+    def ts(self) -> Any:
+        key = json.dumps(self.spec, sort_keys=True)
+        t = TSArray._open.get(key)
+        if t is None:
+            import tensorstore
+
+            t = TSArray._open.setdefault(key, tensorstore.open(self.spec).result())
+        return t
+
+    def __getitem__(self, key: Any) -> np.ndarray:
+        return self.ts[key].read().result()
+
+    def __setitem__(self, key: Any, value: np.ndarray) -> None:
+        self.ts[key].write(value).result()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (TSArray, (self.spec, self.shape))
+
+
+def ts_spec(path: str, shape: tuple[int, int], chunk: int) -> dict[str, Any]:
+    return {
+        "driver": "zarr3",
+        "kvstore": {"driver": "file", "path": path},
+        "metadata": {
+            "shape": list(shape),
+            "data_type": "float32",
+            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [chunk, chunk]}},
+            "codecs": [
+                {"name": "bytes", "configuration": {"endian": "little"}},
+                {"name": "zstd", "configuration": {"level": 1}},
+            ],
+        },
+    }
+
+
+def h5_filter() -> tuple[dict[str, Any], str]:
+    try:
+        import hdf5plugin
+
+        return dict(hdf5plugin.Zstd(clevel=1)), "zstd level 1 (hdf5plugin)"
+    except ImportError:
+        return {"compression": "gzip", "compression_opts": 1}, "gzip level 1 (no hdf5plugin)"
+
+
+class System:
+    """One storage system on one array: create, dask write, dask read, direct reads."""
+
+    name = ""
+
+    def __init__(self, root: str, shape: tuple[int, int], chunk: int, shard: int) -> None:
+        self.root = root
+        self.shape = shape
+        self.chunk = chunk
+        self.shard = shard  # rows/cols of a 16 MiB shard (sharded systems)
+        self.path = os.path.join(root, self.name)
+
+    def prepare(self) -> None:
+        """Remove what a previous run wrote and create the empty target (untimed)."""
+        rmtree(self.path)
+
+    def write(self, x: da.Array) -> None:
+        raise NotImplementedError
+
+    def dask(self, multiple: int | None = None) -> da.Array:
+        raise NotImplementedError
+
+    def read_box(self, i: int, j: int, h: int, w: int) -> np.ndarray:
+        raise NotImplementedError
+
+    def read_all(self) -> np.ndarray:
+        raise NotImplementedError
+
+    def stored_bytes(self) -> int:
+        total = 0
+        for folder, _dirs, names in os.walk(self.path):
+            total += sum(os.path.getsize(os.path.join(folder, n)) for n in names)
+        if os.path.isfile(self.path):
+            total = os.path.getsize(self.path)
+        return total
+
+
+class ArraydsSystem(System):
+    name = "arrayds"
+    write_note = 'to_arrayrecord(compression="zstd:1"), 16 MiB shards (default grouping)'
+
+    def write(self, x: da.Array) -> None:
+        arrayds.to_arrayrecord(x, self.path, mode="w-", compression="zstd:1")
+        self._a = None
+
+    @property
+    def a(self) -> arrayds.Array:
+        if getattr(self, "_a", None) is None:
+            self._a = arrayds.open_array(self.path)
+        return self._a
+
+    def dask(self, multiple: int | None = None) -> da.Array:
+        if multiple is None:
+            return arrayds.from_arrayrecord(self.path)
+        if multiple == -1:
+            return arrayds.from_arrayrecord(self.path, chunks="shards")
+        return arrayds.from_arrayrecord(self.path, chunks=(multiple * self.chunk,) * 2)
+
+    def read_box(self, i: int, j: int, h: int, w: int) -> np.ndarray:
+        return self.a[i : i + h, j : j + w]
+
+    def read_all(self) -> np.ndarray:
+        return self.a[...]
+
+
+class ZarrSystem(System):
+    name = "zarr"
+    sharded = False
+
+    def prepare(self) -> None:
+        import zarr
+        from zarr.codecs import ZstdCodec
+
+        rmtree(self.path)
+        kw: dict[str, Any] = {"shards": (self.shard, self.shard)} if self.sharded else {}
+        self.z = zarr.create_array(
+            store=self.path,
+            shape=self.shape,
+            chunks=(self.chunk, self.chunk),
+            dtype="f4",
+            compressors=ZstdCodec(level=1),
+            overwrite=True,
+            **kw,
+        )
+
+    def write(self, x: da.Array) -> None:
+        if self.sharded and x.chunksize != (self.shard, self.shard):
+            # one dask block per shard, else concurrent tasks would race on a shard
+            x = x.rechunk((self.shard, self.shard))
+        da.store(x, self.z, lock=False)
+
+    def _open(self) -> Any:
+        import zarr
+
+        return zarr.open_array(self.path, mode="r")
+
+    def dask(self, multiple: int | None = None) -> da.Array:
+        z = self._open()
+        if multiple == -1:
+            return da.from_zarr(z, chunks=z.shards or z.chunks)
+        if multiple is None:
+            return da.from_zarr(z)
+        return da.from_zarr(z, chunks=(multiple * self.chunk,) * 2)
+
+    def read_box(self, i: int, j: int, h: int, w: int) -> np.ndarray:
+        return self.zr[i : i + h, j : j + w]
+
+    @property
+    def zr(self) -> Any:
+        if getattr(self, "_zr", None) is None:
+            self._zr = self._open()
+        return self._zr
+
+    def read_all(self) -> np.ndarray:
+        return self.zr[...]
+
+
+class ZarrShardedSystem(ZarrSystem):
+    name = "zarr-sharded"
+    sharded = True
+
+
+class TensorstoreSystem(System):
+    name = "tensorstore"
+
+    def prepare(self) -> None:
+        import tensorstore
+
+        rmtree(self.path)
+        spec = ts_spec(self.path, self.shape, self.chunk)
+        tensorstore.open(spec, create=True, delete_existing=True).result()
+        self.spec = {k: v for k, v in spec.items() if k != "metadata"}
+        TSArray._open.clear()
+
+    def target(self) -> TSArray:
+        return TSArray(getattr(self, "spec", None) or self._read_spec(), self.shape)
+
+    def _read_spec(self) -> dict[str, Any]:
+        return {"driver": "zarr3", "kvstore": {"driver": "file", "path": self.path}}
+
+    def write(self, x: da.Array) -> None:
+        da.store(x, self.target(), lock=False)
+
+    def dask(self, multiple: int | None = None) -> da.Array:
+        c = self.chunk if multiple in (None, -1) else multiple * self.chunk
+        return da.from_array(
+            self.target(), chunks=(c, c), asarray=False, fancy=False, lock=False, name=False
+        )
+
+    def read_box(self, i: int, j: int, h: int, w: int) -> np.ndarray:
+        return self.t[i : i + h, j : j + w].read().result()
+
+    @property
+    def t(self) -> Any:
+        return self.target().ts
+
+    def read_all(self) -> np.ndarray:
+        return self.t.read().result()
+
+
+class H5System(System):
+    name = "h5py"
+
+    def prepare(self) -> None:
+        import h5py
+
+        self.close()
+        rmtree(self.path)
+        kw, self.filter_note = h5_filter()
+        self.f = h5py.File(self.path, "w")
+        self.d = self.f.create_dataset(
+            "x", shape=self.shape, dtype="f4", chunks=(self.chunk, self.chunk), **kw
+        )
+
+    def close(self) -> None:
+        for attr in ("f", "fr"):
+            f = getattr(self, attr, None)
+            if f is not None:
+                f.close()
+                setattr(self, attr, None)
+
+    def write(self, x: da.Array) -> None:
+        da.store(x, self.d, lock=True)
+        self.f.close()
+        self.f = None
+
+    @property
+    def dr(self) -> Any:
+        import h5py
+
+        if getattr(self, "fr", None) is None:
+            self.fr = h5py.File(self.path, "r")
+        return self.fr["x"]
+
+    def dask(self, multiple: int | None = None) -> da.Array:
+        c = self.chunk if multiple in (None, -1) else multiple * self.chunk
+        return da.from_array(self.dr, chunks=(c, c), lock=True, name=False)
+
+    def read_box(self, i: int, j: int, h: int, w: int) -> np.ndarray:
+        return self.dr[i : i + h, j : j + w]
+
+    def read_all(self) -> np.ndarray:
+        return self.dr[...]
+
+
+SYSTEMS = [ArraydsSystem, ZarrSystem, ZarrShardedSystem, TensorstoreSystem, H5System]
+
+
+# ----------------------------------------------------------------- workloads
+
+
+class Results:
+    def __init__(self) -> None:
+        self.rows: list[dict[str, Any]] = []
+
+    def add(
+        self, workload: str, unit: str, figures: dict[str, tuple[float, str]], higher: bool = True
+    ) -> None:
+        """``figures``: system -> (value, the options behind it)."""
+        ours = figures.get("arrayds")
+        anchors = {k: v for k, v in figures.items() if k != "arrayds"}
+        best = None
+        if anchors:
+            pick = max if higher else min
+            best = pick(anchors.items(), key=lambda kv: kv[1][0])
+        ratio = None
+        if ours is not None and best is not None and best[1][0] > 0:
+            ratio = ours[0] / best[1][0]
+        self.rows.append(
+            {
+                "workload": workload,
+                "unit": unit,
+                "figures": {k: list(v) for k, v in figures.items()},
+                "best_anchor": best[0] if best else None,
+                "ratio": ratio,
+                "higher_is_better": higher,
+            }
+        )
+        sys.stderr.write(
+            f"  {workload}: "
+            + ", ".join(f"{k} {v[0]:.4g} {unit}" for k, v in figures.items())
+            + (f" -> ratio {ratio:.2f}" if ratio is not None else "")
+            + "\n"
+        )
+
+
+def mbps(nbytes: int, seconds: float) -> float:
+    return nbytes / seconds / 1e6
+
+
+def a1_a2_a3(root: str, n: int, chunk: int, repeat: int, nreads: int, res: Results, only) -> None:
+    data = make_data(n)
+    nbytes = data.nbytes
+    shard = chunk * 2  # 4 MiB chunks -> 16 MiB shards
+    systems = [cls(os.path.join(root, "a1"), (n, n), chunk, shard) for cls in SYSTEMS]
+    os.makedirs(os.path.join(root, "a1"), exist_ok=True)
+    x = da.from_array(data, chunks=(chunk, chunk))
+    write: dict[str, tuple[float, str]] = {}
+    sizes = {}
+    with dask.config.set(scheduler="threads"):
+        for s in systems:
+            src = x
+            if isinstance(s, ZarrShardedSystem):
+                src = x.rechunk((shard, shard))  # what a sharded writer must do
+
+            t = best_of(repeat, lambda s=s, src=src: s.write(src), s.prepare)
+            note = {
+                "arrayds": ArraydsSystem.write_note,
+                "zarr": "da.store(lock=False)",
+                "zarr-sharded": f"da.store, dask blocks rechunked to the {shard}x{shard} shards",
+                "tensorstore": "da.store(lock=False) into a zarr3 TensorStore",
+                "h5py": "da.store(lock=True), " + getattr(s, "filter_note", ""),
+            }[s.name]
+            write[s.name] = (mbps(nbytes, t), note)
+            sizes[s.name] = s.stored_bytes()
+        if "A1" in only:
+            res.add("A1", "MB/s", write)
+        res.sizes = {k: v / nbytes for k, v in sizes.items()}  # type: ignore[attr-defined]
+
+        # correctness before timing reads
+        for s in systems:
+            got = s.read_box(chunk, 2 * chunk, chunk, chunk)
+            assert np.array_equal(got, data[chunk : 2 * chunk, 2 * chunk : 3 * chunk]), s.name
+
+        if "A2" in only:
+            want = float(data.sum(dtype=np.float64))
+            figures = {}
+            for s in systems:
+                variants = [(None, f"chunks {chunk}x{chunk}")]
+                if isinstance(s, ZarrShardedSystem):
+                    variants = [(-1, "from_zarr(z, chunks=z.shards)")]
+                best = (0.0, "")
+                for mult, note in variants:
+                    y = s.dask(mult)
+                    got = float(y.sum(dtype=np.float64).compute())
+                    assert abs(got - want) <= 1e-6 * abs(want), (s.name, got, want)
+                    t = best_of(repeat, lambda y=y: y.sum().compute())
+                    best = max(best, (mbps(nbytes, t), note))
+                figures[s.name] = best
+            res.add("A2", "MB/s", figures)
+
+    if "A3" in only:
+        rng = np.random.default_rng(0)
+        nc = n // chunk
+        coords = (rng.integers(0, nc, size=(nreads, 2)) * chunk).tolist()
+        figures = {}
+        for s in systems:
+            s.read_box(0, 0, chunk, chunk)  # open handles, read metadata (untimed)
+
+            def loop(s=s) -> None:
+                for i, j in coords:
+                    s.read_box(i, j, chunk, chunk)
+
+            t = best_of(repeat, loop)
+            figures[s.name] = (1000 * t / nreads, "direct API, one chunk per read")
+        res.add("A3", "ms/read", figures, higher=False)
+    for s in systems:
+        if isinstance(s, H5System):
+            s.close()
+
+
+def a4(root: str, n: int, chunk: int, repeat: int, res: Results) -> None:
+    data = make_data(n)
+    nbytes = data.nbytes
+    shard = int(np.sqrt((16 << 20) // 4))  # 2048: 16 MiB float32 shards
+    shard = min(shard, n)
+    mult = shard // chunk
+    systems = [cls(os.path.join(root, "a4"), (n, n), chunk, shard) for cls in SYSTEMS]
+    os.makedirs(os.path.join(root, "a4"), exist_ok=True)
+    x = da.from_array(data, chunks=(chunk, chunk))
+    write, dread, direct = {}, {}, {}
+    with dask.config.set(scheduler="threads"):
+        for s in systems:
+            src = x.rechunk((shard, shard)) if isinstance(s, ZarrShardedSystem) else x
+            t = best_of(repeat, lambda s=s, src=src: s.write(src), s.prepare)
+            note = {
+                "arrayds": 'to_arrayrecord(compression="zstd:1"), 16 MiB shards (default)',
+                "zarr": "da.store(lock=False), 4096 tasks",
+                "zarr-sharded": f"da.store, dask blocks rechunked to the {shard}x{shard} shards",
+                "tensorstore": "da.store(lock=False), 4096 tasks",
+                "h5py": "da.store(lock=True), 4096 tasks",
+            }[s.name]
+            write[s.name] = (mbps(nbytes, t), note)
+            if isinstance(s, H5System):
+                s.close()
+        res.add("A4 dask write", "MB/s", write)
+
+        for s in systems:
+            variants: list[tuple[int | None, str]] = [
+                (None, f"{chunk}x{chunk} blocks (4096 tasks)"),
+                (mult, f"{shard}x{shard} blocks"),
+            ]
+            if isinstance(s, ArraydsSystem):
+                variants = [(None, variants[0][1]), (-1, 'chunks="shards" (16 MiB shards)')]
+            if isinstance(s, ZarrShardedSystem):
+                variants = [(-1, "from_zarr(z, chunks=z.shards)")]
+            best = (0.0, "")
+            for m, note in variants:
+                y = s.dask(m)
+                assert np.array_equal(y[:chunk, -chunk:].compute(), data[:chunk, -chunk:])
+                t = best_of(repeat, lambda y=y: y.compute())
+                best = max(best, (mbps(nbytes, t), note))
+            dread[s.name] = best
+        res.add("A4 dask read", "MB/s", dread)
+
+        for s in systems:
+            assert np.array_equal(s.read_all(), data), s.name
+            t = best_of(repeat, s.read_all)
+            direct[s.name] = (mbps(nbytes, t), "one call for the whole array")
+            if isinstance(s, H5System):
+                s.close()
+        res.add("A4 direct read", "MB/s", direct)
+
+
+def a5(root: str, n: int, chunk: int, repeat: int, res: Results) -> None:
+    from distributed import Client, LocalCluster
+
+    nbytes = n * n * 4
+    shard = chunk * 2
+    systems = [
+        cls(os.path.join(root, "a5"), (n, n), chunk, shard)
+        for cls in (ArraydsSystem, ZarrSystem, ZarrShardedSystem, TensorstoreSystem)
+    ]
+    os.makedirs(os.path.join(root, "a5"), exist_ok=True)
+    with (
+        LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
+        ) as cluster,
+        Client(cluster),
+    ):
+        x = generated(n, chunk)
+        xs = generated(n, shard)
+        gen = best_of(repeat, lambda: x.sum().compute())
+        write, read = {}, {}
+        for s in systems:
+            src = xs if isinstance(s, ZarrShardedSystem) else x
+            t = best_of(repeat, lambda s=s, src=src: s.write(src), s.prepare)
+            write[s.name] = (mbps(nbytes, t), "blocks generated on the workers")
+        res.add("A5 write", "MB/s", write)
+        want = float(make_data(n).sum(dtype=np.float64))
+        for s in systems:
+            y = s.dask(-1 if isinstance(s, ZarrShardedSystem) else None)
+            got = float(y.sum(dtype=np.float64).compute())
+            assert abs(got - want) <= 1e-6 * abs(want), (s.name, got, want)
+            t = best_of(repeat, lambda y=y: y.sum().compute())
+            read[s.name] = (mbps(nbytes, t), "from_<system>(...).sum()")
+        res.add("A5 read", "MB/s", read)
+        res.a5_generate = mbps(nbytes, gen)  # type: ignore[attr-defined]
+
+
+def machine(n: int, chunk: int, repeat: int) -> dict[str, float]:
+    out: dict[str, float] = {}
+    a = np.ones(256 << 20, dtype=np.uint8)
+    b = a.copy()
+    out["memcpy GB/s (one core)"] = a.nbytes / best_of(repeat, lambda: np.copyto(b, a)) / 1e9
+    try:
+        import zstandard
+    except ImportError:
+        return out
+    block = values(0, 0, (chunk, chunk), n).tobytes()
+    blocks = [values(i * chunk, 0, (chunk, chunk), n).tobytes() for i in range(4)]
+    c = zstandard.ZstdCompressor(level=1)
+    d = zstandard.ZstdDecompressor()
+    frames = [c.compress(x) for x in blocks]
+    total = sum(map(len, blocks))
+    out["zstd-1 compress GB/s (one core)"] = (
+        total / best_of(repeat, lambda: [c.compress(x) for x in blocks]) / 1e9
+    )
+    out["zstd-1 decompress GB/s (one core)"] = (
+        total / best_of(repeat, lambda: [d.decompress(f) for f in frames]) / 1e9
+    )
+    out["zstd-1 ratio (stored/raw)"] = sum(map(len, frames)) / total
+    del block
+    return out
+
+
+# ------------------------------------------------------------------- render
+
+
+def fmt(v: float) -> str:
+    if v >= 100:
+        return f"{v:,.0f}"
+    if v >= 10:
+        return f"{v:.1f}"
+    return f"{v:.2f}"
+
+
+def render(res: Results, limits: dict[str, float], args: argparse.Namespace, elapsed: float) -> str:
+    names = [cls.name for cls in SYSTEMS]
+    load = os.getloadavg()
+    lines = [
+        f"n={args.n} (A1/A2/A3/A5 {args.n}x{args.n} float32 in {args.chunk}x{args.chunk} "
+        f"chunks; A4 {args.n4}x{args.n4} in {args.chunk4}x{args.chunk4}); best of "
+        f"{args.repeat}; {os.cpu_count()} CPUs; python {platform.python_version()}; "
+        f"load average before the run {args.load_before[0]:.2f}, after {load[0]:.2f}; "
+        f"total {elapsed:.0f} s",
+        "",
+        "| workload | unit | " + " | ".join(names) + " | best anchor | ratio | target |",
+        "|---|---|" + "---|" * len(names) + "---|---|---|",
+    ]
+    for row in res.rows:
+        cells = []
+        for name in names:
+            f = row["figures"].get(name)
+            cells.append("-" if f is None else fmt(f[0]))
+        ratio = row["ratio"]
+        target = TARGETS.get(row["workload"])
+        if ratio is None or target is None:
+            verdict = "-"
+        else:
+            op, goal = target
+            ok = ratio >= goal if op == ">=" else ratio <= goal
+            verdict = f"{op} {goal:g}x {'met' if ok else 'MISSED'}"
+        lines.append(
+            f"| {row['workload']} | {row['unit']} | "
+            + " | ".join(cells)
+            + f" | {row['best_anchor'] or '-'} | "
+            + ("-" if ratio is None else f"{ratio:.2f}x")
+            + f" | {verdict} |"
+        )
+    lines += ["", "Options behind each figure:", ""]
+    for row in res.rows:
+        for name, (_v, note) in row["figures"].items():
+            lines.append(f"* {row['workload']} {name}: {note}")
+    sizes = getattr(res, "sizes", None)
+    if sizes:
+        lines += [
+            "",
+            "Stored size / raw (A1): " + ", ".join(f"{k} {v:.3f}" for k, v in sizes.items()),
+        ]
+    if hasattr(res, "a5_generate"):
+        lines.append(
+            f"A5 block generation alone on the cluster (x.sum()): {res.a5_generate:,.0f} MB/s"
+        )
+    lines += ["", "Machine limits: " + ", ".join(f"{k} {v:.2f}" for k, v in limits.items())]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--n", type=int, default=8192, help="A1/A2/A3/A5 rows and columns")
+    p.add_argument("--chunk", type=int, default=1024)
+    p.add_argument("--n4", type=int, default=4096, help="A4 rows and columns")
+    p.add_argument("--chunk4", type=int, default=64)
+    p.add_argument("--reads", type=int, default=200, help="A3 random chunk reads")
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--only", default="A1,A2,A3,A4,A5", help="comma-separated workloads")
+    p.add_argument("--workdir", default=None, help="where to write (default: a temp dir)")
+    p.add_argument("--json", default=None, help="also write the results as JSON here")
+    p.add_argument("--quick", action="store_true", help="4096 / 2048 arrays, one repeat")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.n, args.n4, args.repeat = 4096, 2048, 1
+    args.load_before = os.getloadavg()
+    only = {w.strip().upper() for w in args.only.split(",")}
+    t0 = time.perf_counter()
+    res = Results()
+    with tempfile.TemporaryDirectory(dir=args.workdir, prefix="bench-arrays-") as root:
+        if only & {"A1", "A2", "A3"}:
+            sys.stderr.write("A1-A3 ...\n")
+            a1_a2_a3(root, args.n, args.chunk, args.repeat, args.reads, res, only)
+        if "A4" in only:
+            sys.stderr.write("A4 ...\n")
+            a4(root, args.n4, args.chunk4, args.repeat, res)
+        if "A5" in only:
+            sys.stderr.write("A5 ...\n")
+            a5(root, args.n, args.chunk, args.repeat, res)
+    limits = machine(args.n, args.chunk, max(args.repeat, 3))
+    text = render(res, limits, args, time.perf_counter() - t0)
+    sys.stdout.write("## Chunked arrays: arrayds vs zarr, tensorstore, h5py\n\n" + text + "\n")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"rows": res.rows, "limits": limits, "argv": sys.argv}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    # Run as the importable module ``bench_arrays`` (not ``__main__``), so that the
+    # cluster workers unpickle its functions and classes by reference.
+    import bench_arrays
+
+    sys.exit(bench_arrays.main())
