@@ -201,7 +201,11 @@ class Store:
     @classmethod
     def get(cls, url: str, storage_options: Mapping[str, Any] | None = None) -> Store:
         """A cached :class:`Store` for (url, storage_options)."""
-        key = (os.fspath(url), _options_token(storage_options))
+        key_url = os.fspath(url)
+        if "://" not in key_url and "::" not in key_url:
+            # a relative local path means another folder after os.chdir (issue 6)
+            key_url = os.path.abspath(key_url)
+        key = (key_url, _options_token(storage_options))
         st = cls._instances.get(key)
         if st is None:
             st = cls(url, storage_options)
