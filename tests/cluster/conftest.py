@@ -19,7 +19,9 @@ def client():
         dashboard_address=":0",
         silence_logs=40,
     )
-    c = distributed.Client(cluster)
+    # not the default client: only the tests that ask for it (``client.as_current()``)
+    # run on the cluster; the rest of the session keeps dask's local schedulers
+    c = distributed.Client(cluster, set_as_default=False)
     try:
         yield c
     finally:
