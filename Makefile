@@ -17,7 +17,7 @@ demo: install
 test: install
 	$(PY) -m ruff check arrayds tests examples benchmarks
 	$(PY) -m ruff format --check arrayds tests examples benchmarks
-	$(PY) -m pytest -q
+	ARRAYDS_FULL_TEST=1 $(PY) -m pytest -q
 
 system-deps:
 	@missing=""; for p in $(SYSTEM_PACKAGES); do \
