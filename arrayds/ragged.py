@@ -1249,7 +1249,6 @@ def write_ragged(
     >>> ra.axis, ra.piece_len, ra.nshards
     (1, 3, 1)
     """
-    import dask
     from dask.delayed import delayed
 
     if mode not in _MODES:
@@ -1343,13 +1342,9 @@ def write_ragged(
         )
         if not compute:
             return committed
-        if progress:
-            from dask.diagnostics import ProgressBar
+        from .progress import compute as _compute  # a bar only on a terminal (issue 6)
 
-            with ProgressBar():
-                man = dask.compute(committed, scheduler=scheduler)[0]
-        else:
-            man = dask.compute(committed, scheduler=scheduler)[0]
+        man = _compute(committed, progress=progress, scheduler=scheduler)
         return RaggedArray(store, node, RaggedManifest.from_json(man, where))
 
     if isinstance(data, np.ndarray) and data.dtype.kind != "O":

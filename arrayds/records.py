@@ -661,7 +661,6 @@ def _finish(
     progress: bool,
 ) -> RecordsDataset | Delayed:
     """Add the commit task after the shard tasks; compute it unless ``compute=False``."""
-    import dask
     from dask.delayed import delayed
 
     committed = delayed(_commit, pure=False)(
@@ -676,13 +675,9 @@ def _finish(
     )
     if not compute:
         return committed
-    if progress:
-        from dask.diagnostics import ProgressBar
+    from .progress import compute as _compute  # a bar only on a terminal (issue 6)
 
-        with ProgressBar():
-            man = dask.compute(committed, scheduler=scheduler)[0]
-    else:
-        man = dask.compute(committed, scheduler=scheduler)[0]
+    man = _compute(committed, progress=progress, scheduler=scheduler)
     return RecordsDataset._from_manifest(plan.store, plan.node, man)
 
 

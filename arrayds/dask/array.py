@@ -481,14 +481,11 @@ def _distributed_client() -> Any:
 
 
 def _run(obj: Any, progress: bool) -> Any:
-    import dask
+    # the shared progress rule (arrayds.progress): a bar only on a terminal; dask's
+    # ProgressBar locally, distributed's progress under a Client
+    from ..progress import compute
 
-    if progress and _distributed_client() is None:
-        from dask.diagnostics import ProgressBar
-
-        with ProgressBar():
-            return dask.compute(obj)[0]
-    return dask.compute(obj)[0]
+    return compute(obj, progress=progress)
 
 
 # ----------------------------------------------------------------------- read

@@ -224,7 +224,13 @@ def test_reads_with_processes_scheduler_and_pickled_sources(local_url):
     np.testing.assert_array_equal(a[...], want * 2)
 
 
-def test_progress_bar(url, capsys):
+def test_progress_bar(url, capsys, monkeypatch):
+    # captured output is not a terminal: quiet unless forced (arrayds.progress)
+    monkeypatch.delenv("ARRAYDS_PROGRESS", raising=False)
+    arrayds.to_arrayrecord(da.ones((10, 10), chunks=5), url, mode="w", progress=True)
+    err = capsys.readouterr()
+    assert "100%" not in err.out + err.err
+    monkeypatch.setenv("ARRAYDS_PROGRESS", "1")
     arrayds.to_arrayrecord(da.ones((10, 10), chunks=5), url, mode="w", progress=True)
     err = capsys.readouterr()
     assert "100%" in err.out + err.err
