@@ -211,3 +211,77 @@ class LatencyProxy:
                 client.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
+
+
+class ServerProcess:
+    """moto + a :class:`LatencyProxy` in a separate process (so that benchmarks do
+    not share the GIL with the server): ``port`` is moto, ``proxy_port`` the proxy.
+    """
+
+    def __init__(self, latency: float = 0.005) -> None:
+        import json
+        import subprocess
+        import sys
+
+        self.proc = subprocess.Popen(
+            [sys.executable, __file__, "--serve", str(latency)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError("the S3 server process did not start")
+        ports = json.loads(line)
+        self.port = int(ports["port"])
+        self.proxy_port = int(ports["proxy_port"])
+        self.moto = MotoS3(server=None, port=self.port)
+
+    def storage_options(self, through_proxy: bool = True) -> dict[str, Any]:
+        port = self.proxy_port if through_proxy else self.port
+        return self.moto.storage_options(f"http://127.0.0.1:{port}")
+
+    def stats(self, reset: bool = False) -> dict[str, int]:
+        """The proxy's counters (asked over the control pipe)."""
+        import json
+
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write("reset\n" if reset else "stats\n")
+        self.proc.stdin.flush()
+        return json.loads(self.proc.stdout.readline())
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                assert self.proc.stdin is not None
+                self.proc.stdin.close()
+                self.proc.wait(10)
+            except Exception:  # noqa: BLE001 - make sure it is gone
+                self.proc.kill()
+                self.proc.wait(10)
+
+
+def _serve(latency: float) -> None:
+    import json
+    import sys
+
+    server = start_moto()
+    proxy = LatencyProxy(("127.0.0.1", server.port), latency=latency).start()
+    sys.stdout.write(json.dumps({"port": server.port, "proxy_port": proxy.port}) + "\n")
+    sys.stdout.flush()
+    for line in sys.stdin:  # commands until the parent closes the pipe
+        cmd = line.strip()
+        snap = proxy.stats.snapshot()
+        if cmd == "reset":
+            proxy.stats.reset()
+        sys.stdout.write(json.dumps(snap) + "\n")
+        sys.stdout.flush()
+    proxy.stop()
+
+
+if __name__ == "__main__":
+    import sys
+
+    if len(sys.argv) == 3 and sys.argv[1] == "--serve":
+        _serve(float(sys.argv[2]))
