@@ -58,5 +58,10 @@ bench: install
 sanitize: install
 	PY=$(PY) native/sanitize.sh tests/engine tests/arrayrecord
 
+# The documentation site (guide, CLI, format, API reference from the docstrings) in
+# site/; warnings are errors. `make test` builds it too (tests/docs).
+docs: install
+	$(PY) -m mkdocs build --strict --site-dir site
+
 clean:
 	rm -rf build $(VENV) .pytest_cache .hypothesis
