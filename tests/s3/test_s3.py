@@ -395,3 +395,32 @@ def test_cli_info_verify_gc_on_s3(s3_url, s3_opts, s3_fs):
     bad = run("verify", s3_url)
     assert bad.exit_code == 1
     assert f"DAMAGED s3://{shards[3]}: file: missing" in bad.output
+
+
+def test_cli_convert_into_and_out_of_s3(s3_url, s3_opts, s3_fs, tmp_path):
+    """A local .npy into an S3 dataset, and a .npy on S3 (read by byte ranges) into a
+    local one."""
+    from click.testing import CliRunner
+
+    from arrayds.cli import cli
+
+    data = np.arange(5000 * 3, dtype="<i4").reshape(5000, 3)
+    np.save(tmp_path / "a.npy", data)
+    opts = ["-o", f"endpoint_url={s3_opts['endpoint_url']}", "-o", "key=testing"]
+    opts += ["-o", "secret=testing"]
+    runner = CliRunner()
+    res = runner.invoke(
+        cli, ["convert", str(tmp_path / "a.npy"), s3_url, "-c", "a", "--chunks", "1000,3", *opts]
+    )
+    assert res.exit_code == 0, res.output
+    a = arrayds.open_array(s3_url, "a", storage_options=s3_opts)
+    assert a.chunks[0] == (1000,) * 5
+    np.testing.assert_array_equal(a[:], data)
+    src = s3_url.replace("s3://", "") + "-src/a.npy"
+    s3_fs.put(str(tmp_path / "a.npy"), src)
+    src_opts = [o.replace("-o", "--source-option") for o in opts]
+    dst = str(tmp_path / "local.ads")
+    res = runner.invoke(cli, ["convert", f"s3://{src}", dst, "--chunks", "700,3", *src_opts])
+    assert res.exit_code == 0, res.output
+    np.testing.assert_array_equal(arrayds.open_array(dst)[:], data)
+    assert arrayds.open_array(dst).chunks[0][:2] == (700, 700)
