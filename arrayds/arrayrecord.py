@@ -395,7 +395,18 @@ class ArrayRecordReader:
     Batches are decoded in parallel with the GIL released; one reader may be shared
     by many threads. ``options`` are the official reader options, as a string
     (``"readahead_buffer_size:0"``) or a dict of strings; they change how, never
-    what, is read.
+    what, is read. Iteration decodes batches of about ``readahead_buffer_size``
+    bytes (8 MiB by default) and decodes the next batch in the background unless
+    ``readahead_buffer_size:0`` or ``max_parallelism:0``.
+
+    Where this differs from the official 0.8.6 reader, on purpose: errors in the
+    file raise at open, not at the first read; ``read(a, a)`` is ``[]`` instead of
+    ``IndexError``; ``read([...])`` accepts negative indices and costs O(len(list))
+    (the official one costs O(num_records) per call); ``seek(i)`` rejects a negative
+    position (seeking past the end stays allowed); after ``close()`` reads raise
+    ``ValueError`` ("... is closed") instead of ``RuntimeError``, while
+    ``num_records()`` still answers; ``close()`` during an iteration ends it at the
+    next batch boundary.
 
     >>> import os, tempfile, arrayds, numpy as np
     >>> path = os.path.join(tempfile.mkdtemp(), "example.array_record")

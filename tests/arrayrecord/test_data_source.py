@@ -202,3 +202,18 @@ def test_readers_after_fork(shards) -> None:
     proc.join(60)
     assert proc.exitcode == 0
     assert result == (records[0], [records[1], records[-1]], len(records)), result
+
+
+def _read_one(src, i):
+    return src[i]
+
+
+def test_in_dask_tasks_with_processes(shards) -> None:
+    dask = pytest.importorskip("dask", reason="dask is part of the [dask] extra")
+    paths, records = shards
+    src = arrayds.ArrayRecordDataSource(paths)
+    src[0]  # open readers in the parent; the tasks get pickled copies
+    picks = list(range(0, len(records), 3))
+    tasks = [dask.delayed(_read_one)(src, i) for i in picks]
+    got = dask.compute(*tasks, scheduler="processes", num_workers=2)
+    assert list(got) == [records[i] for i in picks]
