@@ -495,6 +495,11 @@ def write_dataset(
         except (ValueError, TypeError, OverflowError) as e:
             raise type(e)(f"{vwhat}: {e}") from None
         data, dtype, vlen = _storable(name, enc, what)
+        if _is_dask(data) and any(c != c for cs in data.chunks for c in cs):  # NaN sizes
+            raise ValueError(
+                f"{vwhat}: the dask array has unknown chunk sizes; call "
+                f"compute_chunk_sizes() (or .chunk()) before writing"
+            )
         vattrs = encode_attrs(enc.attrs, vwhat)
         if vlen:
             vattrs[INTERNAL] = {"strings": vlen}

@@ -401,3 +401,15 @@ def test_appending_longer_strings_is_refused(url):
     arrayds.to_arrayrecord(fits, url, mode="a", append_dim="t")
     back = xr.open_dataset(url, engine="arrayds").load()
     assert back.name.values.tolist() == ["ab", "cd", "x"] and back.name.dtype == object
+
+
+def test_unknown_chunk_sizes_and_empty_dataset(url):
+    x = da.arange(10, chunks=5)
+    ragged_chunks = x[x > 3]  # unknown chunk sizes
+    ds = xr.Dataset({"v": ("n", ragged_chunks)})
+    with pytest.raises(ValueError, match="variable 'v': the dask array has unknown chunk sizes"):
+        arrayds.to_arrayrecord(ds, url)
+    assert not os.path.exists(url)
+    empty = xr.Dataset(attrs={"note": "nothing yet"})
+    arrayds.to_arrayrecord(empty, url)
+    xr.testing.assert_identical(xr.open_dataset(url, engine="arrayds"), empty)
