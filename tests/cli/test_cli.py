@@ -514,3 +514,35 @@ def test_gc_refuses_a_folder_that_is_not_a_dataset(run, tmp_path):
     res = run("gc", tmp_path / "loose", "--min-age", "0")
     assert res.exit_code == 1 and "no arrayds dataset" in res.output
     assert (tmp_path / "loose" / "x.array_record").exists()
+
+
+def test_xarray_datasets_info_verify_gc(run, tmp_path):
+    """A dataset written by xarray (a group snapshot plus member arrays): info names
+    its variables, verify checks the members' shards (also those named only by the
+    snapshot), gc removes nothing that either references."""
+    xr = pytest.importorskip("xarray")
+    url = str(tmp_path / "era.ads")
+    ds = xr.Dataset(
+        {"t2m": (("time", "x"), np.arange(40.0).reshape(8, 5))},
+        coords={"time": np.arange(8), "x": np.arange(5) * 10},
+    )
+    arrayds.to_arrayrecord(ds.chunk({"time": 4}), url)
+    arrayds.to_arrayrecord(ds.assign_coords(time=ds.time + 8), url, mode="a", append_dim="time")
+    desc = describe(url)
+    root = desc["nodes"][0]
+    assert root["kind"] == "group" and root["dataset_variables"] == ["t2m", "time", "x"]
+    res = run("info", url)
+    assert "(dataset: t2m, time, x)" in res.output
+    assert run("verify", url).exit_code == 0
+    before = _shards(url)
+    report = collect_garbage(url, min_age=0)
+    assert report.removed == [] and _shards(url) == before
+    # a member's shard is named by the member's manifest and by the snapshot: a
+    # missing one is reported once
+    shard = sorted(glob.glob(f"{url}/t2m/c/*"))[0]
+    os.unlink(shard)
+    res = run("verify", url)
+    assert res.exit_code == 1
+    assert res.output.count(f"DAMAGED {shard}: file: missing") == 1
+    back = xr.open_dataset(url, engine="arrayds")
+    assert back.sizes["time"] == 16
