@@ -402,141 +402,155 @@ def convert(
 
     from .dataset import open_group
 
-    src = os.fspath(src)
-    dst = os.fspath(dst)
-    base = check_component(component)
-    in_opts = dict(storage_options or {}) if source_options is None else dict(source_options)
-    kind, fs, paths = detect(src, in_opts)
-    result = ConvertResult(kind, src, dst)
-    work: list[Any] = []
+    try:
+        src = os.fspath(src)
+        dst = os.fspath(dst)
+        base = check_component(component)
+        in_opts = dict(storage_options or {}) if source_options is None else dict(source_options)
+        kind, fs, paths = detect(src, in_opts)
+        result = ConvertResult(kind, src, dst)
+        work: list[Any] = []
 
-    def write_array(x: Any, node: str, **kw: Any) -> None:
-        d = arrayds.to_arrayrecord(
-            x,
-            dst,
-            node or None,
-            mode=mode,
-            compression=compression,
-            shard_size=shard_size,
-            compute=False,
-            storage_options=storage_options,
-            **kw,
-        )
-        work.append(d)
-        result.nodes.append(node)
-
-    def group(node: str, attrs: dict[str, Any]) -> None:
-        g = open_group(
-            dst, node or None, mode="a", storage_options=storage_options, attrs=attrs or None
-        )
-        if attrs and dict(g.attrs) != attrs:
-            g.attrs.update(attrs)
-        result.nodes.append(node)
-
-    if mode == "w" and kind in ("zarr", "hdf5"):
-        open_group(dst, base or None, mode="w", storage_options=storage_options)
-    _outer, inner = _split_inner(src)
-    if kind == "npy":
-        x = _npy_array(src, fs, paths[0], in_opts, chunks)
-        write_array(x, base)
-    elif kind == "zarr":
-        import dask.array as da
-        import zarr
-
-        url = fs.unstrip_protocol(paths[0])
-        for rel, obj in _zarr_nodes(src, url, inner, in_opts):
-            node = join_component(base, rel) if rel else base
-            attrs = _json_safe({k: v for k, v in obj.attrs.items() if k != "_ARRAY_DIMENSIONS"})
-            if isinstance(obj, zarr.Group):
-                group(node, attrs)
-                continue
-            x = da.from_zarr(obj)
-            if chunks is not None:
-                x = x.rechunk(chunks)
-            fill = obj.fill_value
-            write_array(
+        def write_array(x: Any, node: str, **kw: Any) -> None:
+            d = arrayds.to_arrayrecord(
                 x,
-                node,
-                attrs=attrs or None,
-                dims=_zarr_dims(obj),
-                fill_value=0 if fill is None else fill,
+                dst,
+                node or None,
+                mode=mode,
+                compression=compression,
+                shard_size=shard_size,
+                compute=False,
+                storage_options=storage_options,
+                **kw,
             )
-    elif kind == "hdf5":
-        import dask.array as da
-        from dask.base import tokenize
+            work.append(d)
+            result.nodes.append(node)
 
-        url = fs.unstrip_protocol(paths[0])
-        h5_nodes = _h5_nodes(url, inner, in_opts)
-        for _rel, what, obj in h5_nodes:  # check every dtype before writing anything
-            dtype = np.dtype(obj.dtype) if what == "dataset" else None
-            if dtype is not None and (dtype.hasobject or dtype.fields is not None):
-                raise ValueError(
-                    f"{src}: HDF5 dataset {obj.name!r} has dtype {obj.dtype}, which arrayds "
-                    f"cannot store (fixed-size numeric, bool, datetime, bytes and unicode "
-                    f"dtypes only); convert the other datasets one by one with "
-                    f"'{_outer}#/path'"
+        def group(node: str, attrs: dict[str, Any]) -> None:
+            g = open_group(
+                dst, node or None, mode="a", storage_options=storage_options, attrs=attrs or None
+            )
+            if attrs and dict(g.attrs) != attrs:
+                g.attrs.update(attrs)
+            result.nodes.append(node)
+
+        if mode == "w" and kind in ("zarr", "hdf5"):
+            open_group(dst, base or None, mode="w", storage_options=storage_options)
+        _outer, inner = _split_inner(src)
+        if kind == "npy":
+            x = _npy_array(src, fs, paths[0], in_opts, chunks)
+            write_array(x, base)
+        elif kind == "zarr":
+            import dask.array as da
+            import zarr
+
+            url = fs.unstrip_protocol(paths[0])
+            for rel, obj in _zarr_nodes(src, url, inner, in_opts):
+                node = join_component(base, rel) if rel else base
+                attrs = _json_safe({k: v for k, v in obj.attrs.items() if k != "_ARRAY_DIMENSIONS"})
+                if isinstance(obj, zarr.Group):
+                    group(node, attrs)
+                    continue
+                x = da.from_zarr(obj)
+                if chunks is not None:
+                    x = x.rechunk(chunks)
+                fill = obj.fill_value
+                write_array(
+                    x,
+                    node,
+                    attrs=attrs or None,
+                    dims=_zarr_dims(obj),
+                    fill_value=0 if fill is None else fill,
                 )
-        for rel, what, obj in h5_nodes:
-            node = join_component(base, rel) if rel else base
-            attrs = _json_safe(dict(obj.attrs))
-            if what == "group":
-                group(node, attrs)
-                continue
-            dtype = np.dtype(obj.dtype)
-            shape = tuple(int(n) for n in obj.shape)
-            source = H5Source(url, obj.name, in_opts, shape, dtype)
-            ch = chunks or obj.chunks or _row_chunks(shape, dtype.itemsize)
-            x = da.from_array(
-                source,
-                chunks=ch,
-                asarray=True,
-                fancy=False,
-                name="h5-" + tokenize(url, obj.name, shape, dtype.str),
-            )
-            fill = obj.fillvalue
-            write_array(x, node, attrs=attrs or None, fill_value=0 if fill is None else fill)
-    elif kind in ("tfrecord", "jsonlines"):
-        from .convert import jsonlines_to_arrayrecord, tfrecord_to_arrayrecord
+        elif kind == "hdf5":
+            import dask.array as da
+            from dask.base import tokenize
 
-        fn = tfrecord_to_arrayrecord if kind == "tfrecord" else jsonlines_to_arrayrecord
-        work.append(
-            fn(
-                [fs.unstrip_protocol(p) for p in paths],
-                dst,
-                num_shards,
-                component=base or None,
-                mode=mode,
-                compression=compression,
-                compute=False,
-                storage_options=storage_options,
-                input_storage_options=in_opts,
-            )
-        )
-        result.nodes.append(base)
-    elif kind == "arrayrecord":
-        from .records import write_from_sources
+            url = fs.unstrip_protocol(paths[0])
+            h5_nodes = _h5_nodes(url, inner, in_opts)
+            for _rel, what, obj in h5_nodes:  # check every dtype before writing anything
+                dtype = np.dtype(obj.dtype) if what == "dataset" else None
+                if dtype is not None and (dtype.hasobject or dtype.fields is not None):
+                    raise ValueError(
+                        f"{src}: HDF5 dataset {obj.name!r} has dtype {obj.dtype}, which arrayds "
+                        f"cannot store (fixed-size numeric, bool, datetime, bytes and unicode "
+                        f"dtypes only); convert the other datasets one by one with "
+                        f"'{_outer}#/path'"
+                    )
+            for rel, what, obj in h5_nodes:
+                node = join_component(base, rel) if rel else base
+                attrs = _json_safe(dict(obj.attrs))
+                if what == "group":
+                    group(node, attrs)
+                    continue
+                dtype = np.dtype(obj.dtype)
+                shape = tuple(int(n) for n in obj.shape)
+                source = H5Source(url, obj.name, in_opts, shape, dtype)
+                ch = chunks or obj.chunks or _row_chunks(shape, dtype.itemsize)
+                x = da.from_array(
+                    source,
+                    chunks=ch,
+                    asarray=True,
+                    fancy=False,
+                    name="h5-" + tokenize(url, obj.name, shape, dtype.str),
+                )
+                fill = obj.fillvalue
+                write_array(x, node, attrs=attrs or None, fill_value=0 if fill is None else fill)
+        elif kind in ("tfrecord", "jsonlines"):
+            from .convert import jsonlines_to_arrayrecord, tfrecord_to_arrayrecord
 
-        urls = [fs.unstrip_protocol(p) for p in paths]
-        if num_shards is not None and num_shards != len(urls):
-            raise ValueError(
-                f"{src}: ArrayRecord files convert one shard per input file ({len(urls)}); "
-                f"num_shards={num_shards} is not supported for them"
+            fn = tfrecord_to_arrayrecord if kind == "tfrecord" else jsonlines_to_arrayrecord
+            work.append(
+                fn(
+                    [fs.unstrip_protocol(p) for p in paths],
+                    dst,
+                    num_shards,
+                    component=base or None,
+                    mode=mode,
+                    compression=compression,
+                    compute=False,
+                    storage_options=storage_options,
+                    input_storage_options=in_opts,
+                )
             )
-        work.append(
-            write_from_sources(
-                [(_arrayrecord_file, (u, in_opts or None)) for u in urls],
-                dst,
-                base or None,
-                mode=mode,
-                compression=compression,
-                serializer="raw",
-                compute=False,
-                storage_options=storage_options,
+            result.nodes.append(base)
+        elif kind == "arrayrecord":
+            from .records import write_from_sources
+
+            urls = [fs.unstrip_protocol(p) for p in paths]
+            if num_shards is not None and num_shards != len(urls):
+                raise ValueError(
+                    f"{src}: ArrayRecord files convert one shard per input file ({len(urls)}); "
+                    f"num_shards={num_shards} is not supported for them"
+                )
+            work.append(
+                write_from_sources(
+                    [(_arrayrecord_file, (u, in_opts or None)) for u in urls],
+                    dst,
+                    base or None,
+                    mode=mode,
+                    compression=compression,
+                    serializer="raw",
+                    compute=False,
+                    storage_options=storage_options,
+                )
             )
-        )
-        result.nodes.append(base)
-    else:  # pragma: no cover - detect() returns only the kinds above
-        raise _unsupported(src, f"unknown kind {kind!r}")
-    if work:
-        _progress.compute(*work, progress=progress, scheduler=scheduler)
+            result.nodes.append(base)
+        else:  # pragma: no cover - detect() returns only the kinds above
+            raise _unsupported(src, f"unknown kind {kind!r}")
+        if work:
+            _progress.compute(*work, progress=progress, scheduler=scheduler)
+    finally:
+        _close_h5_files()
     return result
+
+
+def _close_h5_files() -> None:
+    """Close the HDF5 files this process opened for a conversion."""
+    pid = os.getpid()
+    with _h5_lock:
+        for key in [k for k in _h5_files if k[1] == pid]:
+            try:
+                _h5_files.pop(key).close()
+            except Exception:  # noqa: BLE001 - closing is best effort
+                pass
