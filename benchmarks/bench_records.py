@@ -28,6 +28,7 @@ Targets (ours / official): random reads >= 5x, batches >= 3x, conversion >= 1.8x
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import platform
 import shutil
@@ -64,6 +65,11 @@ def warm() -> None:
     token_pool()
 
 
+def partition_records(seeds: list[int], per_shard: int) -> list[bytes]:
+    """The records of one bag partition (one shard per seed)."""
+    return [r for k in seeds for r in make_records(per_shard, seed=k)]
+
+
 def make_records(n: int, seed: int) -> list[bytes]:
     """``n`` token records of about 1 KiB (deterministic for ``seed``): random windows
     of the token pool, so making them costs far less than writing them."""
@@ -94,6 +100,7 @@ def official_write_shards(paths: list[str], per_shard: int) -> None:
 
 
 def bench(args: argparse.Namespace, workdir: str, client) -> list[tuple]:
+    this = _this()
     import dask.bag as db
     from array_record.python import array_record_module as official
     from array_record.python.array_record_data_source import (
@@ -109,8 +116,10 @@ def bench(args: argparse.Namespace, workdir: str, client) -> list[tuple]:
     url = os.path.join(workdir, "ds")
 
     def ours_write():
+        # this module by reference (not __main__ by value: that would ship the
+        # 16 MiB token pool inside every task)
         bag = db.from_sequence(range(shards), npartitions=shards).map_partitions(
-            lambda ks: [r for k in ks for r in make_records(per, seed=k)]
+            functools.partial(this.partition_records, per_shard=per)
         )
         arrayds.to_arrayrecord(bag, url, mode="w", compression="zstd:3")
 
@@ -221,7 +230,16 @@ def render(rows: list[tuple], args: argparse.Namespace, elapsed: float) -> str:
     return "\n".join(lines)
 
 
+def _this():
+    """This file as the importable module ``bench_records`` (also when run as a script)."""
+    import importlib
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    return importlib.import_module("bench_records")
+
+
 def main(argv: list[str] | None = None) -> int:
+    this = _this()
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="8 shards x 5,000 records")
     p.add_argument("--shards", type=int, default=8)
@@ -244,8 +262,9 @@ def main(argv: list[str] | None = None) -> int:
             ) as cluster,
             Client(cluster) as client,
         ):
-            client.run(warm)  # imports and the token pool outside the timings
-            warm()
+            client.upload_file(__file__)  # workers import this module as bench_records
+            client.run(this.warm)  # imports and the token pool outside the timings
+            this.warm()
             rows = bench(args, workdir, client)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
