@@ -309,11 +309,22 @@ class PyWriter {
 
   uint64_t write_many(const py::handle& records) {
     // Views of up to kBatchRecords records are taken with the GIL, then copied and
-    // encoded with one GIL release per batch. If an item is not bytes-like, the
-    // records before it are written, then the TypeError is raised (like a loop of
-    // write() calls).
+    // encoded with one GIL release per batch. A list or tuple is type-checked first,
+    // so a bad item means nothing is written; for other iterables a bad item (or an
+    // exception from the iterator) discards the records of the current batch only.
     constexpr size_t kBatchRecords = 16384;
     constexpr size_t kBatchBytes = 64u << 20;
+    if (PyList_Check(records.ptr()) || PyTuple_Check(records.ptr())) {
+      py::sequence seq = py::reinterpret_borrow<py::sequence>(records);
+      const size_t n = seq.size();
+      for (size_t k = 0; k < n; ++k) {
+        PyObject* item = PySequence_Fast_GET_ITEM(records.ptr(), static_cast<Py_ssize_t>(k));
+        if (PyUnicode_Check(item) || !PyObject_CheckBuffer(item)) {
+          BufferView probe;
+          probe.acquire(item, ("record " + std::to_string(k)).c_str());  // raises TypeError
+        }
+      }
+    }
     py::iterator it = py::iter(records);
     std::vector<py::object> keep;
     std::deque<BufferView> views;  // a deque: Py_buffer structs are never moved
@@ -323,26 +334,17 @@ class PyWriter {
       keep.clear();
       views.clear();
       size_t bytes = 0;
-      std::exception_ptr error;
-      try {
-        while (views.size() < kBatchRecords && bytes < kBatchBytes &&
-               it != py::iterator::sentinel()) {
-          py::object item = py::reinterpret_borrow<py::object>(*it);
-          views.emplace_back();
-          try {
-            views.back().acquire(item.ptr(), "record");
-          } catch (...) {
-            views.pop_back();  // holds nothing
-            throw;
-          }
-          bytes += views.back().size();
-          keep.push_back(std::move(item));
-          ++it;  // runs the iterator's code, which may raise
-        }
-      } catch (...) {
-        error = std::current_exception();
+      while (views.size() < kBatchRecords && bytes < kBatchBytes &&
+             it != py::iterator::sentinel()) {
+        py::object item = py::reinterpret_borrow<py::object>(*it);
+        views.emplace_back();
+        views.back().acquire(item.ptr(), "record");
+        bytes += views.back().size();
+        keep.push_back(std::move(item));
+        ++it;
       }
-      if (!views.empty()) {
+      if (views.empty()) break;
+      {
         py::gil_scoped_release release;
         for (const BufferView& v : views) {
           writer_->add_record(v.data(), v.size());
@@ -350,8 +352,6 @@ class PyWriter {
         }
       }
       total += views.size();
-      if (error) std::rethrow_exception(error);
-      if (views.empty()) break;
     }
     return total;
   }

@@ -80,7 +80,13 @@ def test_accepts_buffers_rejects_str(tmp_path: Path) -> None:
         w.write(5)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="not str"):
         w.write_many([b"ok", "text", b"never"])  # type: ignore[list-item]
-    assert w.num_records() == len(records) + 1  # the records before the bad one land
+    with pytest.raises(TypeError, match="record 1 .*not 'int'"):
+        w.write_many((b"ok", 5))  # type: ignore[arg-type]
+    assert w.num_records() == len(records)  # a list/tuple with a bad item writes nothing
+    with pytest.raises(TypeError, match="not str"):
+        w.write_many(iter([b"ok", "text"]))  # type: ignore[list-item]
+    assert w.num_records() == len(records)  # ... and neither does the batch of an iterator
+    w.write_many(x for x in [b"ok"])
     w.close()
     r = _native.Reader.from_bytes(w.getvalue())
     assert r.read_range(0, r.num_records()) == [
@@ -107,7 +113,7 @@ def test_write_from_inside_write_many_is_an_error_not_a_deadlock() -> None:
     w.write(b"after")
     w.close()
     r = _native.Reader.from_bytes(w.getvalue())
-    assert r.read_range(0, r.num_records()) == [b"first", b"after"]
+    assert r.read_range(0, r.num_records()) == [b"after"]  # the failed batch is dropped
 
 
 def test_engine_works_in_forked_children(tmp_path: Path) -> None:
