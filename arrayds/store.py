@@ -658,9 +658,15 @@ def shard_reader(store: Store, path: str) -> ArrayRecordReader:
                 return r
         url = path if store.local else store.fs.unstrip_protocol(path)
         try:
-            r = ArrayRecordReader(
-                url, storage_options=None if store.local else store.storage_options
-            )
+            if store.local:
+                r = ArrayRecordReader(url)
+            else:
+                # object stores: fetch a 128 KiB tail (the postscript and, up to a few
+                # thousand chunks, the whole footer) instead of the reader's 1 MiB
+                # default, which would move most of a small shard per open (issue 6)
+                r = ArrayRecordReader(
+                    url, REMOTE_SHARD_READER_OPTIONS, storage_options=store.storage_options
+                )
         except BaseException:
             with _readers_lock:
                 _opening.pop(key, None)
@@ -676,6 +682,9 @@ def shard_reader(store: Store, path: str) -> ArrayRecordReader:
                 _readers.popitem(last=False)
     return r
 
+
+REMOTE_SHARD_READER_OPTIONS = "footer_prefetch_bytes:128K"
+"""Reader options of dataset shards on remote file systems (see :func:`shard_reader`)."""
 
 _opening: dict[tuple[Any, ...], threading.Lock] = {}
 """Per-shard locks held while a reader opens (see :func:`shard_reader`)."""
