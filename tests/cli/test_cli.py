@@ -546,3 +546,20 @@ def test_xarray_datasets_info_verify_gc(run, tmp_path):
     assert res.output.count(f"DAMAGED {shard}: file: missing") == 1
     back = xr.open_dataset(url, engine="arrayds")
     assert back.sizes["time"] == 16
+
+
+def test_verify_names_the_records_of_a_damaged_chunk(run, tmp_path):
+    """With group_size 4 one damaged chunk holds four records: one problem names the
+    chunk and its record range; the other chunks still verify."""
+    url = str(tmp_path / "g")
+    recs = [b"rec-%03d-" % i * 20 for i in range(16)]
+    arrayds.to_arrayrecord(recs, url, group_size=4, compression="uncompressed")
+    shard = glob.glob(os.path.join(url, "*.array_record*"))[0]
+    _flip(shard, _offset_of(shard, recs[9]) + 3)
+    res = run("verify", url)
+    assert res.exit_code == 1
+    damaged = [ln for ln in res.output.splitlines() if ln.startswith("DAMAGED")]
+    assert len(damaged) == 1
+    assert damaged[0].startswith(f"DAMAGED {shard}: chunk 2 (records 8..11): ")
+    assert "hash mismatch" in damaged[0]
+    assert res.output.splitlines()[-1].endswith(": 1 problem")
