@@ -521,8 +521,10 @@ class Group(Mapping[str, Any]):
     def _commit_attrs(self, attrs: dict[str, Any]) -> None:
         self._check_writable()
         cur = _read_node(self._store, self._node)
-        gen = cur.generation if isinstance(cur, GroupManifest) else self._m.generation
-        m = GroupManifest(attrs=attrs, generation=gen + 1, commit=new_write_id())
+        base = cur if isinstance(cur, GroupManifest) else self._m
+        m = GroupManifest(
+            attrs=attrs, generation=base.generation + 1, commit=new_write_id(), extra=base.extra
+        )
         self._store.write_manifest(self._node, m.to_json())
         self._m = m
 

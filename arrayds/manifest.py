@@ -533,11 +533,16 @@ def _require(d: Mapping[str, Any], key: str, types: Any, what: str) -> Any:
 
 @dataclass
 class GroupManifest:
-    """A group node: attributes only (children are the sub-folders with manifests)."""
+    """A group node: attributes (children are the sub-folders with manifests).
+
+    ``extra`` keeps the fields this class does not interpret (e.g. an xarray dataset's
+    ``snapshot``, docs/spec.md section 10) so that rewriting a group manifest, e.g.
+    for its attributes, carries them over unchanged."""
 
     attrs: dict[str, Any] = field(default_factory=dict)
     generation: int = 0
     commit: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
 
     kind = "group"
 
@@ -549,6 +554,7 @@ class GroupManifest:
             "generation": self.generation,
             "commit": self.commit,
             "attrs": self.attrs,
+            **self.extra,
         }
 
     @classmethod
@@ -559,7 +565,11 @@ class GroupManifest:
         gen = d.get("generation", 0)
         if not isinstance(gen, int) or isinstance(gen, bool) or gen < 0:
             raise CorruptionError(f"{what}: manifest field 'generation' has a bad value {gen!r}")
-        return cls(attrs=dict(attrs), generation=gen, commit=str(d.get("commit", "")))
+        extra = {k: v for k, v in d.items() if k not in _GROUP_FIELDS}
+        return cls(attrs=dict(attrs), generation=gen, commit=str(d.get("commit", "")), extra=extra)
+
+
+_GROUP_FIELDS = frozenset({"format", "format_version", "kind", "generation", "commit", "attrs"})
 
 
 @dataclass

@@ -413,3 +413,21 @@ def test_unknown_chunk_sizes_and_empty_dataset(url):
     empty = xr.Dataset(attrs={"note": "nothing yet"})
     arrayds.to_arrayrecord(empty, url)
     xr.testing.assert_identical(xr.open_dataset(url, engine="arrayds"), empty)
+
+
+def test_group_attrs_change_keeps_the_dataset_snapshot(url):
+    ds = climate(nt=4)
+    arrayds.to_arrayrecord(ds, url)
+    old_child = open(os.path.join(url, "t2m", "arrayds.json"), "rb").read()
+    more = climate(nt=2, seed=4).assign_coords(time=pd.date_range("2004-01-01", periods=2))
+    arrayds.to_arrayrecord(more, url, mode="a", append_dim="time")
+    with open(os.path.join(url, "t2m", "arrayds.json"), "wb") as f:
+        f.write(old_child)  # roll forward of t2m still pending
+    g = arrayds.open(url, mode="r+")
+    g.attrs["note"] = "edited through the group API"
+    with open(os.path.join(url, "arrayds.json")) as f:
+        raw = json.load(f)
+    assert "snapshot" in raw and set(raw["snapshot"]["members"]) >= {"t2m", "pres"}
+    assert raw["attrs"]["note"] == "edited through the group API"
+    back = xr.open_dataset(url, engine="arrayds")
+    assert back.t2m.shape[0] == 6  # the snapshot still wins over the stale member
