@@ -469,17 +469,6 @@ def write_array(
     return _run(commit, progress)
 
 
-def _distributed_client() -> Any:
-    try:
-        from distributed import default_client
-    except ImportError:  # pragma: no cover
-        return None
-    try:
-        return default_client()
-    except ValueError:
-        return None
-
-
 def _run(obj: Any, progress: bool) -> Any:
     # the shared progress rule (arrayds.progress): a bar only on a terminal; dask's
     # ProgressBar locally, distributed's progress under a Client
