@@ -52,12 +52,11 @@ from .grid import (
     plan_axis,
 )
 from .manifest import ArrayManifest, CommitConflictError, ShardEntry, writer_options
+from .node import Node
 from .store import SHARD_DIR, SHARD_SUFFIX, Store, io_pool, new_write_id, read_records
 from .tensor import decode_chunk, encode_chunk
 
 __all__ = ["Array", "ArrayInfo", "Attributes"]
-
-WRITABLE_MODES = ("r+", "a", "w", "w-")
 
 
 # ------------------------------------------------------------------ attributes
@@ -240,7 +239,7 @@ def _stack_entries(old: Sequence[ShardEntry], new: Sequence[ShardEntry]) -> list
 # -------------------------------------------------------------------- Array
 
 
-class Array:
+class Array(Node):
     """A chunked N-d array stored as ArrayRecord shards (API.md section 2).
 
     Open one with :func:`arrayds.open_array`, ``group[name]`` or
@@ -257,6 +256,8 @@ class Array:
     (2, 2)
     """
 
+    _kind = "array"
+
     def __init__(self, store: Store, node: str, manifest: ArrayManifest, mode: str = "r") -> None:
         self._store = store
         self._node = node
@@ -265,37 +266,6 @@ class Array:
         self._lock = threading.Lock()
 
     # -- identity
-
-    @property
-    def store(self) -> Store:
-        return self._store
-
-    @property
-    def url(self) -> str:
-        """The dataset root URL this array was opened from."""
-        return self._store.url
-
-    @property
-    def path(self) -> str:
-        """The node name inside the dataset (``""`` for the root)."""
-        return self._node
-
-    @property
-    def name(self) -> str:
-        """``"/"`` plus the node name."""
-        return "/" + self._node
-
-    @property
-    def mode(self) -> str:
-        return self._mode
-
-    @property
-    def read_only(self) -> bool:
-        return self._mode not in WRITABLE_MODES
-
-    @property
-    def _what(self) -> str:
-        return f"array {self._store.display(self._node)!r}"
 
     @property
     def manifest(self) -> ArrayManifest:

@@ -32,10 +32,11 @@ from typing import Any
 
 import numpy as np
 
-from .array import WRITABLE_MODES, Array, Attributes
+from .array import Array, Attributes
 from .arrayrecord import CorruptionError
 from .grid import normalize_chunks
 from .manifest import ArrayManifest, GroupManifest, parse_node
+from .node import Node
 from .store import SHARD_DIR, Store, check_component, join_component, new_write_id
 
 __all__ = ["Group", "TreeView", "open", "open_array", "open_group", "register_node_type"]
@@ -445,7 +446,7 @@ class TreeView:
         return "<pre>" + html.escape("\n".join(self.lines)) + "</pre>"
 
 
-class Group(Mapping[str, Any]):
+class Group(Node, Mapping[str, Any]):
     """A group node: a mapping from child names to nodes (groups, arrays, ...).
 
     ``g["a/b"]`` reaches nested nodes, ``list(g)`` lists the children, ``g.attrs`` is
@@ -459,6 +460,8 @@ class Group(Mapping[str, Any]):
     (True, ['x'], dtype('int16'))
     """
 
+    _kind = "group"
+
     def __init__(self, store: Store, node: str, manifest: GroupManifest, mode: str = "r") -> None:
         self._store = store
         self._node = node
@@ -466,34 +469,6 @@ class Group(Mapping[str, Any]):
         self._mode = mode
 
     # -- identity
-
-    @property
-    def store(self) -> Store:
-        return self._store
-
-    @property
-    def url(self) -> str:
-        return self._store.url
-
-    @property
-    def path(self) -> str:
-        return self._node
-
-    @property
-    def name(self) -> str:
-        return "/" + self._node
-
-    @property
-    def mode(self) -> str:
-        return self._mode
-
-    @property
-    def read_only(self) -> bool:
-        return self._mode not in WRITABLE_MODES
-
-    @property
-    def _what(self) -> str:
-        return f"group {self._store.display(self._node)!r}"
 
     def __eq__(self, other: object) -> bool:
         return (

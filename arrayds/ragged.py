@@ -62,6 +62,7 @@ from .manifest import (
     register_kind,
     writer_options,
 )
+from .node import Node
 from .store import (
     SHARD_DIR,
     SHARD_SUFFIX,
@@ -413,7 +414,7 @@ def _item_indices(key: Any, n: int, what: str) -> tuple[np.ndarray, bool]:
 # ------------------------------------------------------------------ the handle
 
 
-class RaggedArray:
+class RaggedArray(Node):
     """Variable-length items of one dtype and ndim (API.md section 4).
 
     ``len(ra)``, ``ra.dtype``, ``ra.shapes`` (one shape per item), ``ra[i]`` (one
@@ -429,6 +430,8 @@ class RaggedArray:
     (dtype('int16'), [3, 6], [[1, 1], [1, 2]])
     """
 
+    _kind = "ragged array"
+
     def __init__(self, store: Store, node: str, manifest: RaggedManifest, mode: str = "r"):
         self._store = store
         self._node = node
@@ -439,24 +442,8 @@ class RaggedArray:
     # -- identity and metadata
 
     @property
-    def store(self) -> Store:
-        return self._store
-
-    @property
-    def url(self) -> str:
-        return self._store.url
-
-    @property
-    def path(self) -> str:
-        return self._node
-
-    @property
     def manifest(self) -> RaggedManifest:
         return self._m
-
-    @property
-    def _what(self) -> str:
-        return f"ragged array {self._store.display(self._node)!r}"
 
     def __len__(self) -> int:
         return self._m.count

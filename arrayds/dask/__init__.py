@@ -4,4 +4,9 @@
 :func:`~arrayds.dask.array.array_to_dask`). The public entry points are
 :func:`arrayds.to_arrayrecord` and :func:`arrayds.from_arrayrecord` (``arrayds.api``),
 which dispatch on the type of the data or the kind of the stored node.
+
+>>> import dask.array as da, arrayds
+>>> _ = arrayds.to_arrayrecord(da.arange(6, chunks=4), "memory://doc-dask", mode="w")
+>>> arrayds.from_arrayrecord("memory://doc-dask").chunks
+((4, 2),)
 """
