@@ -126,15 +126,35 @@ def generated(n: int, chunk: int) -> da.Array:
 # -------------------------------------------------------------------- timing
 
 
-def best_of(repeat: int, fn: Callable[[], Any], setup: Callable[[], Any] | None = None) -> float:
-    best = float("inf")
+class Timing(float):
+    """The best wall-clock seconds of some runs, with ``cpu``: the least CPU seconds
+    (all threads of every process that ``cpu_clock`` counts) of the same runs."""
+
+    cpu: float
+
+
+def process_cpu() -> float:
+    return time.process_time()
+
+
+cpu_clock: Callable[[], float] = process_cpu
+"""What counts as CPU time: this process (threaded workloads), or this process plus
+the cluster's worker processes (A5)."""
+
+
+def best_of(repeat: int, fn: Callable[[], Any], setup: Callable[[], Any] | None = None) -> Timing:
+    best = cpu_best = float("inf")
     for _ in range(repeat):
         if setup is not None:
             setup()
+        c0 = cpu_clock()
         t0 = time.perf_counter()
         fn()
         best = min(best, time.perf_counter() - t0)
-    return best
+        cpu_best = min(cpu_best, cpu_clock() - c0)
+    t = Timing(best)
+    t.cpu = cpu_best
+    return t
 
 
 def rmtree(path: str) -> None:
@@ -243,7 +263,6 @@ class System:
 
 class ArraydsSystem(System):
     name = "arrayds"
-    write_note = 'to_arrayrecord(compression="zstd:1"), 16 MiB shards (default grouping)'
 
     def write(self, x: da.Array) -> None:
         arrayds.to_arrayrecord(x, self.path, mode="w-", compression="zstd:1")
@@ -420,18 +439,25 @@ class Results:
         self.rows: list[dict[str, Any]] = []
 
     def add(
-        self, workload: str, unit: str, figures: dict[str, tuple[float, str]], higher: bool = True
+        self,
+        workload: str,
+        unit: str,
+        figures: dict[str, tuple[float, str, float]],
+        higher: bool = True,
     ) -> None:
-        """``figures``: system -> (value, the options behind it)."""
+        """``figures``: system -> (value, the options behind it, the value per CPU
+        second: MB per CPU second, or CPU ms per read for latencies)."""
         ours = figures.get("arrayds")
         anchors = {k: v for k, v in figures.items() if k != "arrayds"}
-        best = None
+        pick = max if higher else min
+        best = best_cpu = None
         if anchors:
-            pick = max if higher else min
             best = pick(anchors.items(), key=lambda kv: kv[1][0])
-        ratio = None
-        if ours is not None and best is not None and best[1][0] > 0:
+            best_cpu = pick(anchors.items(), key=lambda kv: kv[1][2])
+        ratio = ratio_cpu = None
+        if ours is not None and best is not None and best_cpu is not None:
             ratio = ours[0] / best[1][0]
+            ratio_cpu = ours[2] / best_cpu[1][2]
         self.rows.append(
             {
                 "workload": workload,
@@ -439,6 +465,8 @@ class Results:
                 "figures": {k: list(v) for k, v in figures.items()},
                 "best_anchor": best[0] if best else None,
                 "ratio": ratio,
+                "best_anchor_cpu": best_cpu[0] if best_cpu else None,
+                "ratio_cpu": ratio_cpu,
                 "higher_is_better": higher,
             }
         )
@@ -454,6 +482,59 @@ def mbps(nbytes: int, seconds: float) -> float:
     return nbytes / seconds / 1e6
 
 
+def fig(nbytes: int, t: Timing, note: str) -> tuple[float, str, float]:
+    """(MB/s, note, MB per CPU second)."""
+    return (mbps(nbytes, t), note, mbps(nbytes, t.cpu))
+
+
+def interleave(
+    repeat: int, jobs: list[tuple[str, Callable[[], Any], Callable[[], Any] | None]]
+) -> dict[str, Timing]:
+    """Time every job ``repeat`` times, in rounds (each round runs every job once), so
+    that the load of a shared machine spreads over all systems alike."""
+    best: dict[str, Timing] = {}
+    for _ in range(repeat):
+        for name, fn, setup in jobs:
+            t = best_of(1, fn, setup)
+            old = best.get(name)
+            if old is None:
+                best[name] = t
+            else:
+                merged = Timing(min(old, t))
+                merged.cpu = min(old.cpu, t.cpu)
+                best[name] = merged
+    return best
+
+
+def best_variant(
+    timings: dict[str, Timing], nbytes: int, notes: dict[str, tuple[str, str]]
+) -> dict[str, tuple[float, str, float]]:
+    """Per system, the fastest of its variants. ``notes``: job -> (system, note)."""
+    out: dict[str, tuple[float, str, float]] = {}
+    for job, t in timings.items():
+        system, note = notes[job]
+        f = fig(nbytes, t, note)
+        if system not in out or f[0] > out[system][0]:
+            out[system] = f
+    return out
+
+
+READ_API = {
+    "arrayds": "from_arrayrecord(url)",
+    "zarr": "from_zarr(z)",
+    "zarr-sharded": "from_zarr(z)",
+    "tensorstore": "da.from_array(TensorStore)",
+    "h5py": "da.from_array(dataset, lock=True)",
+}
+WRITE_NOTES = {
+    "arrayds": 'to_arrayrecord(compression="zstd:1"), default shard grouping (16 MiB shards)',
+    "zarr": "da.store(lock=False)",
+    "zarr-sharded": "da.store(lock=False), dask blocks rechunked to the 16 MiB shards",
+    "tensorstore": "da.store(lock=False) into a zarr3 TensorStore",
+    "h5py": "da.store(lock=True)",
+}
+
+
 def a1_a2_a3(root: str, n: int, chunk: int, repeat: int, nreads: int, res: Results, only) -> None:
     data = make_data(n)
     nbytes = data.nbytes
@@ -461,27 +542,19 @@ def a1_a2_a3(root: str, n: int, chunk: int, repeat: int, nreads: int, res: Resul
     systems = [cls(os.path.join(root, "a1"), (n, n), chunk, shard) for cls in SYSTEMS]
     os.makedirs(os.path.join(root, "a1"), exist_ok=True)
     x = da.from_array(data, chunks=(chunk, chunk))
-    write: dict[str, tuple[float, str]] = {}
-    sizes = {}
     with dask.config.set(scheduler="threads"):
+        jobs = []
         for s in systems:
-            src = x
-            if isinstance(s, ZarrShardedSystem):
-                src = x.rechunk((shard, shard))  # what a sharded writer must do
-
-            t = best_of(repeat, lambda s=s, src=src: s.write(src), s.prepare)
-            note = {
-                "arrayds": ArraydsSystem.write_note,
-                "zarr": "da.store(lock=False)",
-                "zarr-sharded": f"da.store, dask blocks rechunked to the {shard}x{shard} shards",
-                "tensorstore": "da.store(lock=False) into a zarr3 TensorStore",
-                "h5py": "da.store(lock=True), " + getattr(s, "filter_note", ""),
-            }[s.name]
-            write[s.name] = (mbps(nbytes, t), note)
-            sizes[s.name] = s.stored_bytes()
+            # a sharded zarr array needs one dask block per shard (else tasks race)
+            src = x.rechunk((shard, shard)) if isinstance(s, ZarrShardedSystem) else x
+            jobs.append((s.name, lambda s=s, src=src: s.write(src), s.prepare))
+        timings = interleave(repeat, jobs)
+        notes = {s.name: (s.name, WRITE_NOTES[s.name]) for s in systems}
+        h5 = [s for s in systems if isinstance(s, H5System)][0]
+        notes["h5py"] = ("h5py", WRITE_NOTES["h5py"] + ", " + h5.filter_note)
         if "A1" in only:
-            res.add("A1", "MB/s", write)
-        res.sizes = {k: v / nbytes for k, v in sizes.items()}  # type: ignore[attr-defined]
+            res.add("A1", "MB/s", best_variant(timings, nbytes, notes))
+        res.sizes = {s.name: s.stored_bytes() / nbytes for s in systems}  # type: ignore[attr-defined]
 
         # correctness before timing reads
         for s in systems:
@@ -490,26 +563,23 @@ def a1_a2_a3(root: str, n: int, chunk: int, repeat: int, nreads: int, res: Resul
 
         if "A2" in only:
             want = float(data.sum(dtype=np.float64))
-            figures = {}
+            jobs, notes = [], {}
             for s in systems:
-                variants = [(None, f"chunks {chunk}x{chunk}")]
+                mult, note = None, f"{READ_API[s.name]}, chunks {chunk}x{chunk}"
                 if isinstance(s, ZarrShardedSystem):
-                    variants = [(-1, "from_zarr(z, chunks=z.shards)")]
-                best = (0.0, "")
-                for mult, note in variants:
-                    y = s.dask(mult)
-                    got = float(y.sum(dtype=np.float64).compute())
-                    assert abs(got - want) <= 1e-6 * abs(want), (s.name, got, want)
-                    t = best_of(repeat, lambda y=y: y.sum().compute())
-                    best = max(best, (mbps(nbytes, t), note))
-                figures[s.name] = best
-            res.add("A2", "MB/s", figures)
+                    mult, note = -1, "from_zarr(z, chunks=z.shards)"
+                y = s.dask(mult)
+                got = float(y.sum(dtype=np.float64).compute())
+                assert abs(got - want) <= 1e-6 * abs(want), (s.name, got, want)
+                jobs.append((s.name, lambda y=y: y.sum().compute(), None))
+                notes[s.name] = (s.name, note)
+            res.add("A2", "MB/s", best_variant(interleave(repeat, jobs), nbytes, notes))
 
     if "A3" in only:
         rng = np.random.default_rng(0)
         nc = n // chunk
         coords = (rng.integers(0, nc, size=(nreads, 2)) * chunk).tolist()
-        figures = {}
+        jobs = []
         for s in systems:
             s.read_box(0, 0, chunk, chunk)  # open handles, read metadata (untimed)
 
@@ -517,8 +587,12 @@ def a1_a2_a3(root: str, n: int, chunk: int, repeat: int, nreads: int, res: Resul
                 for i, j in coords:
                     s.read_box(i, j, chunk, chunk)
 
-            t = best_of(repeat, loop)
-            figures[s.name] = (1000 * t / nreads, "direct API, one chunk per read")
+            jobs.append((s.name, loop, None))
+        timings = interleave(repeat, jobs)
+        figures = {
+            name: (1000 * t / nreads, "direct API, one chunk per read", 1000 * t.cpu / nreads)
+            for name, t in timings.items()
+        }
         res.add("A3", "ms/read", figures, higher=False)
     for s in systems:
         if isinstance(s, H5System):
@@ -528,59 +602,59 @@ def a1_a2_a3(root: str, n: int, chunk: int, repeat: int, nreads: int, res: Resul
 def a4(root: str, n: int, chunk: int, repeat: int, res: Results) -> None:
     data = make_data(n)
     nbytes = data.nbytes
-    shard = int(np.sqrt((16 << 20) // 4))  # 2048: 16 MiB float32 shards
-    shard = min(shard, n)
+    shard = min(n, 2048)  # 2048 x 2048 float32: 16 MiB shards
     mult = shard // chunk
     systems = [cls(os.path.join(root, "a4"), (n, n), chunk, shard) for cls in SYSTEMS]
     os.makedirs(os.path.join(root, "a4"), exist_ok=True)
     x = da.from_array(data, chunks=(chunk, chunk))
-    write, dread, direct = {}, {}, {}
+    ntasks = (n // chunk) ** 2
     with dask.config.set(scheduler="threads"):
+        jobs, notes = [], {}
         for s in systems:
             src = x.rechunk((shard, shard)) if isinstance(s, ZarrShardedSystem) else x
-            t = best_of(repeat, lambda s=s, src=src: s.write(src), s.prepare)
-            note = {
-                "arrayds": 'to_arrayrecord(compression="zstd:1"), 16 MiB shards (default)',
-                "zarr": "da.store(lock=False), 4096 tasks",
-                "zarr-sharded": f"da.store, dask blocks rechunked to the {shard}x{shard} shards",
-                "tensorstore": "da.store(lock=False), 4096 tasks",
-                "h5py": "da.store(lock=True), 4096 tasks",
-            }[s.name]
-            write[s.name] = (mbps(nbytes, t), note)
+            jobs.append((s.name, lambda s=s, src=src: s.write(src), s.prepare))
+            note = WRITE_NOTES[s.name]
+            if not isinstance(s, (ArraydsSystem, ZarrShardedSystem)):
+                note += f", {ntasks} tasks"
+            notes[s.name] = (s.name, note)
+        res.add("A4 dask write", "MB/s", best_variant(interleave(repeat, jobs), nbytes, notes))
+        for s in systems:
             if isinstance(s, H5System):
                 s.close()
-        res.add("A4 dask write", "MB/s", write)
 
+        jobs, notes = [], {}
         for s in systems:
             variants: list[tuple[int | None, str]] = [
-                (None, f"{chunk}x{chunk} blocks (4096 tasks)"),
+                (None, f"{chunk}x{chunk} blocks ({ntasks} tasks)"),
                 (mult, f"{shard}x{shard} blocks"),
             ]
             if isinstance(s, ArraydsSystem):
                 variants = [(None, variants[0][1]), (-1, 'chunks="shards" (16 MiB shards)')]
             if isinstance(s, ZarrShardedSystem):
                 variants = [(-1, "from_zarr(z, chunks=z.shards)")]
-            best = (0.0, "")
             for m, note in variants:
                 y = s.dask(m)
                 assert np.array_equal(y[:chunk, -chunk:].compute(), data[:chunk, -chunk:])
-                t = best_of(repeat, lambda y=y: y.compute())
-                best = max(best, (mbps(nbytes, t), note))
-            dread[s.name] = best
-        res.add("A4 dask read", "MB/s", dread)
+                job = f"{s.name}/{m}"
+                jobs.append((job, lambda y=y: y.compute(), None))
+                notes[job] = (s.name, note)
+        res.add("A4 dask read", "MB/s", best_variant(interleave(repeat, jobs), nbytes, notes))
 
+        jobs, notes = [], {}
         for s in systems:
             assert np.array_equal(s.read_all(), data), s.name
-            t = best_of(repeat, s.read_all)
-            direct[s.name] = (mbps(nbytes, t), "one call for the whole array")
+            jobs.append((s.name, s.read_all, None))
+            notes[s.name] = (s.name, "one call for the whole array")
+        res.add("A4 direct read", "MB/s", best_variant(interleave(repeat, jobs), nbytes, notes))
+        for s in systems:
             if isinstance(s, H5System):
                 s.close()
-        res.add("A4 direct read", "MB/s", direct)
 
 
 def a5(root: str, n: int, chunk: int, repeat: int, res: Results) -> None:
     from distributed import Client, LocalCluster
 
+    global cpu_clock
     nbytes = n * n * 4
     shard = chunk * 2
     systems = [
@@ -592,26 +666,48 @@ def a5(root: str, n: int, chunk: int, repeat: int, res: Results) -> None:
         LocalCluster(
             n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
         ) as cluster,
-        Client(cluster),
+        Client(cluster) as client,
     ):
-        x = generated(n, chunk)
-        xs = generated(n, shard)
-        gen = best_of(repeat, lambda: x.sum().compute())
-        write, read = {}, {}
-        for s in systems:
-            src = xs if isinstance(s, ZarrShardedSystem) else x
-            t = best_of(repeat, lambda s=s, src=src: s.write(src), s.prepare)
-            write[s.name] = (mbps(nbytes, t), "blocks generated on the workers")
-        res.add("A5 write", "MB/s", write)
-        want = float(make_data(n).sum(dtype=np.float64))
-        for s in systems:
-            y = s.dask(-1 if isinstance(s, ZarrShardedSystem) else None)
-            got = float(y.sum(dtype=np.float64).compute())
-            assert abs(got - want) <= 1e-6 * abs(want), (s.name, got, want)
-            t = best_of(repeat, lambda y=y: y.sum().compute())
-            read[s.name] = (mbps(nbytes, t), "from_<system>(...).sum()")
-        res.add("A5 read", "MB/s", read)
-        res.a5_generate = mbps(nbytes, gen)  # type: ignore[attr-defined]
+        client.run(_warm_up)  # imports on the workers are not part of any figure
+
+        def cluster_cpu() -> float:
+            return process_cpu() + sum(client.run(process_cpu).values())
+
+        cpu_clock = cluster_cpu
+        try:
+            x = generated(n, chunk)
+            xs = generated(n, shard)
+            gen = best_of(repeat, lambda: x.sum().compute())
+            jobs, notes = [], {}
+            for s in systems:
+                src = xs if isinstance(s, ZarrShardedSystem) else x
+                jobs.append((s.name, lambda s=s, src=src: s.write(src), s.prepare))
+                note = WRITE_NOTES[s.name].replace("rechunked to", "generated as")
+                notes[s.name] = (s.name, note + "; blocks generated on the workers")
+            res.add("A5 write", "MB/s", best_variant(interleave(repeat, jobs), nbytes, notes))
+
+            want = float(make_data(n).sum(dtype=np.float64))
+            jobs, notes = [], {}
+            for s in systems:
+                mult, note = None, f"{READ_API[s.name]}.sum(), chunks {chunk}x{chunk}"
+                if isinstance(s, ZarrShardedSystem):
+                    mult, note = -1, "from_zarr(z, chunks=z.shards).sum()"
+                y = s.dask(mult)
+                got = float(y.sum(dtype=np.float64).compute())
+                assert abs(got - want) <= 1e-6 * abs(want), (s.name, got, want)
+                jobs.append((s.name, lambda y=y: y.sum().compute(), None))
+                notes[s.name] = (s.name, note)
+            res.add("A5 read", "MB/s", best_variant(interleave(repeat, jobs), nbytes, notes))
+            res.a5_generate = mbps(nbytes, gen)  # type: ignore[attr-defined]
+        finally:
+            cpu_clock = process_cpu
+
+
+def _warm_up() -> None:
+    import tensorstore  # noqa: F401
+    import zarr  # noqa: F401
+
+    import arrayds  # noqa: F401
 
 
 def machine(n: int, chunk: int, repeat: int) -> dict[str, float]:
@@ -661,8 +757,10 @@ def render(res: Results, limits: dict[str, float], args: argparse.Namespace, ela
         f"load average before the run {args.load_before[0]:.2f}, after {load[0]:.2f}; "
         f"total {elapsed:.0f} s",
         "",
-        "| workload | unit | " + " | ".join(names) + " | best anchor | ratio | target |",
-        "|---|---|" + "---|" * len(names) + "---|---|---|",
+        "| workload | unit | "
+        + " | ".join(names)
+        + " | best anchor | ratio | target | ratio (CPU) |",
+        "|---|---|" + "---:|" * len(names) + "---|---:|---|---:|",
     ]
     for row in res.rows:
         cells = []
@@ -677,16 +775,33 @@ def render(res: Results, limits: dict[str, float], args: argparse.Namespace, ela
             op, goal = target
             ok = ratio >= goal if op == ">=" else ratio <= goal
             verdict = f"{op} {goal:g}x {'met' if ok else 'MISSED'}"
+        rc = row["ratio_cpu"]
         lines.append(
             f"| {row['workload']} | {row['unit']} | "
             + " | ".join(cells)
             + f" | {row['best_anchor'] or '-'} | "
             + ("-" if ratio is None else f"{ratio:.2f}x")
-            + f" | {verdict} |"
+            + f" | {verdict} | "
+            + ("-" if rc is None else f"{rc:.2f}x ({row['best_anchor_cpu']})")
+            + " |"
         )
+    lines += [
+        "",
+        "CPU-time figures (MB per CPU second; A3: CPU ms per read), all threads of the "
+        "processes involved (A5: the client, its scheduler and both workers):",
+        "",
+        "| workload | " + " | ".join(names) + " |",
+        "|---|" + "---:|" * len(names),
+    ]
+    for row in res.rows:
+        cells = []
+        for name in names:
+            f = row["figures"].get(name)
+            cells.append("-" if f is None else fmt(f[2]))
+        lines.append(f"| {row['workload']} | " + " | ".join(cells) + " |")
     lines += ["", "Options behind each figure:", ""]
     for row in res.rows:
-        for name, (_v, note) in row["figures"].items():
+        for name, (_v, note, _c) in row["figures"].items():
             lines.append(f"* {row['workload']} {name}: {note}")
     sizes = getattr(res, "sizes", None)
     if sizes:
