@@ -35,7 +35,7 @@ $(PY):
 # The extension is built once here; after changing C++ run `make native`
 # (see docs/development.md).
 install: system-deps $(PY)
-	$(PIP) install -q scikit-build-core pybind11 ninja
+	$(PIP) install -q scikit-build-core pybind11 ninja setuptools wheel
 	$(PIP) install -q --no-build-isolation -e ".[$(EXTRAS)]"
 
 native: $(PY)
