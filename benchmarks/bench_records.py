@@ -120,10 +120,6 @@ def official_write_shards(paths: list[str], per_shard: int) -> None:
 def bench(args: argparse.Namespace, workdir: str, client) -> list[tuple]:
     this = _this()
     import dask.bag as db
-    from array_record.python import array_record_module as official
-    from array_record.python.array_record_data_source import (
-        ArrayRecordDataSource as OfficialSource,
-    )
 
     shards, per = args.shards, args.per_shard
     total_bytes = sum(len(r) for k in range(shards) for r in make_records(per, seed=k))
@@ -146,11 +142,27 @@ def bench(args: argparse.Namespace, workdir: str, client) -> list[tuple]:
     off_paths = [
         os.path.join(off_dir, f"tokens.array_record-{k:05d}-of-{shards:05d}") for k in range(shards)
     ]
-    ours_t, off_t = interleaved(
-        args.repeat, ours_write, lambda: official_write_shards(off_paths, per), client
-    )
-    rows.append(("write 8 shards", mib, ours_t, off_t, "MiB/s"))
+    parts = set(args.only or ("write", "reads", "convert"))
+    if "write" in parts:
+        ours_t, off_t = interleaved(
+            args.repeat, ours_write, lambda: official_write_shards(off_paths, per), client
+        )
+        rows.append(("write 8 shards", mib, ours_t, off_t, "MiB/s"))
+    elif "reads" in parts:
+        ours_write()
+    if "reads" in parts:
+        bench_reads(args, url, rows)
+    if "convert" in parts:
+        bench_convert(args, workdir, client, mib, rows)
+    return rows
 
+
+def bench_reads(args: argparse.Namespace, url: str, rows: list[tuple]) -> None:
+    from array_record.python.array_record_data_source import (
+        ArrayRecordDataSource as OfficialSource,
+    )
+
+    shards, per = args.shards, args.per_shard
     # -- random access through the data sources over the same shard files
     ds = records.open_records(url)
     assert len(ds) == shards * per and ds.num_shards == shards
@@ -187,6 +199,13 @@ def bench(args: argparse.Namespace, workdir: str, client) -> list[tuple]:
     rows.append(("random batches of 256", len(batches), ours_t, off_t, "batches/s"))
     ours_src.close()
 
+
+def bench_convert(
+    args: argparse.Namespace, workdir: str, client, mib: float, rows: list[tuple]
+) -> None:
+    from array_record.python import array_record_module as official
+
+    shards, per = args.shards, args.per_shard
     # -- TFRecord -> ArrayRecord conversion
     tf_dir = os.path.join(workdir, "tfrecord")
     os.makedirs(tf_dir, exist_ok=True)
@@ -217,7 +236,6 @@ def bench(args: argparse.Namespace, workdir: str, client) -> list[tuple]:
     assert len(conv) == shards * per
     assert arrayds.ArrayRecordDataSource(conv_url)[per + 3] == make_records(per, seed=1)[3]
     rows.append(("TFRecord conversion", mib, ours_t, off_t, "MiB/s"))
-    return rows
 
 
 def render(rows: list[tuple], args: argparse.Namespace, elapsed: float) -> str:
@@ -276,6 +294,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batches", type=int, default=400)
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--workdir", default=None)
+    p.add_argument(
+        "--only", action="append", choices=["write", "reads", "convert"], help="repeatable"
+    )
     args = p.parse_args(argv)
     if args.quick:
         args.per_shard, args.reads, args.batches, args.repeat = 5_000, 20_000, 100, 2
