@@ -172,6 +172,7 @@ def _write_shard_task(job: ShardJob, blocks: list[Any]) -> dict[str, Any]:
     store = Store.get(job.url, job.storage_options)
     dtype = np.dtype(job.dtype)
     what = job.what
+    _refuse_committed_shard(store, job)
     shapes = list(itertools.product(*job.box_sizes))
     if len(shapes) != len(blocks):  # pragma: no cover - graph construction bug
         raise RuntimeError(
@@ -195,6 +196,20 @@ def _write_shard_task(job: ShardJob, blocks: list[Any]) -> dict[str, Any]:
     del blocks
     nbytes = store.write_shard(job.node, job.relpath, records, job.options)
     return ShardEntry(job.relpath, tuple(job.start), tuple(job.stop), 0, nbytes).to_json()
+
+
+def _refuse_committed_shard(store: Store, job: ShardJob) -> None:
+    """Shards are immutable: a shard task may rewrite its file only while no manifest
+    references it (a retried task after a lost worker). Computing the same
+    ``compute=False`` write again after it committed would overwrite committed data."""
+    if not store.exists(job.node, job.relpath):
+        return
+    cur = _read_node(store, job.node)
+    if isinstance(cur, ArrayManifest) and any(e.path == job.relpath for e in cur.shards):
+        raise RuntimeError(
+            f"{job.what}: this write already committed shard {job.relpath!r}; a write "
+            f"computes once (call to_arrayrecord again to write the data again)"
+        )
 
 
 def _commit_task(job: CommitJob, entries: list[dict[str, Any]]) -> Array:

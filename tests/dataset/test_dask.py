@@ -301,3 +301,17 @@ def test_w_replacing_a_group_with_a_child_named_like_the_shard_folder(url):
     assert a.nchunks_initialized == 2
     assert isinstance(arrayds.open(url), arrayds.Array)  # the root is an array now
     assert not a.store.has_manifest("other") and not a.store.has_manifest("c")
+
+
+@pytest.mark.parametrize("mode", ["w", "a"])
+def test_a_committed_write_does_not_compute_twice(tmp_path, mode):
+    url = str(tmp_path / "once")
+    arrayds.to_arrayrecord(np.zeros((4, 4), "i4"), url, mode="w", chunks=2)
+    d = arrayds.to_arrayrecord(da.ones((4, 4), dtype="i4", chunks=2), url, mode=mode, compute=False)
+    d.compute()
+    before = arrayds.open_array(url)[...]
+    manifest = open(os.path.join(url, "arrayds.json"), "rb").read()
+    with pytest.raises(RuntimeError, match="already committed"):
+        d.compute()
+    assert open(os.path.join(url, "arrayds.json"), "rb").read() == manifest
+    np.testing.assert_array_equal(arrayds.open_array(url)[...], before)
