@@ -1417,8 +1417,17 @@ def _is_ragged_list(data: Any) -> bool:
     )
 
 
+def _first_of(part: Any) -> list[Any]:
+    for item in part:
+        return [item]
+    return []
+
+
 def _first_item(bag: Any) -> Any:
-    for part in bag.to_delayed():
+    # Each probe task returns at most one item: the partition itself stays on the
+    # worker (shipping a whole partition to the client doubled the cost of
+    # to_arrayrecord(bag) for large record partitions).
+    for part in bag.map_partitions(_first_of).to_delayed():
         got = part.compute()
         if len(got):
             return got[0]
