@@ -5,8 +5,9 @@ subprocess, so that a crash of the engine fails the test instead of killing pyte
 Prints one JSON object: counts of outcomes per file and the list of bad outcomes.
 
 For each file:
-* flips: every byte of every non-padding chunk and block header, the 40 header bytes
-  of padding chunks and 16 bytes inside each padding chunk, each XORed with 0xFF and
+* flips: every byte of every block header and of every non-padding chunk up to 4 KiB
+  (bigger chunks: the first and last 512 bytes and every 97th byte), the 40 header
+  bytes of padding chunks and 16 bytes inside each padding chunk, each XORed with 0xFF and
   with a single bit. Outcome must be CorruptionError (at open or at read) or exactly
   the original records, through read_all, single reads and a batch read.
 * truncations and extensions: must raise CorruptionError when the file is opened
@@ -40,8 +41,12 @@ def positions(entry: dict) -> list[int]:
             out.update(range(offset, offset + 40))
             step = max(1, (end - offset - 40) // 16)
             out.update(range(offset + 40, end, step))
-        else:
+        elif end - offset <= 4096:
             out.update(range(offset, end))
+        else:  # a big chunk: its header, both ends and a stride through the data
+            out.update(range(offset, offset + 512))
+            out.update(range(end - 512, end))
+            out.update(range(offset, end, 97))
     return sorted(p for p in out if p < size)
 
 

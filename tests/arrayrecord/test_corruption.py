@@ -22,11 +22,16 @@ FILES = [
     "many_empty_gs1000_zstd.array_record",
     "chunk_ends_at_block.array_record",
     "pad_to_block_boundary.array_record",
+    # chunks that run across block boundaries (block headers inside chunks)
+    "big_record_zstd.array_record",
+    "big_record_uncompressed.array_record",
+    "chunk_header_straddles_block.array_record",
+    "many_varied_gs128_uncompressed.array_record",
 ]
 SCRIPT = Path(__file__).resolve().parent / "corruption_sweep.py"
 
 
-GROUPS = [FILES[0:4], FILES[4:8], FILES[8:12]]
+GROUPS = [FILES[k : k + 4] for k in range(0, len(FILES), 4)]
 
 
 @pytest.mark.parametrize("names", GROUPS, ids=lambda names: names[0].split(".")[0] + "...")
