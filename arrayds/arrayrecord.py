@@ -31,6 +31,7 @@ import glob as _glob
 import os
 import re
 import threading
+import warnings
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
@@ -217,7 +218,9 @@ class ArrayRecordWriter:
     ``max_parallelism:N``, ``pad_to_block_boundary:true|false``. The default is
     ``group_size:1,zstd:3``. Unknown keys, bad levels, two codecs and ``transpose``
     raise ``ValueError`` naming the key. Nothing is in its final form until
-    :meth:`close` writes the footer; a file that was never closed does not open.
+    :meth:`close` writes the footer; a file that was never closed does not open. A
+    ``with`` block closes the file when it ends normally and abandons it
+    (:meth:`abort`) when it raises, so a failed write never looks complete.
 
     A local path (or ``file://`` URL) is written directly. Any other fsspec URL is
     built in memory and uploaded with one whole-object write at ``close()``.
@@ -362,7 +365,56 @@ class ArrayRecordWriter:
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        self.close()
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+    def abort(self) -> None:
+        """Close without finishing the file: it gets no footer, so it cannot be opened
+        (``CorruptionError``) and cannot pass for a complete file. A remote file is
+        not uploaded. The ``with`` block does this when it raises, and a writer that
+        is garbage-collected while open does it too. Repeated calls do nothing.
+
+        >>> import os, tempfile, arrayds
+        >>> path = os.path.join(tempfile.mkdtemp(), "a.ar")
+        >>> w = arrayds.ArrayRecordWriter(path)
+        >>> w.write(b"half of the data")
+        >>> w.abort()
+        >>> arrayds.ArrayRecordReader(path)
+        Traceback (most recent call last):
+        ...
+        arrayds._native.CorruptionError: ...
+        """
+        if self._closed:
+            return
+        self._closed = True
+        self._failed = True
+        native = self._native
+        engine_abort = getattr(native, "abort", None)
+        if engine_abort is not None:
+            engine_abort()
+        elif self._fs is None:
+            # The engine finishes a file on close() and on destruction; it has no way
+            # to drop one yet. Finish it, then empty it, so no footer survives.
+            native.close()
+            with open(self._inner, "r+b") as f:
+                f.truncate(0)
+        # Remote: the file was built in memory and is simply never uploaded.
+
+    def __del__(self) -> None:
+        if getattr(self, "_closed", True):
+            return
+        try:
+            warnings.warn(
+                f"ArrayRecordWriter({self._path!r}) was garbage-collected without close(); "
+                "the file is left incomplete",
+                ResourceWarning,
+                stacklevel=2,
+            )
+            self.abort()
+        except Exception:  # noqa: BLE001 - never raise from a finalizer
+            pass
 
     def __repr__(self) -> str:
         if not hasattr(self, "_native"):

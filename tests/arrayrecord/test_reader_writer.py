@@ -312,12 +312,50 @@ def test_writer_lifecycle(tmp_file) -> None:
 
 def test_writer_context_manager_closes(tmp_file) -> None:
     path = tmp_file()
-    with pytest.raises(RuntimeError, match="boom"):
-        with arrayds.ArrayRecordWriter(path) as w:
-            w.write(b"x")
-            raise RuntimeError("boom")
+    with arrayds.ArrayRecordWriter(path) as w:
+        w.write(b"x")
     assert not w.is_open()
     assert arrayds.ArrayRecordReader(path).read_all() == [b"x"]
+
+
+def test_failed_with_block_abandons_the_file(tmp_file) -> None:
+    # A write that raised must not leave a file that reads as complete.
+    path = tmp_file()
+    with pytest.raises(RuntimeError, match="boom"):
+        with arrayds.ArrayRecordWriter(path) as w:
+            w.write_many([b"first", b"second"])
+            raise RuntimeError("boom")
+    assert not w.is_open() and not w.ok()
+    with pytest.raises(arrayds.CorruptionError):
+        arrayds.ArrayRecordReader(path)
+    r = official.ArrayRecordReader(path)
+    assert not r.ok() or r.num_records() == 0
+
+
+def test_abort_and_garbage_collected_writer(tmp_file) -> None:
+    import gc
+    import warnings
+
+    path = tmp_file()
+    w = arrayds.ArrayRecordWriter(path)
+    w.write(b"x")
+    w.abort()
+    w.abort()
+    w.close()  # after abort: nothing more happens
+    with pytest.raises(ValueError, match="is closed"):
+        w.write(b"y")
+    with pytest.raises(arrayds.CorruptionError):
+        arrayds.ArrayRecordReader(path)
+    path2 = tmp_file()
+    w = arrayds.ArrayRecordWriter(path2)
+    w.write_many([b"a"] * 10)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        del w
+        gc.collect()
+    assert any(issubclass(c.category, ResourceWarning) for c in caught)
+    with pytest.raises(arrayds.CorruptionError):
+        arrayds.ArrayRecordReader(path2)
 
 
 def test_writer_bad_paths(tmp_path) -> None:

@@ -211,3 +211,13 @@ def test_unknown_protocol() -> None:
         arrayds.ArrayRecordWriter("nosuchproto://bucket/x.array_record")
     with pytest.raises(ValueError, match="nosuchproto"):
         arrayds.ArrayRecordReader("nosuchproto://bucket/x.array_record")
+
+
+def test_failed_with_block_uploads_nothing(memfs) -> None:
+    fs, root = memfs
+    url = f"memory://{root}/failed.array_record"
+    with pytest.raises(RuntimeError, match="boom"):
+        with arrayds.ArrayRecordWriter(url) as w:
+            w.write(b"partial")
+            raise RuntimeError("boom")
+    assert not fs.exists(f"{root}/failed.array_record")
