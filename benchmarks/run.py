@@ -4,6 +4,9 @@
     python benchmarks/run.py --quick         # smaller inputs (flags pass through)
     python benchmarks/run.py arrayrecord     # only modules whose name contains this
 
+Words are module filters and everything starting with ``-`` is passed to every
+module, so give flag values with ``=`` (``--repeat=5``).
+
 Each module is a script with a ``main(argv)`` that prints a markdown section; the
 sections are printed in order, and a module that fails makes the exit status 1.
 """
