@@ -193,24 +193,30 @@ def _clear_folder_except(store: Store, node: str, folder: str, keep: frozenset[s
         store.fs.rm(doomed)
 
 
+def _node_to_replace(store: Store, node: str, mode: str) -> Any | None:
+    """The readable manifest a create with ``mode`` replaces (None if there is none or
+    it is unreadable); mode ``"w-"`` refuses an existing node."""
+    raw = store.read_manifest(node)
+    if raw is None:
+        return None
+    if mode == "w-":
+        raise FileExistsError(
+            errno.EEXIST,
+            f"{store.display(node)!r} already exists (mode 'w-' never replaces; use "
+            f"mode 'w' to replace it)",
+            store.display(node),
+        )
+    try:
+        return parse_node(raw, store.display(node))
+    except (CorruptionError, NotImplementedError):
+        return None
+
+
 def create_array_node(
     store: Store, node: str, manifest: ArrayManifest, mode: str, handle_mode: str = "r+"
 ) -> Array:
     """Commit a new (empty) array manifest at ``node`` per ``mode`` (w, w-, a)."""
-    raw = store.read_manifest(node)
-    old = None
-    if raw is not None:
-        if mode == "w-":
-            raise FileExistsError(
-                errno.EEXIST,
-                f"{store.display(node)!r} already exists (mode 'w-' never replaces; use "
-                f"mode 'w' to replace it)",
-                store.display(node),
-            )
-        try:
-            old = parse_node(raw, store.display(node))
-        except (CorruptionError, NotImplementedError):
-            old = None
+    old = _node_to_replace(store, node, mode)
     ensure_parents(store, node)
     gen = (old.generation + 1) if old is not None else 1
     new = manifest.with_(generation=gen, commit=new_write_id())
@@ -223,20 +229,7 @@ def create_array_node(
 def create_group_node(
     store: Store, node: str, mode: str, attrs: Mapping[str, Any] | None = None
 ) -> Group:
-    raw = store.read_manifest(node)
-    old = None
-    if raw is not None:
-        if mode == "w-":
-            raise FileExistsError(
-                errno.EEXIST,
-                f"{store.display(node)!r} already exists (mode 'w-' never replaces; use "
-                f"mode 'w' to replace it)",
-                store.display(node),
-            )
-        try:
-            old = parse_node(raw, store.display(node))
-        except (CorruptionError, NotImplementedError):
-            old = None
+    old = _node_to_replace(store, node, mode)
     ensure_parents(store, node)
     from .manifest import _check_attrs
 

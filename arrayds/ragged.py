@@ -701,6 +701,10 @@ class RaggedArray(Node):
             n_arr = shapes[:, axis]
             p1[:] = np.where(n_arr > 0, -(-n_arr // plen), 0)
             locals_ = [slice(None)] * items.size
+        elif ak.kind == "array" and any(k.kind == "array" and k.key.size == 0 for k in keys):
+            # numpy: advanced keys that broadcast to nothing select nothing, and their
+            # bounds are not checked; no piece is needed
+            locals_ = [ak.key] * items.size
         else:
             for j, n in enumerate(lengths):
                 lo, hi, local = ak.span(n, int(items[j]), axis)

@@ -186,9 +186,10 @@ def test_unclosed_writer_is_finished_when_collected(tmp_path: Path) -> None:
 def test_large_record_and_many_groups() -> None:
     big = os.urandom(3 << 20)
     records = [big, b"", b"small"] * 3
+    built = _native.codecs()
     for opts in ("uncompressed", "zstd:1", "brotli:1", "snappy", "group_size:4,zstd"):
-        if not all(_native.codecs().get(c, True) for c in ("brotli", "snappy")):
-            pytest.skip("codec missing in this build")
+        if not built.get(opts.split(":")[0], True):
+            continue  # codec not in this build (make test requires all: test_environment)
         w = _native.Writer(None, opts)
         w.write_many(records)
         w.close()
