@@ -84,8 +84,11 @@ def check_dtype(dtype: object, name: str = "array") -> np.dtype:
 @functools.lru_cache(maxsize=1024)
 def npy_header(dtype: np.dtype, shape: tuple[int, ...]) -> bytes:
     """The ``.npy`` 1.0 header for a C-ordered array, padded so its length is a
-    multiple of 64 (cached per (dtype, shape))."""
-    d = f"{{'descr': {dtype.str!r}, 'fortran_order': False, 'shape': {tuple(shape)!r}, }}"
+    multiple of 64 (cached per (dtype, shape)).
+
+    The shape is written with Python ints: ``(np.int64(2),)`` and ``(2,)`` are one
+    cache key, and numpy's reader rejects ``np.int64(2)`` in a header."""
+    d = f"{{'descr': {dtype.str!r}, 'fortran_order': False, 'shape': {tuple(map(int, shape))!r}, }}"
     body_len = len(d) + 1  # + "\n"
     total = 10 + body_len
     pad = (-total) % ALIGN

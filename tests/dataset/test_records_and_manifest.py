@@ -55,6 +55,15 @@ def test_encode_casts_and_handles_non_contiguous():
     assert np.load(io.BytesIO(rec.tobytes())).tolist() == x.astype("f4").tolist()
 
 
+def test_header_of_numpy_int_shape_is_plain_npy():
+    # (np.int64(3),) and (3,) share one cache entry; whichever comes first, the
+    # header must be one numpy itself can read (ragged code passes numpy ints)
+    npy_header.cache_clear()
+    npy_header(np.dtype("<f8"), (np.int64(3), np.int64(5)))
+    rec = encode_chunk(np.ones((3, 5)))
+    assert np.load(io.BytesIO(rec.tobytes())).tolist() == np.ones((3, 5)).tolist()
+
+
 def test_decode_accepts_any_valid_npy_header():
     x = np.arange(6, dtype="<i2").reshape(2, 3)
     buf = io.BytesIO()
