@@ -17,6 +17,7 @@
 
 #include "arrayrecord/options.h"
 #include "arrayrecord/reader.h"
+#include "arrayrecord/thread_pool.h"
 #include "arrayrecord/writer.h"
 #include "compress/compressor.h"
 #include "errors.h"
@@ -123,6 +124,74 @@ struct PyBufferHolder {
     view = BufferView();
     owner = py::object();
   }
+};
+
+// A caller-provided destination for Reader.read_into(): a writable Python buffer of
+// any shape and strides (numpy arrays and views, bytearray, memoryview), held while
+// the call runs. Created and destroyed with the GIL held; place() runs without it.
+class WritableView {
+ public:
+  WritableView() = default;
+  WritableView(const WritableView&) = delete;
+  WritableView& operator=(const WritableView&) = delete;
+  ~WritableView() {
+    if (held_) PyBuffer_Release(&view_);
+  }
+
+  // k and record name the buffer in error messages.
+  void acquire(PyObject* obj, size_t k, uint64_t record) {
+    const std::string what =
+        "buffer " + std::to_string(k) + " (for record " + std::to_string(record) + ")";
+    if (PyUnicode_Check(obj) || !PyObject_CheckBuffer(obj)) {
+      throw py::type_error(what + " must be a writable buffer (numpy array, bytearray, "
+                                  "memoryview), not '" + type_name_of(obj) + "'");
+    }
+    if (PyObject_GetBuffer(obj, &view_, PyBUF_RECORDS_RO) != 0) throw py::error_already_set();
+    held_ = true;
+    if (view_.readonly) {
+      throw py::type_error(what + " is read-only ('" + type_name_of(obj) +
+                           "'); pass a writable numpy array, bytearray or memoryview");
+    }
+    if (view_.suboffsets != nullptr) {
+      throw py::type_error(what + " uses indirect (suboffset) memory, which is not supported");
+    }
+    contiguous_ = view_.len == 0 || PyBuffer_IsContiguous(&view_, 'C') != 0;
+  }
+
+  uint8_t* data() const { return static_cast<uint8_t*>(view_.buf); }
+  uint64_t size() const { return static_cast<uint64_t>(view_.len); }
+  bool contiguous() const { return contiguous_; }
+
+  // Writes size() bytes from src into the buffer's elements in C order.
+  void place(const uint8_t* src) const {
+    if (view_.len == 0) return;
+    if (contiguous_) {
+      std::memcpy(view_.buf, src, static_cast<size_t>(view_.len));
+      return;
+    }
+    place_dim(0, static_cast<uint8_t*>(view_.buf), src);
+  }
+
+ private:
+  const uint8_t* place_dim(int d, uint8_t* dst, const uint8_t* src) const {
+    const Py_ssize_t n = view_.shape[d];
+    const Py_ssize_t stride = view_.strides[d];
+    const size_t item = static_cast<size_t>(view_.itemsize);
+    if (d == view_.ndim - 1) {
+      if (stride == view_.itemsize) {
+        std::memcpy(dst, src, static_cast<size_t>(n) * item);
+        return src + static_cast<size_t>(n) * item;
+      }
+      for (Py_ssize_t i = 0; i < n; ++i, src += item) std::memcpy(dst + i * stride, src, item);
+      return src;
+    }
+    for (Py_ssize_t i = 0; i < n; ++i) src = place_dim(d + 1, dst + i * stride, src);
+    return src;
+  }
+
+  Py_buffer view_{};
+  bool held_ = false;
+  bool contiguous_ = true;
 };
 
 py::bytes new_bytes(const uint8_t* data, uint64_t size) {
@@ -527,8 +596,145 @@ class PyReader {
   py::list decode_spans(const py::handle& indices, const py::handle& spans) {
     std::shared_ptr<ReaderCore> c = core_or_index();
     std::vector<uint64_t> idx = parse_indices(indices, c->num_records(), name_);
-    std::vector<Span> parts;
     std::vector<BufferView> views;
+    std::vector<Span> parts = parse_spans(spans, views);
+    return decode(*c, idx, &parts, false);
+  }
+
+  // Decodes records idx[k] into buffers[k]: record k must be exactly prefix (the
+  // shared one, or prefixes[k]) followed by as many bytes as buffers[k] holds; the
+  // prefix is compared and the rest written into the buffer's elements in C order.
+  // A single-record chunk with no prefix going to one contiguous buffer is
+  // decompressed straight into it; otherwise into a reused thread-local buffer, then
+  // copied. spans: as for decode_spans (index-only readers).
+  void read_into(const py::handle& indices, const py::handle& buffers,
+                 const py::handle& prefix, const py::handle& spans) {
+    std::shared_ptr<ReaderCore> c = spans.is_none() ? core_with_source() : core_or_index();
+    const std::vector<uint64_t> idx = parse_indices(indices, c->num_records(), name_);
+    py::list bufs = py::list(py::iter(buffers));
+    if (bufs.size() != idx.size()) {
+      throw py::value_error("read_into: " + std::to_string(idx.size()) + " indices but " +
+                            std::to_string(bufs.size()) + " buffers (one buffer per index)");
+    }
+    std::deque<WritableView> dst(idx.size());  // a deque: Py_buffer structs never move
+    for (size_t k = 0; k < idx.size(); ++k) dst[k].acquire(bufs[k].ptr(), k, idx[k]);
+    std::vector<BufferView> pre;
+    if (prefix.is_none()) {
+      pre.resize(1);
+    } else if (PyObject_CheckBuffer(prefix.ptr())) {
+      pre.resize(1);
+      pre[0].acquire(prefix.ptr(), "prefix");
+    } else {
+      py::list items = py::list(py::iter(prefix));
+      if (items.size() != idx.size()) {
+        throw py::value_error("read_into: " + std::to_string(idx.size()) + " indices but " +
+                              std::to_string(items.size()) +
+                              " prefixes (pass one bytes-like prefix, or one per index)");
+      }
+      pre.resize(items.size());
+      for (size_t k = 0; k < items.size(); ++k) pre[k].acquire(items[k].ptr(), "prefix");
+    }
+    std::vector<BufferView> span_views;
+    std::vector<Span> parts;
+    if (!spans.is_none()) parts = parse_spans(spans, span_views);
+    if (idx.empty()) return;
+
+    auto prefix_of = [&](size_t k) -> const BufferView& { return pre.size() == 1 ? pre[0] : pre[k]; };
+    auto size_error = [&](size_t k, uint64_t size) {
+      const uint64_t p = prefix_of(k).size();
+      return UsageError(name_ + ": record " + std::to_string(idx[k]) + " has " +
+                        std::to_string(size) + " bytes, but buffer " + std::to_string(k) +
+                        " holds " + std::to_string(dst[k].size()) + " bytes" +
+                        (p ? " after a " + std::to_string(p) + "-byte prefix (expected " +
+                                 std::to_string(p + dst[k].size()) + " bytes)"
+                           : ""));
+    };
+    // Checks record k (size bytes at rec) against its prefix and buffer, then copies it.
+    auto deliver_to = [&](size_t k, const uint8_t* rec, uint64_t size) {
+      const BufferView& p = prefix_of(k);
+      if (size != p.size() + dst[k].size()) throw size_error(k, size);
+      if (p.size() != 0 && std::memcmp(rec, p.data(), p.size()) != 0) {
+        throw UsageError(name_ + ": record " + std::to_string(idx[k]) +
+                         " does not start with the expected " + std::to_string(p.size()) +
+                         "-byte prefix");
+      }
+      dst[k].place(rec + p.size());
+    };
+
+    std::vector<size_t> order(idx.size());
+    for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return idx[a] < idx[b]; });
+    const uint64_t g = c->group_size();
+    if (g == 1) {
+      // Every size is known from the footer: check them all before decoding anything.
+      for (size_t k = 0; k < idx.size(); ++k) {
+        const uint64_t size = c->chunk_decoded_size(idx[k]);
+        if (size != prefix_of(k).size() + dst[k].size()) throw size_error(k, size);
+      }
+      std::vector<ChunkJob> jobs;
+      for (size_t a = 0; a < order.size();) {
+        size_t b = a + 1;
+        while (b < order.size() && idx[order[b]] == idx[order[a]]) ++b;
+        ChunkJob j;
+        j.chunk = idx[order[a]];
+        const size_t k = order[a];
+        if (b == a + 1 && prefix_of(k).size() == 0 && dst[k].contiguous() && dst[k].size() != 0) {
+          j.dst = dst[k].data();
+        } else {
+          j.deliver = [&, a, b](const uint8_t* rec, uint64_t size) {
+            for (size_t t = a; t < b; ++t) deliver_to(order[t], rec, size);
+          };
+        }
+        jobs.push_back(std::move(j));
+        a = b;
+      }
+      py::gil_scoped_release release;
+      if (spans.is_none()) {
+        c->run_jobs(jobs);
+      } else {
+        c->run_jobs_from_spans(jobs, std::move(parts));
+      }
+      return;
+    }
+    std::vector<uint64_t> ids;
+    for (uint64_t i : idx) ids.push_back(i / g);
+    std::sort(ids.begin(), ids.end());
+    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+    py::gil_scoped_release release;
+    std::vector<std::shared_ptr<const DecodedChunk>> decoded;
+    if (spans.is_none()) {
+      decoded = c->chunks(ids);
+    } else {
+      std::vector<ChunkJob> jobs(ids.size());
+      for (size_t k = 0; k < ids.size(); ++k) jobs[k].chunk = ids[k];
+      c->run_jobs_from_spans(jobs, std::move(parts));
+      decoded.resize(ids.size());
+      for (size_t k = 0; k < ids.size(); ++k) decoded[k] = std::move(jobs[k].decoded);
+    }
+    auto record_of = [&](size_t k) {
+      const uint64_t chunk = idx[k] / g;
+      const size_t pos = static_cast<size_t>(
+          std::lower_bound(ids.begin(), ids.end(), chunk) - ids.begin());
+      const DecodedChunk& d = *decoded[pos];
+      const uint64_t r = idx[k] - chunk * g;
+      return std::make_pair(d.record(r), d.record_size(r));
+    };
+    // Sizes first, so that a wrong buffer writes nothing.
+    for (size_t k = 0; k < idx.size(); ++k) {
+      const uint64_t size = record_of(k).second;
+      if (size != prefix_of(k).size() + dst[k].size()) throw size_error(k, size);
+    }
+    parallel_for(idx.size(), idx.size() < 64 ? 1 : c->parallelism(), [&](size_t k) {
+      const auto rec = record_of(k);
+      deliver_to(k, rec.first, rec.second);
+    });
+  }
+
+ private:
+  // (begin, bytes) pairs -> Spans over views (kept alive by the caller).
+  static std::vector<Span> parse_spans(const py::handle& spans, std::vector<BufferView>& views) {
+    std::vector<Span> parts;
     py::list items = py::list(py::iter(spans));
     views.resize(items.size());
     for (size_t k = 0; k < items.size(); ++k) {
@@ -538,10 +744,9 @@ class PyReader {
       views[k].acquire(t[1].ptr(), "span data");
       parts.push_back(Span{begin, views[k].data(), views[k].size()});
     }
-    return decode(*c, idx, &parts, false);
+    return parts;
   }
 
- private:
   std::shared_ptr<ReaderCore> core() {
     std::lock_guard<std::mutex> lock(mu_);
     if (!core_) throw ClosedError("ArrayRecordReader(" + name_ + ") is closed");
@@ -754,5 +959,10 @@ PYBIND11_MODULE(_native, m) {
       .def("read_range", &PyReader::read_range, py::arg("start"), py::arg("stop"))
       .def("chunk_spans", &PyReader::chunk_spans, py::arg("indices"))
       .def("decode_spans", &PyReader::decode_spans, py::arg("indices"), py::arg("spans"))
+      .def("read_into", &PyReader::read_into, py::arg("indices"), py::arg("buffers"),
+           py::arg("prefix") = py::none(), py::arg("spans") = py::none(),
+           "Decode records indices[k] into the writable buffers[k] (GIL released, in "
+           "parallel); each record must be prefix (or prefix[k]) + exactly len(buffers[k]) "
+           "bytes, else ValueError.")
       .def("close", &PyReader::close);
 }

@@ -325,6 +325,14 @@ void ReaderCore::decode_job(const ParsedChunk& pc, ChunkJob& job) const {
   if (job.dst != nullptr) {
     thread_local std::vector<uint64_t> sizes;
     decode_into(name_, pc, sizes, job.dst);
+  } else if (job.deliver) {
+    // Reused across chunks: no fresh (page-faulting) memory per chunk.
+    thread_local std::vector<uint64_t> sizes;
+    thread_local ByteBuffer scratch;
+    scratch.resize(std::max<size_t>(static_cast<size_t>(dds_[c]), 1));  // never null
+    decode_into(name_, pc, sizes, scratch.data());
+    job.deliver(scratch.data(), dds_[c]);
+    scratch.shrink_if_larger(kKeepIoBuffer);
   } else {
     job.decoded = decode_whole(name_, pc);
   }

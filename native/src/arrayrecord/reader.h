@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -44,11 +45,15 @@ class ChunkCache {
   uint64_t bytes_ = 0;
 };
 
-// One chunk to decode: either its single record goes straight to `dst` (exactly the
-// chunk's decoded_data_size bytes), or the whole chunk goes to `decoded`.
+// One chunk to decode, in one of three ways: its single record goes straight to `dst`
+// (exactly the chunk's decoded_data_size bytes); or, when `deliver` is set, its single
+// record is decoded into a reused thread-local buffer and handed to `deliver(data,
+// size)` on the decoding thread (which copies it wherever it belongs); or the whole
+// chunk goes to `decoded`.
 struct ChunkJob {
   uint64_t chunk = 0;
   uint8_t* dst = nullptr;
+  std::function<void(const uint8_t*, uint64_t)> deliver;
   std::shared_ptr<const DecodedChunk> decoded;
 };
 
