@@ -35,6 +35,7 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
+from urllib.parse import quote
 
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
@@ -430,22 +431,32 @@ class Store:
 # ------------------------------------------------- object stores (issue 6)
 #
 # Commits on object stores (docs/spec.md, "Commits on object stores"). A manifest is
-# replaced by one whole-object PUT. Where the store offers conditional writes (S3
-# If-None-Match / If-Match, see CONDITIONAL_PROTOCOLS) the PUT is a compare-and-swap:
+# replaced by one whole-object PUT. Where the store offers conditional writes (see
+# CONDITIONAL_PROTOCOLS) the PUT is a compare-and-swap:
 #
-#   1. HEAD the manifest -> its ETag (or: no manifest yet);
-#   2. GET it -> its generation; the new manifest must have a larger one, else some
-#      other writer committed since this write read the node: CommitConflictError;
-#   3. PUT with If-Match: <ETag> (or If-None-Match: * when there was none). If the
-#      object changed after step 1 the store refuses the PUT: CommitConflictError.
+#   1. read the manifest's version: S3 HEAD -> its ETag; GCS: one GET returns the
+#      manifest and its object generation (x-goog-generation) together;
+#   2. the manifest -> its (arrayds) generation (S3: a GET after the HEAD); the new
+#      manifest must have a larger one, else some other writer committed since this
+#      write read the node: CommitConflictError;
+#   3. PUT only if the object is still that version: S3 If-Match: <ETag> (or
+#      If-None-Match: * when there was none); GCS ifGenerationMatch=<generation> (or
+#      0: only if there is no object). If the object changed after step 1 the store
+#      refuses the PUT (HTTP 412): CommitConflictError.
 #
-# Step 2 reads after step 1, so a change between them makes step 3 fail (safe). Two
-# committers that both start from generation g can therefore never both succeed.
+# S3's step 2 reads after step 1, so a change between them makes step 3 fail (safe).
+# Two committers that both start from generation g can therefore never both succeed.
+# A refused PUT whose object now holds exactly this write's bytes was this write,
+# retried by the client after a lost response: that is a success, not a conflict.
 
-CONDITIONAL_PROTOCOLS = ("s3", "s3a")
-"""fsspec protocols whose PUT honours If-Match / If-None-Match (s3fs passes both to
-PutObject). ``ARRAYDS_CONDITIONAL_COMMIT=0`` turns the conditional PUT off for
-S3-compatible servers that reject these headers."""
+CONDITIONAL_PROTOCOLS = ("s3", "s3a", "gs", "gcs")
+"""fsspec protocols whose PUT can be made conditional: S3 (s3fs passes If-Match /
+If-None-Match to PutObject) and Google Cloud Storage (gcsfs; ``ifGenerationMatch``,
+see :func:`_gcs_put`). ``ARRAYDS_CONDITIONAL_COMMIT=0`` turns the conditional PUT off
+for compatible servers that reject these preconditions."""
+
+GCS_PROTOCOLS = ("gs", "gcs")
+"""The fsspec protocols of gcsfs."""
 
 
 def _conditional(store: Store) -> bool:
@@ -455,8 +466,9 @@ def _conditional(store: Store) -> bool:
 
 
 def _precondition_failed(e: BaseException) -> bool:
-    """A refused conditional PUT (s3fs turns it into FileExistsError for
-    If-None-Match and into a plain OSError for If-Match)."""
+    """A refused conditional PUT: s3fs turns it into FileExistsError for
+    If-None-Match and into a plain OSError for If-Match; gcsfs turns every HTTP 412
+    (``ifGenerationMatch`` not met) into FileExistsError."""
     if isinstance(e, FileExistsError):
         return True
     cause = e.__cause__ or e.__context__
@@ -467,6 +479,56 @@ def _precondition_failed(e: BaseException) -> bool:
     text = f"{e} {cause}"
     return code in ("PreconditionFailed", "ConditionalRequestConflict") or (
         "PreconditionFailed" in text or "ConditionalRequestConflict" in text
+    )
+
+
+def _gcs_read(fs: Any, path: str) -> tuple[bytes | None, str | None]:
+    """The object at ``path`` and its GCS generation, from one media GET (gcsfs's own
+    request machinery: credentials, retries, errors), or ``(None, None)``."""
+    try:
+        headers, body = fs.call("GET", fs.url(path))
+    except FileNotFoundError:
+        return None, None
+    generation = headers.get("x-goog-generation")
+    if not generation:
+        raise OSError(
+            errno.EPROTO,
+            f"{fs.unstrip_protocol(path)}: the server sent no x-goog-generation header, so "
+            f"the manifest cannot be replaced conditionally; set "
+            f"ARRAYDS_CONDITIONAL_COMMIT=0 for a server without object generations",
+        )
+    return bytes(body), str(generation)
+
+
+def _gcs_put(fs: Any, path: str, data: bytes, if_generation_match: str) -> None:
+    """Upload ``data`` to ``path`` only if the object's generation is
+    ``if_generation_match`` (``"0"``: only if there is no object); HTTP 412 otherwise,
+    which gcsfs raises as FileExistsError.
+
+    gcsfs's ``pipe_file`` can only ask for ``ifGenerationMatch=0`` (``mode="create"``),
+    so this sends the same one-request multipart upload as its ``simple_upload``
+    through its ``call`` (credentials, retries, status -> exception), with the
+    generation precondition added.
+    """
+    bucket, key, _ = fs.split_path(path)
+    boundary = f"arrayds-{secrets.token_hex(12)}"
+    meta = json.dumps({"name": key, "contentType": "application/json"})
+    body = (
+        (
+            f"--{boundary}\r\nContent-Type: application/json; charset=UTF-8\r\n\r\n{meta}\r\n"
+            f"--{boundary}\r\nContent-Type: application/json\r\n\r\n"
+        ).encode()
+        + data
+        + f"\r\n--{boundary}--\r\n".encode()
+    )
+    fs.call(
+        "POST",
+        f"{fs._location}/upload/storage/v1/b/{quote(bucket, safe='')}/o",
+        uploadType="multipart",
+        ifGenerationMatch=if_generation_match,
+        headers={"Content-Type": f'multipart/related; boundary="{boundary}"'},
+        data=body,
+        json_out=True,
     )
 
 
@@ -511,41 +573,53 @@ def commit_object(
     from .manifest import CommitConflictError
 
     what = store.display(node)
+    gcs = store.protocol in GCS_PROTOCOLS
     fs.invalidate_cache(path)
-    try:
-        etag = fs.info(path).get("ETag")
-    except FileNotFoundError:
-        etag = None
-    if etag is None:
+    # step 1 (and on GCS step 2): the version the PUT will require
+    current: bytes | None = None
+    if gcs:
+        current, version = _gcs_read(fs, path)
+    else:
         try:
+            version = fs.info(path).get("ETag")
+        except FileNotFoundError:
+            version = None
+    if version is not None:
+        if not gcs:
+            current = fs.cat_file(path)
+        cur_gen = _generation(current)
+        new_gen = manifest.get("generation")
+        if cur_gen is not None and isinstance(new_gen, int) and new_gen <= cur_gen:
+            if _is_fresh_group(manifest) and _kind(current) == "group":
+                return
+            raise CommitConflictError(
+                f"{what}: another writer committed generation {cur_gen} while this write "
+                f"prepared generation {new_gen}; nothing of this write is visible"
+            )
+    try:
+        if gcs:
+            _gcs_put(fs, path, data, version or "0")
+        elif version is None:
             fs.pipe_file(path, data, mode="create")
-        except OSError as e:
-            if not _precondition_failed(e):
-                raise
-            if _is_fresh_group(manifest) and _kind(store.read_manifest_bytes(node)) == "group":
+        else:
+            fs.pipe_file(path, data, IfMatch=version)
+    except OSError as e:
+        if not _precondition_failed(e):
+            raise
+        fs.invalidate_cache(path)
+        try:
+            now = fs.cat_file(path)
+        except FileNotFoundError:
+            now = None
+        if now == data:  # this write landed; the client retried it after a lost reply
+            return
+        if version is None:
+            if _is_fresh_group(manifest) and _kind(now) == "group":
                 return
             raise CommitConflictError(
                 f"{what}: another writer created this node while this write ran; nothing of "
                 f"this write is visible"
             ) from None
-        finally:
-            fs.invalidate_cache(path)
-        return
-    current = fs.cat_file(path)
-    cur_gen = _generation(current)
-    new_gen = manifest.get("generation")
-    if cur_gen is not None and isinstance(new_gen, int) and new_gen <= cur_gen:
-        if _is_fresh_group(manifest) and _kind(current) == "group":
-            return
-        raise CommitConflictError(
-            f"{what}: another writer committed generation {cur_gen} while this write "
-            f"prepared generation {new_gen}; nothing of this write is visible"
-        )
-    try:
-        fs.pipe_file(path, data, IfMatch=etag)
-    except OSError as e:
-        if not _precondition_failed(e):
-            raise
         raise CommitConflictError(
             f"{what}: another writer replaced the manifest while this write committed "
             f"(conditional PUT refused); nothing of this write is visible"
