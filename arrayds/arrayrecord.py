@@ -196,6 +196,14 @@ def _index_array(key: Any, n: int, name: str) -> np.ndarray:
     return idx
 
 
+def _size_mismatch(name: str, expected: int, real: int | None) -> str:
+    has = "more than that" if real is None else f"{real}"
+    return (
+        f"{name}: expected to have {expected} bytes (file_size, e.g. from a dataset "
+        f"manifest), but the file has {has}: a damaged, replaced or truncated file"
+    )
+
+
 def _no_read(i: int) -> bytes:  # placeholder for _read1 on several-file sources
     raise AssertionError("unreachable: _fast_len is 0 for several files")
 
@@ -451,6 +459,12 @@ class ArrayRecordReader:
     bytes (8 MiB by default) and decodes the next batch in the background unless
     ``readahead_buffer_size:0`` or ``max_parallelism:0``.
 
+    ``file_size``: the file's size in bytes, when the caller knows it (a dataset
+    manifest records the size of every shard). A remote file then opens with one
+    ranged GET of its tail instead of a size request (HEAD) and the GET; a file of
+    another size raises :class:`CorruptionError` naming the file, never reads wrong
+    data. A local file's size is checked against the file system.
+
     Where this differs from the official 0.8.6 reader, on purpose: errors in the
     file raise at open, not at the first read; ``read(a, a)`` is ``[]`` instead of
     ``IndexError``; ``read([...])`` accepts negative indices and costs O(len(list))
@@ -483,8 +497,16 @@ class ArrayRecordReader:
         options: str | Mapping[str, str] | None = "",
         *,
         storage_options: Mapping[str, Any] | None = None,
+        file_size: int | None = None,
     ) -> None:
         self._path = _fspath(path, "ArrayRecordReader")
+        if file_size is not None and (
+            not isinstance(file_size, int) or isinstance(file_size, bool) or file_size < 0
+        ):
+            raise ValueError(
+                f"ArrayRecordReader({self._path!r}): file_size must be a non-negative int or "
+                f"None, got {file_size!r}"
+            )
         self._closed = True
         self._n = 0
         self._inflight: set[Future[list[bytes]]] = set()
@@ -495,8 +517,10 @@ class ArrayRecordReader:
         self._cursor = 0
         if self._fs is None:
             self._open_local()
+            if file_size is not None:
+                self._check_local_size(file_size)
         else:
-            self._open_remote()
+            self._open_remote(file_size)
         self._closed = False
         self._n = int(self._native.num_records())
 
@@ -509,14 +533,29 @@ class ArrayRecordReader:
         self._read_many = native.read_batch
         self._read_range = native.read_range
 
-    def _open_remote(self) -> None:
+    def _check_local_size(self, expected: int) -> None:
+        real = os.path.getsize(self._inner)
+        if real != expected:
+            self._native.close()
+            raise CorruptionError(_size_mismatch(self._path, expected, real))
+
+    def _remote_size(self) -> int:
+        assert self._fs is not None
+        try:
+            return int(self._fs.size(self._inner))
+        except FileNotFoundError:
+            raise FileNotFoundError(2, "No such file", self._path) from None
+
+    def _open_remote(self, known_size: int | None = None) -> None:
         fs, inner, name = self._fs, self._inner, self._path
         assert fs is not None
-        try:
-            size = int(fs.size(inner))
-        except FileNotFoundError:
-            raise FileNotFoundError(2, "No such file", name) from None
+        size = self._remote_size() if known_size is None else known_size
         if size < _BLOCK:
+            if known_size is not None:
+                raise CorruptionError(
+                    f"{name}: expected to have {size} bytes, but an ArrayRecord file is at "
+                    f"least {_BLOCK} bytes (a wrong file_size)"
+                )
             raise CorruptionError(
                 f"{name}: not an ArrayRecord file: it has {size} bytes, but an ArrayRecord "
                 f"file is at least {_BLOCK} bytes"
@@ -524,7 +563,28 @@ class ArrayRecordReader:
         want = self._options.footer_prefetch_bytes
         want = (1 << 20) if want is None else want
         tail_len = min(size, max(_BLOCK, want - want % _BLOCK))
-        tail = fs.cat_file(inner, start=size - tail_len, end=size)
+        if known_size is None:
+            tail = fs.cat_file(inner, start=size - tail_len, end=size)
+        else:
+            # No size request: ask for one byte past the claimed end. Exactly tail_len
+            # bytes back means the file ends where it was said to (a longer file
+            # returns one more byte, a shorter one fewer, or refuses the range).
+            try:
+                tail = fs.cat_file(inner, start=size - tail_len, end=size + 1)
+            except FileNotFoundError:
+                raise FileNotFoundError(2, "No such file", name) from None
+            except PermissionError:
+                raise
+            except OSError:
+                real = self._remote_size()  # e.g. "range not satisfiable": shorter
+                if real != size:
+                    raise CorruptionError(_size_mismatch(name, size, real)) from None
+                raise
+            if len(tail) > tail_len:
+                raise CorruptionError(_size_mismatch(name, size, None))
+            if len(tail) < tail_len:
+                real = size - tail_len + len(tail) if tail else self._remote_size()
+                raise CorruptionError(_size_mismatch(name, size, real))
         if len(tail) != tail_len:
             raise CorruptionError(
                 f"{name}: asked for bytes [{size - tail_len}, {size}) and got {len(tail)} bytes"
@@ -860,11 +920,13 @@ def _unpickle_reader(
 @dataclass(frozen=True)
 class _Shard:
     """One file of a data source: records ``start..stop-1`` of ``path``
-    (``stop=None``: up to the end; the file is opened to count them)."""
+    (``stop=None``: up to the end; the file is opened to count them); ``size``: the
+    file's byte size if known (a records manifest says it; see ``file_size``)."""
 
     path: str
     start: int = 0
     stop: int | None = None
+    size: int | None = None
 
 
 @dataclass(frozen=True)
@@ -884,7 +946,8 @@ def _register_source_resolver(resolver: _SourceResolver) -> None:
 
     ``resolver(path, storage_options)`` returns ``None`` when ``path`` is not the URL
     of a records dataset, else a :class:`_ResolvedSource` listing the shard files in
-    order (give ``stop`` so they need not be opened) and the serializer's decoder,
+    order (give ``stop`` so they need not be opened, and ``size`` so an object store
+    needs no size request to open them) and the serializer's decoder,
     which ``ArrayRecordDataSource(..., decode=True)`` applies to each item.
     """
     if resolver not in _source_resolvers:
@@ -1005,7 +1068,8 @@ class ArrayRecordDataSource:
         self._readers: list[ArrayRecordReader | None] = [None] * len(shards)
         counts = self._count(shards)
         self._shards = [
-            _Shard(s.path, s.start, s.start + c) for s, c in zip(shards, counts, strict=True)
+            _Shard(s.path, s.start, s.start + c, s.size)
+            for s, c in zip(shards, counts, strict=True)
         ]
         ends = np.cumsum(np.asarray(counts, dtype=np.int64))
         self._ends = ends  # global index -> file: searchsorted(ends, i, "right")
@@ -1027,10 +1091,12 @@ class ArrayRecordDataSource:
     # -- construction helpers
 
     def _open(self, k: int) -> ArrayRecordReader:
+        shard = self._shards_or_pending[k]
         return ArrayRecordReader(
-            self._shards_or_pending[k].path,
+            shard.path,
             self._options.string,
             storage_options=self._storage_options,
+            file_size=shard.size,
         )
 
     def _count(self, shards: list[_Shard]) -> list[int]:
