@@ -9,7 +9,11 @@ plus the store. Reading a selection:
    (shard entry, record) at once;
 3. chunks are grouped by shard file; each group is **one** batched engine read
    (decoded in parallel by the engine), groups run on a small thread pool;
-4. each record is decoded with ``np.frombuffer`` (no copy) and copied once into the
+4. the engine decodes each record straight into its final place (GIL released, in
+   parallel): a chunk taken whole is written into the output array's memory (its
+   ``.npy`` header compared, not copied), and a selection that is exactly one chunk
+   is decoded into a new writable buffer whose data becomes the result, with no
+   further copy. A chunk taken in part is decoded and its part copied into the
    output. Chunks no shard covers are ``fill_value``.
 
 Writing (``a[sel] = v``, ``append``) builds the new chunks (reading partially covered
@@ -53,8 +57,16 @@ from .grid import (
 )
 from .manifest import ArrayManifest, CommitConflictError, ShardEntry, writer_options
 from .node import Node
-from .store import SHARD_DIR, SHARD_SUFFIX, Store, io_pool, new_write_id, read_records
-from .tensor import decode_chunk, encode_chunk
+from .store import (
+    SHARD_DIR,
+    SHARD_SUFFIX,
+    Store,
+    io_pool,
+    new_write_id,
+    read_records,
+    read_records_into,
+)
+from .tensor import decode_chunk, encode_chunk, npy_header
 
 __all__ = ["Array", "ArrayInfo", "Attributes"]
 
@@ -471,12 +483,15 @@ class Array(Node):
         if plan.k == 1:  # the latency path: one chunk
             if plan.entry[0] < 0:
                 return np.full(sel.shape, m.fill, dtype=dtype)
-            got: list[np.ndarray] = []
-            self._fetch(plan, np.zeros(1, dtype=np.int64), lambda k, i, chunk: got.append(chunk))
             idx = (0,) * m.ndim
             if plan.full()[0]:
-                chunk = got[0]
-                return (chunk if zero_copy else chunk.copy()).reshape(sel.shape)
+                table = m.table
+                relpath = table.paths[int(table.path_ids[plan.entry[0]])]
+                coord = tuple(int(c) for c in plan.coords[0])
+                chunk = self._decode_new(relpath, int(plan.record[0]), coord, plan.chunk_shape(idx))
+                return chunk.reshape(sel.shape)
+            got: list[np.ndarray] = []
+            self._fetch(plan, np.zeros(1, dtype=np.int64), lambda k, i, chunk: got.append(chunk))
             return np.array(got[0][plan.local_key(idx)], copy=True).reshape(sel.shape)
         present = plan.entry >= 0
         if not present.any():
@@ -489,7 +504,7 @@ class Array(Node):
         def put(k: int, idx: tuple[int, ...], chunk: np.ndarray) -> None:
             out[plan.out_key(idx)] = chunk[plan.local_key(idx)]
 
-        self._fetch(plan, np.flatnonzero(present), put)
+        self._fetch(plan, np.flatnonzero(present), put, out)
         return out.reshape(sel.shape)
 
     def _reader(self, relpath: str) -> ArrayRecordReader:
@@ -520,9 +535,51 @@ class Array(Node):
         except CorruptionError as e:
             raise CorruptionError(f"{self._what}: shard {relpath!r} is damaged: {e}") from None
 
+    def _read_records_into(
+        self, relpath: str, recs: Any, buffers: list[Any], prefix: Any = None
+    ) -> bool:
+        """Decode records ``recs`` of shard ``relpath`` into ``buffers`` (one batched
+        engine call). False when a record is not ``prefix`` + its buffer's size (a
+        header this writer would not produce, or a damaged manifest): the caller then
+        takes the general path, which decodes any valid header or names the damage."""
+        reader = self._reader(relpath)
+        n = len(reader)
+        top = max(recs) if isinstance(recs, list) else int(recs.max())
+        if top >= n:
+            raise CorruptionError(
+                f"{self._what}: shard {relpath!r} has {n} records, but the manifest "
+                f"needs record {top}"
+            )
+        try:
+            read_records_into(reader, recs, buffers, prefix)
+        except CorruptionError as e:
+            raise CorruptionError(f"{self._what}: shard {relpath!r} is damaged: {e}") from None
+        except ValueError:
+            return False
+        return True
+
+    def _decode_new(
+        self, relpath: str, r: int, coord: tuple[int, ...], shape: tuple[int, ...]
+    ) -> np.ndarray:
+        """Chunk ``coord`` (record ``r`` of shard ``relpath``) as a new writable array:
+        the record is decoded into a fresh buffer and the array is its data part (no
+        copy after the decode)."""
+        dtype = self._m.dtype
+
+        def what() -> str:
+            return f"{self._what} chunk {coord} (shard {relpath!r}, record {r})"
+
+        h = len(npy_header(dtype, shape))
+        buf = np.empty(h + math.prod(shape) * dtype.itemsize, dtype=np.uint8)
+        if self._read_records_into(relpath, [r], [buf]):
+            return decode_chunk(buf, dtype, shape, what)
+        rec = self._read_records(relpath, [r])[0]
+        return decode_chunk(rec, dtype, shape, what).copy()
+
     def _read_exact_chunk(self, key: tuple[slice, ...], zero_copy: bool) -> np.ndarray | None:
         """If ``key`` (step-1 slices) is exactly one stored chunk, read it with no
-        planning at all (the common dask task); else None."""
+        planning at all (the common dask task); else None. The result is always a
+        writable array of its own (``zero_copy`` is kept for callers; no effect)."""
         m = self._m
         axes = m.grid.axes
         if len(key) != len(axes):
@@ -545,24 +602,20 @@ class Array(Node):
         e, r = table.locate_one(coord)
         if e < 0:
             return np.full(shape, m.fill, dtype=m.dtype)
-        relpath = table.entries[e].path
-        buf = self._read_records(relpath, [r])[0]
-
-        def what() -> str:
-            return f"{self._what} chunk {tuple(coord)} (shard {relpath!r}, record {r})"
-
-        chunk = decode_chunk(buf, m.dtype, tuple(shape), what)
-        return chunk if zero_copy else chunk.copy()
+        return self._decode_new(table.entries[e].path, r, tuple(coord), tuple(shape))
 
     def _fetch(
         self,
         plan: _Plan,
         ks: np.ndarray,
         put: Callable[[int, tuple[int, ...], np.ndarray], None],
+        out: np.ndarray | None = None,
     ) -> None:
         """Read and decode the chunks ``ks`` of ``plan`` (all present), one batched
         read per shard file, files in parallel; ``put(k, idx, chunk)`` receives each
-        decoded chunk (a read-only view of the record)."""
+        decoded chunk (a read-only view of the record). With ``out`` (the output in
+        work shape), chunks taken whole are decoded by the engine straight into
+        ``out[plan.out_key(idx)]`` instead (``put`` gets the rest)."""
         if ks.size == 0:
             return
         m = self._m
@@ -578,8 +631,14 @@ class Array(Node):
             groups = np.split(ks, cut)
         dtype = m.dtype
 
+        full = plan.full() if out is not None else None
+
         def run(group: np.ndarray) -> None:
             relpath = table.paths[int(table.path_ids[plan.entry[group[0]]])]
+            if full is not None:
+                group = self._fetch_into(plan, group, full, relpath, out)
+                if group.size == 0:
+                    return
             bufs = self._read_records(relpath, plan.record[group])
             for k, buf in zip(group.tolist(), bufs, strict=True):
                 idx = plan.index(k)
@@ -599,6 +658,37 @@ class Array(Node):
         futures = [io_pool().submit(run, g) for g in groups]
         for f in futures:
             f.result()
+
+    def _fetch_into(
+        self, plan: _Plan, group: np.ndarray, full: np.ndarray, relpath: str, out: Any
+    ) -> np.ndarray:
+        """Decode the chunks of ``group`` (one shard) that are taken whole straight
+        into their boxes of ``out`` (one engine call; each record's ``.npy`` header is
+        compared by the engine, its data written into the box, strided or not).
+        Returns the chunks left for the general path."""
+        dtype = self._m.dtype
+        # numpy exports no buffer for datetime64/timedelta64: same bytes as int64
+        target = out.view("<i8") if dtype.kind in "Mm" else out
+        ks: list[int] = []
+        dests: list[np.ndarray] = []
+        heads: list[bytes] = []
+        rest: list[int] = []
+        for k in group.tolist():
+            if full[k]:
+                idx = plan.index(k)
+                key = plan.out_key(idx)
+                shape = plan.chunk_shape(idx)
+                if all(type(p) is slice for p in key):
+                    view = target[key]
+                    if view.shape == shape:
+                        ks.append(k)
+                        dests.append(view)
+                        heads.append(npy_header(dtype, shape))
+                        continue
+            rest.append(k)
+        if ks and not self._read_records_into(relpath, plan.record[ks], dests, heads):
+            return group  # an unexpected header somewhere: the general path decodes all
+        return np.asarray(rest, dtype=np.int64)
 
     # -- writing
 

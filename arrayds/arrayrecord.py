@@ -622,6 +622,31 @@ class ArrayRecordReader:
     def _remote_read_range(self, start: int, stop: int) -> list[bytes]:
         return self._remote_read_many(np.arange(start, stop, dtype=np.int64))
 
+    def _read_into(
+        self, indices: np.ndarray | Sequence[int], buffers: Sequence[Any], prefix: Any = None
+    ) -> None:
+        """Decode records ``indices`` (non-negative) into the writable ``buffers``
+        (internal; the engine's ``Reader.read_into``, docs/design/engine.md).
+
+        Each record must be ``prefix`` (one bytes-like object, or one per record)
+        followed by exactly as many bytes as its buffer holds (``ValueError``
+        otherwise, naming the record); those bytes land in the buffer in C order.
+        Local files decode with the GIL released; remote files fetch the chunks'
+        byte ranges first, as :meth:`read` does.
+        """
+        native = self._native
+        if self._fs is None:
+            native.read_into(indices, buffers, prefix)
+            return
+        spans = native.chunk_spans(indices)
+        starts = [s for s, _ in spans]
+        ends = [e for _, e in spans]
+        datas = self._fs.cat_ranges([self._inner] * len(spans), starts, ends) if spans else []
+        for data in datas:
+            if isinstance(data, BaseException):
+                raise data
+        native.read_into(indices, buffers, prefix, list(zip(starts, datas, strict=True)))
+
     def _set_closed_callables(self) -> None:
         closed = _raise_closed(f"ArrayRecordReader({self._path!r})")
         self._read_one = closed

@@ -62,9 +62,8 @@ AUTO_SHARD_BYTES = 16 << 20
 grouped up to this size."""
 
 ZERO_COPY_BLOCKS = False
-"""When True, a dask block that is exactly one stored chunk is returned as a
-read-only view of the decoded record (no copy). Off by default: users expect
-writable arrays from ``compute()``."""
+"""Kept for compatibility; no effect. A dask block that is exactly one stored chunk is
+always decoded by the engine into a new writable buffer and returned without a copy."""
 
 
 # ------------------------------------------------------------------- grouping
