@@ -14,6 +14,14 @@ gcsfs must be imported with ``GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT=false`` (see
 :data:`GCSFS_ENV`): its default file system asks Google's gRPC storage-control API
 for each bucket's layout before every upload and read, which an emulator does not
 serve (each lookup waits out a 60 s timeout).
+
+What fake-gcs-server does not emulate, so tests/gcs cannot check it: authentication
+and IAM (any or no credentials are accepted, so there is no wrong-credentials test
+as for S3); ``ifGenerationMatch`` on ``uploadType=media`` uploads (ignored; arrayds
+sends multipart uploads, where it is honoured, as is ``ifGenerationMatch=0``); GCS's
+write-rate limit per object (429) and transient 5xx errors (the client-retry path
+is exercised by resending an upload explicitly); zonal and hierarchical-namespace
+buckets and the gRPC APIs.
 """
 
 from __future__ import annotations
