@@ -7,6 +7,7 @@ fresh ``gs://`` dataset root per test in the shared bucket.
 
 from __future__ import annotations
 
+import atexit
 import uuid
 
 import pytest
@@ -37,8 +38,12 @@ def gcs() -> FakeGCS:
             f"it uses {type(fs).__name__}, which queries a gRPC API the emulator lacks"
         )
     fs.mkdir(BUCKET)
-    yield server
-    server.stop()
+    # stopped at interpreter exit, not at session teardown: arrayds may still have
+    # background work queued against the server (shard footer prefetches), which the
+    # interpreter waits for before atexit handlers run; against a stopped server each
+    # of those requests would retry with backoff for half a minute first
+    atexit.register(server.stop)
+    return server
 
 
 @pytest.fixture
