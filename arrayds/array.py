@@ -66,7 +66,7 @@ from .store import (
     read_records,
     read_records_into,
 )
-from .tensor import decode_chunk, encode_chunk, npy_header
+from .tensor import decode_chunk, encode_chunk, new_buffer, npy_header
 
 __all__ = ["Array", "ArrayInfo", "Attributes"]
 
@@ -496,7 +496,7 @@ class Array(Node):
         present = plan.entry >= 0
         if not present.any():
             return np.full(sel.shape, m.fill, dtype=dtype)
-        out = np.empty(work, dtype=dtype)
+        out = new_buffer(sel.size * dtype.itemsize).view(dtype).reshape(work)
         if not present.all():
             for k in np.flatnonzero(~present):
                 out[plan.out_key(plan.index(int(k)))] = m.fill
@@ -570,7 +570,7 @@ class Array(Node):
             return f"{self._what} chunk {coord} (shard {relpath!r}, record {r})"
 
         h = len(npy_header(dtype, shape))
-        buf = np.empty(h + math.prod(shape) * dtype.itemsize, dtype=np.uint8)
+        buf = new_buffer(h + math.prod(shape) * dtype.itemsize)
         if self._read_records_into(relpath, [r], [buf]):
             return decode_chunk(buf, dtype, shape, what)
         rec = self._read_records(relpath, [r])[0]

@@ -192,3 +192,35 @@ def test_threads_share_a_reader(path: str) -> None:
     for t in threads:
         t.join()
     assert errors == []
+
+
+def test_pooled_buffers_are_reused_and_bounded() -> None:
+    n = 3 << 20
+    first = np.frombuffer(_native.pooled_buffer(n), dtype=np.uint8)
+    assert first.flags.writeable and first.size == n and first.ctypes.data % 64 == 0
+    first[:] = 7
+    address = first.ctypes.data
+    idle = _native._buffer_pool_idle_bytes()
+    del first  # the block goes back to the pool
+    assert _native._buffer_pool_idle_bytes() >= idle + n
+    again = np.frombuffer(_native.pooled_buffer(n - 100), dtype=np.uint8)  # n..2n fits
+    assert again.ctypes.data == address
+    del again
+    # never more than 128 MiB idle, and blocks over 64 MiB are not kept
+    held = [_native.pooled_buffer(20 << 20) for _ in range(10)]
+    del held
+    assert _native._buffer_pool_idle_bytes() <= 128 << 20
+    before = _native._buffer_pool_idle_bytes()
+    huge = _native.pooled_buffer(65 << 20)
+    del huge
+    assert _native._buffer_pool_idle_bytes() <= before
+    assert len(_native.pooled_buffer(0)) == 0
+    with pytest.raises((MemoryError, OverflowError)):
+        _native.pooled_buffer(2**62)
+
+
+def test_read_into_a_pooled_buffer(path: str) -> None:
+    r = _native.Reader(path)
+    buf = np.frombuffer(_native.pooled_buffer(len(RECORDS[27])), dtype=np.uint8)
+    r.read_into([27], [buf])
+    assert buf.tobytes() == RECORDS[27]
