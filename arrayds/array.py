@@ -509,7 +509,8 @@ class Array(Node):
 
     def _reader(self, relpath: str) -> ArrayRecordReader:
         try:
-            return self._store.shard_reader(self._node, relpath)
+            sizes = self._m.table.sizes
+            return self._store.shard_reader(self._node, relpath, sizes.get(relpath), sizes)
         except FileNotFoundError:
             raise FileNotFoundError(
                 errno.ENOENT,

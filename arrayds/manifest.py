@@ -371,6 +371,12 @@ class ShardTable:
             [paths.setdefault(e.path, len(paths)) for e in self.entries], dtype=np.int64
         )
         self.paths = list(paths)
+        # every shard file -> its byte size where the manifest records it, else None
+        # (opens on object stores then need no size request)
+        self.sizes: dict[str, int | None] = dict.fromkeys(self.paths)
+        for e in self.entries:
+            if e.bytes:
+                self.sizes[e.path] = e.bytes
         self._cells: np.ndarray | None = None
         self._bounds: list[np.ndarray] = []
         self._bounds_l: list[list[int]] = []

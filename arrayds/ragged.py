@@ -438,6 +438,8 @@ class RaggedArray(Node):
         self._m = manifest
         self._mode = mode
         self._starts = np.array([s.start for s in manifest.shards], dtype=np.int64)
+        # shard byte sizes the manifest records: opens on object stores skip a HEAD
+        self._sizes = {s.path: s.bytes or None for s in manifest.shards}
 
     # -- identity and metadata
 
@@ -548,7 +550,8 @@ class RaggedArray(Node):
 
     def _reader(self, relpath: str) -> Any:
         try:
-            return self._store.shard_reader(self._node, relpath)
+            sizes = self._sizes
+            return self._store.shard_reader(self._node, relpath, sizes.get(relpath), sizes)
         except FileNotFoundError:
             raise FileNotFoundError(
                 errno.ENOENT,

@@ -747,9 +747,12 @@ def _is_bag(obj: Any) -> bool:
 # ------------------------------------------------------------------------- reading
 
 
-def _read_shard(store: Store, node: str, name: str, expected: int, decode: Any) -> list[Any]:
-    """Task: every record of one shard, decoded (one batched engine read)."""
-    reader = store.shard_reader(node, name)
+def _read_shard(
+    store: Store, node: str, name: str, expected: int, decode: Any, size: int = 0
+) -> list[Any]:
+    """Task: every record of one shard, decoded (one batched engine read); ``size``:
+    the file's byte size from the manifest (0: not recorded)."""
+    reader = store.shard_reader(node, name, size or None)
     n = reader.num_records()
     if n != expected:
         raise CorruptionError(
@@ -874,7 +877,15 @@ class RecordsDataset:
             decode,
         )
         dsk = {
-            (name, k): (_read_shard, self._store, self._node, s.name, s.num_records, dec)
+            (name, k): (
+                _read_shard,
+                self._store,
+                self._node,
+                s.name,
+                s.num_records,
+                dec,
+                s.file_size,
+            )
             for k, s in enumerate(shards)
         }
         graph = HighLevelGraph.from_collections(name, dsk, dependencies=[])
@@ -1077,7 +1088,16 @@ def _resolve_source(path: str, storage_options: Mapping[str, Any] | None) -> _Re
         return None
     where = store.display(node)
     m = RecordsManifest.from_json(man, where)
-    shards = [_Shard(store.url_of(node, s.name), 0, s.num_records) for s in m.shards]
+    shards = [
+        # object stores: the recorded size spares each shard open a HEAD request
+        _Shard(
+            store.url_of(node, s.name),
+            0,
+            s.num_records,
+            None if store.local else s.file_size or None,
+        )
+        for s in m.shards
+    ]
     ctx = _RESOLVE_WITH.get() or {}
     try:
         ser = _ser.resolve_for_read(

@@ -24,9 +24,11 @@ place that touches the file system for datasets:
 
 from __future__ import annotations
 
+import atexit
 import errno
 import json
 import os
+import queue
 import secrets
 import shutil
 import threading
@@ -423,9 +425,26 @@ class Store:
         except (PermissionError, FileNotFoundError) as e:
             raise self.named_error(e, "cannot write the shard", self.path(node, relpath)) from e
 
-    def shard_reader(self, node: str, relpath: str) -> ArrayRecordReader:
-        """The cached reader of a shard (see :func:`shard_reader`)."""
-        return shard_reader(self, self.path(node, relpath))
+    def shard_reader(
+        self,
+        node: str,
+        relpath: str,
+        size: int | None = None,
+        shards: Mapping[str, int | None] | None = None,
+    ) -> ArrayRecordReader:
+        """The cached reader of a shard (see :func:`shard_reader`); ``size``: its
+        byte size from the manifest, if recorded; ``shards``: every shard file of the
+        node (relpath -> recorded size or None), which lets reads on object stores
+        prefetch footers (see :data:`FOOTER_PREFETCH_SHARDS`)."""
+        path = self.path(node, relpath)
+        if shards is None or self.local or len(shards) < 3:
+            return shard_reader(self, path, size)
+        with _readers_lock:
+            r = _readers.get((self.token, path))
+        if r is None:
+            r = shard_reader(self, path, size)
+            _prefetch_footers(self, node, relpath, shards)
+        return r
 
 
 # ------------------------------------------------- object stores (issue 6)
@@ -705,9 +724,15 @@ _readers: OrderedDict[tuple[Any, ...], ArrayRecordReader] = OrderedDict()
 _readers_lock = threading.Lock()
 
 
-def shard_reader(store: Store, path: str) -> ArrayRecordReader:
+def shard_reader(store: Store, path: str, size: int | None = None) -> ArrayRecordReader:
     """An open :class:`arrayds.ArrayRecordReader` for ``path`` on ``store``'s file
     system, from a per-process LRU cache keyed by (protocol, storage options, path).
+
+    ``size`` is the shard's byte size as its manifest records it (``None``: not
+    recorded). On object stores a known size saves the size request (HEAD) of an
+    open: the reader fetches the tail right away and raises
+    :class:`arrayds.CorruptionError` naming the file if the object has another size.
+    Local shards open as before (the engine reads the size itself).
 
     Shards are immutable and uniquely named, so a cached reader is never stale. An
     evicted reader is not closed (another thread may still be using it); it closes
@@ -739,7 +764,10 @@ def shard_reader(store: Store, path: str) -> ArrayRecordReader:
                 # thousand chunks, the whole footer) instead of the reader's 1 MiB
                 # default, which would move most of a small shard per open (issue 6)
                 r = ArrayRecordReader(
-                    url, REMOTE_SHARD_READER_OPTIONS, storage_options=store.storage_options
+                    url,
+                    REMOTE_SHARD_READER_OPTIONS,
+                    storage_options=store.storage_options,
+                    file_size=size if size else None,
                 )
         except BaseException:
             with _readers_lock:
@@ -755,6 +783,73 @@ def shard_reader(store: Store, path: str) -> ArrayRecordReader:
             while len(_readers) > _READER_CACHE_SIZE:
                 _readers.popitem(last=False)
     return r
+
+
+FOOTER_PREFETCH_SHARDS = int(os.environ.get("ARRAYDS_FOOTER_PREFETCH_SHARDS", "64"))
+"""Footer prefetch on object stores: when the reads of one array or ragged array open
+a second of its shard files, the footers of all its other shards are fetched in the
+background, 8 at a time, so that reads spread over the shards stop paying one
+round trip per shard one after another. Only for nodes with at most this many shard
+files (at most this many ranged GETs of 128 KiB, once per process); larger nodes
+open each shard when a read first needs it. ``ARRAYDS_FOOTER_PREFETCH_SHARDS=0``
+turns the prefetch off."""
+
+_FOOTER_THREADS = 8
+_footer_queue: queue.SimpleQueue[tuple[Store, str, int | None]] = queue.SimpleQueue()
+_footer_threads: list[threading.Thread] = []
+_exiting = False
+_prefetched: OrderedDict[tuple[Any, ...], Mapping[str, int | None]] = OrderedDict()
+"""Nodes whose footers were prefetched, keyed by (store, node, id of its shard map);
+the map is kept so that its id is not reused while the key is remembered."""
+
+
+def _prefetch_footers(
+    store: Store, node: str, opened: str, shards: Mapping[str, int | None]
+) -> None:
+    """After a read opened shard ``opened`` of ``node``: if another of its shards is
+    already open (reads are spreading over the node) prefetch the rest, once."""
+    if len(shards) > FOOTER_PREFETCH_SHARDS or _exiting:
+        return
+    key = (store.token, store.path(node), id(shards))
+    with _readers_lock:
+        if key in _prefetched:
+            return
+        todo = [
+            (store.path(node, rel), size)
+            for rel, size in shards.items()
+            if rel != opened and (store.token, store.path(node, rel)) not in _readers
+        ]
+        if len(todo) >= len(shards) - 1:
+            return  # the first shard this process opens for the node
+        _prefetched[key] = shards
+        while len(_prefetched) > 256:
+            _prefetched.popitem(last=False)
+        while len(_footer_threads) < min(_FOOTER_THREADS, len(todo)):
+            # daemon threads: a prefetch still queued at exit never holds the process
+            t = threading.Thread(target=_footer_worker, name="arrayds-footer", daemon=True)
+            t.start()
+            _footer_threads.append(t)
+    for path, size in todo:
+        _footer_queue.put((store, path, size))
+
+
+def _footer_worker() -> None:
+    while True:
+        store, path, size = _footer_queue.get()
+        if _exiting:
+            continue
+        try:
+            shard_reader(store, path, size)
+        except Exception:  # noqa: BLE001 - a read that needs the shard raises it, named
+            pass
+
+
+def _stop_prefetching() -> None:
+    global _exiting
+    _exiting = True
+
+
+atexit.register(_stop_prefetching)
 
 
 REMOTE_SHARD_READER_OPTIONS = "footer_prefetch_bytes:128K"
@@ -788,9 +883,11 @@ def read_records_into(
 
 
 def clear_reader_cache() -> None:
-    """Forget every cached shard reader (they close when unreferenced)."""
+    """Forget every cached shard reader (they close when unreferenced) and which
+    nodes had their footers prefetched."""
     with _readers_lock:
         _readers.clear()
+        _prefetched.clear()
 
 
 # ----------------------------------------------------------------- thread pool
@@ -814,8 +911,11 @@ def io_pool() -> ThreadPoolExecutor:
 
 
 def _after_fork_in_child() -> None:
-    global _pool, _pool_lock, _readers_lock, _stats_lock
+    global _pool, _pool_lock, _readers_lock, _stats_lock, _footer_queue
     _pool = None
+    _footer_queue = queue.SimpleQueue()
+    _footer_threads.clear()
+    _prefetched.clear()
     _pool_lock = threading.Lock()
     _readers_lock = threading.Lock()
     _stats_lock = threading.Lock()

@@ -375,6 +375,7 @@ class _ShardJob:
     arrays: list[tuple[ArrayManifest, ShardEntry]] = field(default_factory=list)
     records: int | None = None  # records sets: the exact count
     ragged: list[tuple[Any, Any]] = field(default_factory=list)  # (RaggedManifest, shard)
+    sizes: set[int] = field(default_factory=set)  # byte sizes the manifests record
 
 
 def _duplicates_array(m: ArrayManifest) -> list[str]:
@@ -433,6 +434,8 @@ def _plan(store: Store, node: str) -> tuple[dict[tuple[str, str], _ShardJob], li
                 problems.append(Problem(murl, where, msg, item.node))
             for e in m.shards:
                 j = job(item.node, e.path, "array")
+                if e.bytes is not None:
+                    j.sizes.add(e.bytes)
                 if (m, e) not in j.arrays:
                     j.arrays.append((m, e))
         elif kind == "records":
@@ -440,6 +443,8 @@ def _plan(store: Store, node: str) -> tuple[dict[tuple[str, str], _ShardJob], li
                 problems.append(Problem(murl, where, msg, item.node))
             for s in m.shards:
                 j = job(item.node, s.path, "records")
+                if s.file_size:  # 0: not recorded
+                    j.sizes.add(s.file_size)
                 if j.records is not None and j.records != s.num_records:
                     problems.append(
                         Problem(
@@ -455,7 +460,10 @@ def _plan(store: Store, node: str) -> tuple[dict[tuple[str, str], _ShardJob], li
             for msg in _duplicates_paths([s.path for s in m.shards]):
                 problems.append(Problem(murl, where, msg, item.node))
             for s in m.shards:
-                job(item.node, s.path, "ragged").ragged.append((m, s))
+                j = job(item.node, s.path, "ragged")
+                j.ragged.append((m, s))
+                if s.bytes is not None:
+                    j.sizes.add(s.bytes)
     return jobs, problems, nodes
 
 
@@ -542,21 +550,33 @@ def _check_shard(job: _ShardJob, store: Store) -> tuple[int, int, list[Problem]]
     """Check one shard file -> (records read, bytes of the file, problems)."""
     problems: list[Problem] = []
     opts = None if store.local else store.storage_options
+    missing = [Problem(job.url, "file", "missing: the shard file does not exist", job.node)]
+    # the real size first (on object stores one HEAD; the reader then opens with it:
+    # one GET); a file that opens is then checked against the sizes the manifests
+    # record (one that does not open is reported as that, once)
+    p = store.path(job.node, job.rel)
     try:
-        reader = ArrayRecordReader(job.url, storage_options=opts)
+        size = os.path.getsize(p) if store.local else int(store.fs.size(p))
     except FileNotFoundError:
-        return 0, 0, [Problem(job.url, "file", "missing: the shard file does not exist", job.node)]
+        return 0, 0, missing
+    except OSError as e:
+        return 0, 0, [Problem(job.url, "file", f"cannot open: {_short(e, job)}", job.node)]
+    try:
+        reader = ArrayRecordReader(
+            job.url, storage_options=opts, file_size=None if store.local else size
+        )
+    except FileNotFoundError:
+        return 0, 0, missing
     except (CorruptionError, NotImplementedError) as e:
         return 0, 0, [Problem(job.url, "file", _short(e, job), job.node)]
     except OSError as e:
         return 0, 0, [Problem(job.url, "file", f"cannot open: {_short(e, job)}", job.node)]
     try:
         n = len(reader)
-        try:
-            p = store.path(job.node, job.rel)
-            size = os.path.getsize(p) if store.local else int(store.fs.size(p))
-        except OSError:
-            size = 0
+        for said in sorted(job.sizes - {size}):
+            problems.append(
+                Problem(job.url, "file", f"has {size} bytes, the manifest says {said}", job.node)
+            )
         # record counts against the manifest
         if job.kind == "records" and job.records is not None and n != job.records:
             problems.append(

@@ -3,11 +3,11 @@
 * :func:`start_moto` — moto's ``ThreadedMotoServer`` on ``127.0.0.1`` and a free
   port (S3 API incl. ranged GETs and conditional PUTs), request logging silenced.
 * :class:`LatencyProxy` — a small TCP proxy in front of it that adds a fixed delay
-  to every HTTP request and counts requests and response bytes. Requests are
-  recognised by direction: client bytes that arrive after the server has answered
-  start a new request (HTTP/1.1 keep-alive, no pipelining — what botocore/aiohttp
-  do). Used to measure how many round trips a read costs and to emulate the
-  first-byte latency of a remote object store.
+  to every HTTP request and counts requests (in all and per HTTP method) and
+  response bytes. Requests are recognised by direction: client bytes that arrive
+  after the server has answered start a new request (HTTP/1.1 keep-alive, no
+  pipelining — what botocore/aiohttp do). Used to measure how many round trips a
+  read costs and to emulate the first-byte latency of a remote object store.
 
 Used by tests/s3/conftest.py and benchmarks/bench_s3.py.
 """
@@ -93,19 +93,22 @@ class ProxyStats:
     requests: int = 0
     bytes_down: int = 0
     bytes_up: int = 0
+    methods: dict[str, int] = field(default_factory=dict)  # requests per HTTP method
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def snapshot(self) -> dict[str, int]:
+    def snapshot(self) -> dict[str, Any]:
         with self.lock:
             return {
                 "requests": self.requests,
                 "bytes_down": self.bytes_down,
                 "bytes_up": self.bytes_up,
+                "methods": dict(self.methods),
             }
 
     def reset(self) -> None:
         with self.lock:
             self.requests = self.bytes_down = self.bytes_up = 0
+            self.methods.clear()
 
 
 class LatencyProxy:
@@ -175,8 +178,10 @@ class LatencyProxy:
                     break
                 if state["answered"]:
                     state["answered"] = False
+                    method = data.split(b" ", 1)[0].decode("ascii", "replace")
                     with self.stats.lock:
                         self.stats.requests += 1
+                        self.stats.methods[method] = self.stats.methods.get(method, 0) + 1
                     if self.latency > 0:
                         time.sleep(self.latency)
                 with self.stats.lock:
