@@ -215,8 +215,8 @@ def test_pooled_buffers_are_reused_and_bounded() -> None:
     del huge
     assert _native._buffer_pool_idle_bytes() <= before
     assert len(_native.pooled_buffer(0)) == 0
-    with pytest.raises((MemoryError, OverflowError)):
-        _native.pooled_buffer(2**62)
+    with pytest.raises(TypeError):
+        _native.pooled_buffer(-1)
 
 
 def test_read_into_a_pooled_buffer(path: str) -> None:
