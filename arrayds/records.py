@@ -38,8 +38,10 @@ from __future__ import annotations
 
 import contextvars
 import os
+import random
 import re
 import secrets
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
@@ -56,7 +58,7 @@ from .arrayrecord import (
     _Shard,
 )
 from .dataset import ensure_parents, register_node_type
-from .manifest import FORMAT, FORMAT_VERSION, parse_node, register_kind
+from .manifest import FORMAT, FORMAT_VERSION, CommitConflictError, parse_node, register_kind
 from .serializers import Serializer, SerializerSpec
 from .store import MANIFEST, Store, check_component, new_write_id
 
@@ -466,6 +468,34 @@ def _commit(
             ]
         else:
             ser_name = chosen.pop() if chosen else "msgpack"
+    # Appends commute: when another writer committed between reading the manifest and
+    # writing it (CommitConflictError from the compare-and-swap commit), read it again
+    # and append to what is there now. Other modes replace or create, and refuse.
+    attempt = 1
+    while True:
+        try:
+            return _commit_once(plan, shards, ser_name, mode, compression, group_size, attrs)
+        except CommitConflictError:
+            if mode != "a" or attempt >= _APPEND_ATTEMPTS:
+                raise
+            time.sleep(random.uniform(0.0, 0.01 * attempt))
+            attempt += 1
+
+
+_APPEND_ATTEMPTS = 20
+"""How often a records append re-reads the manifest after losing a commit race."""
+
+
+def _commit_once(
+    plan: _WritePlan,
+    shards: list[ShardInfo],
+    ser_name: str,
+    mode: str,
+    compression: str,
+    group_size: int,
+    attrs: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """Read the node's manifest and write the next one (one compare-and-swap try)."""
     current = plan.store.read_manifest(plan.node)
     if mode == "w-" and current is not None:
         plan.store.remove_files(plan.node, [s.name for s in shards])

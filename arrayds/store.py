@@ -25,6 +25,7 @@ place that touches the file system for datasets:
 from __future__ import annotations
 
 import atexit
+import contextlib
 import errno
 import json
 import os
@@ -34,13 +35,18 @@ import shutil
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import quote
 
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
+
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None  # type: ignore[assignment]
 
 from .arrayrecord import ArrayRecordReader, ArrayRecordWriter
 
@@ -298,7 +304,11 @@ class Store:
                     f.write(data)
                     f.flush()
                     os.fsync(f.fileno())
-                os.replace(tmp, p)
+                with _folder_lock(folder):
+                    if is_newer(self, node, self.read_manifest_bytes(node), manifest):
+                        os.replace(tmp, p)
+                    else:
+                        os.unlink(tmp)
             except BaseException:
                 try:
                     os.unlink(tmp)
@@ -445,6 +455,56 @@ class Store:
             r = shard_reader(self, path, size)
             _prefetch_footers(self, node, relpath, shards)
         return r
+
+
+# ------------------------------------------------------ compare-and-swap commits
+#
+# Every committer reads the node's manifest, prepares generation g + 1 and then writes
+# it. Two committers that both read generation g must not both succeed, or the second
+# silently drops what the first committed (two appends, say). So the write itself
+# checks, atomically with the replace, that the manifest is still older than the one
+# being written: on local disks under an exclusive flock of the node's folder (held
+# only for one read and one rename), on object stores by a conditional PUT
+# (commit_object). A committer that finds a newer manifest gets CommitConflictError
+# and nothing of its write becomes visible.
+
+
+@contextlib.contextmanager
+def _folder_lock(folder: str) -> Iterator[None]:
+    """An exclusive ``flock`` of ``folder`` for the length of a commit. Where the
+    platform or file system has no flock (Windows; some network file systems) the
+    commit goes ahead unlocked: still atomic, but no longer a compare-and-swap."""
+    if fcntl is None:
+        yield
+        return
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:
+            pass
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
+
+
+def is_newer(store: Store, node: str, current: bytes | None, manifest: Mapping[str, Any]) -> bool:
+    """Whether to write ``manifest`` over the ``current`` manifest bytes of ``node``:
+    ``True`` when its ``generation`` is larger (or there is nothing to compare),
+    ``False`` when it is the empty group that ``ensure_parents`` writes and a group is
+    already there (the goal is met), else :class:`CommitConflictError`."""
+    cur_gen = _generation(current)
+    new_gen = manifest.get("generation")
+    if cur_gen is None or not isinstance(new_gen, int) or new_gen > cur_gen:
+        return True
+    if _is_fresh_group(manifest) and _kind(current) == "group":
+        return False
+    from .manifest import CommitConflictError
+
+    raise CommitConflictError(
+        f"{store.display(node)}: another writer committed generation {cur_gen} while this "
+        f"write prepared generation {new_gen}; nothing of this write is visible"
+    )
 
 
 # ------------------------------------------------- object stores (issue 6)
@@ -606,15 +666,8 @@ def commit_object(
     if version is not None:
         if not gcs:
             current = fs.cat_file(path)
-        cur_gen = _generation(current)
-        new_gen = manifest.get("generation")
-        if cur_gen is not None and isinstance(new_gen, int) and new_gen <= cur_gen:
-            if _is_fresh_group(manifest) and _kind(current) == "group":
-                return
-            raise CommitConflictError(
-                f"{what}: another writer committed generation {cur_gen} while this write "
-                f"prepared generation {new_gen}; nothing of this write is visible"
-            )
+        if not is_newer(store, node, current, manifest):
+            return
     try:
         if gcs:
             _gcs_put(fs, path, data, version or "0")
