@@ -52,7 +52,8 @@ def register_writer(
 
 def register_reader(kind: str, reader: Reader) -> None:
     """Add a reader for stored nodes of ``kind``: ``reader(store, node, manifest, *,
-    chunks, name)`` returns a dask collection."""
+    chunks, name, **kwargs)`` returns a dask collection (``kwargs``: the extra keywords
+    of :func:`from_arrayrecord`; a reader that takes none raises ``TypeError``)."""
     _readers[kind] = reader
 
 
@@ -130,6 +131,7 @@ def from_arrayrecord(
     chunks: Any = None,
     storage_options: Mapping[str, Any] | None = None,
     name: str | None = None,
+    **kwargs: Any,
 ) -> Any:
     """A lazy dask collection over the node ``url`` + ``component``.
 
@@ -139,6 +141,11 @@ def from_arrayrecord(
     each task reads its chunks with one batched engine read per shard. The graph name
     is deterministic in (url, component, manifest generation, chunks) unless ``name``
     is given. Works with the threaded, processes and distributed schedulers.
+
+    For records: a ``dask.bag.Bag`` with one partition per shard; extra keywords go to
+    :func:`arrayds.records.read_records` (``allow_pickle=True`` for a dataset written
+    with pickle, ``serializer=``, ``decode=False`` for the stored bytes). For a ragged
+    array: a bag of numpy arrays.
 
     >>> import arrayds, numpy as np
     >>> _ = arrayds.to_arrayrecord(np.arange(10), "memory://doc-from", mode="w", chunks=2)
@@ -160,7 +167,7 @@ def from_arrayrecord(
     reader = _readers.get(kind)  # type: ignore[arg-type]
     if reader is None:
         raise NotImplementedError(f"{store.display(node)!r}: no dask reader for kind {kind!r}")
-    return reader(store, node, m, chunks=chunks, name=name)
+    return reader(store, node, m, chunks=chunks, name=name, **kwargs)
 
 
 # ------------------------------------------------------------------ arrays
@@ -247,8 +254,18 @@ def _write_numpy(
     return _write_dask_array(da.from_array(x, chunks=norm), store, node, **options)
 
 
-def _read_array(store: Store, node: str, m: ArrayManifest, *, chunks: Any, name: Any) -> Any:
+def no_extra_keywords(what: str, kwargs: Mapping[str, Any]) -> None:
+    """``TypeError`` naming the keywords a kind's dask reader does not take."""
+    if kwargs:
+        raise TypeError(f"from_arrayrecord({what}): unexpected keyword arguments {sorted(kwargs)}")
+
+
+def _read_array(
+    store: Store, node: str, m: ArrayManifest, *, chunks: Any, name: Any, **kwargs: Any
+) -> Any:
     from .dask.array import array_to_dask
+
+    no_extra_keywords(f"array {store.display(node)!r}", kwargs)
 
     return array_to_dask(Array(store, node, m, "r"), chunks=chunks, name=name)
 
@@ -292,14 +309,19 @@ def _write_records(
     )
 
 
-def _read_records(store: Store, node: str, m: Any, *, chunks: Any, name: Any) -> Any:
+_RECORDS_READ_KEYS = ("allow_pickle", "serializer", "decode")
+
+
+def _read_records(store: Store, node: str, m: Any, *, chunks: Any, name: Any, **kwargs: Any) -> Any:
     from .records import read_records
 
+    what = f"records dataset {store.display(node)!r}"
     if chunks is not None or name is not None:
-        raise ValueError(
-            f"records dataset {store.display(node)!r}: chunks= and name= apply to arrays"
-        )
-    return read_records(store.url, node or None, storage_options=store.storage_options or None)
+        raise ValueError(f"{what}: chunks= and name= apply to arrays")
+    no_extra_keywords(what, {k: v for k, v in kwargs.items() if k not in _RECORDS_READ_KEYS})
+    return read_records(
+        store.url, node or None, storage_options=store.storage_options or None, **kwargs
+    )
 
 
 register_writer("dask.array", _is_dask_array, _write_dask_array)

@@ -1086,6 +1086,9 @@ class ArrayRecordDataSource:
                 "ArrayRecordDataSource(decode=True) needs the URL of a records dataset, whose "
                 "serializer decodes the items; plain ArrayRecord files hold raw bytes"
             )
+        refusal = getattr(decoder, "refusal", None) if decode else None
+        if refusal:  # e.g. a pickle dataset without allow_pickle: say so now, not per item
+            raise ValueError(refusal)
         self._options: ReaderOptions = parse_reader_options(reader_options, "ArrayRecordDataSource")
         self._storage_options = dict(storage_options) if storage_options else None
         self._decode = decoder if decode else None

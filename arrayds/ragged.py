@@ -1458,39 +1458,39 @@ def _api_writer(
     progress: bool,
     **kwargs: Any,
 ) -> Any:
-    """``arrayds.to_arrayrecord`` for lists of numpy arrays and for bags. A bag goes
-    to records (:mod:`arrayds.records`) unless its first item is a numpy array and
-    ``serializer`` is ``"auto"``: then it is a ragged array (API.md section 3)."""
-    if _is_bag(data):
-        first = None
-        if serializer in ("auto", None) and not {"num_shards"} & set(kwargs):
-            first = _first_item(data)
-        if not _is_array_item(first):
-            from .api import _write_records
+    """``arrayds.to_arrayrecord`` for lists of numpy arrays and for bags. They are a
+    ragged array (API.md section 3) unless the call asks for records — a
+    ``serializer`` other than ``"auto"``, a ``group_size`` or ``num_shards`` — or the
+    data is a bag whose first item is not a numpy array: then they go to records
+    (:mod:`arrayds.records`), numpy arrays serialized like any other object."""
+    as_records = serializer not in ("auto", None) or group_size != 1 or "num_shards" in kwargs
+    if not as_records and _is_bag(data):
+        kwargs["_first"] = first = _first_item(data)
+        as_records = not _is_array_item(first)
+    if as_records:
+        kwargs.pop("_first", None)
+        from .api import _write_records
 
-            return _write_records(
-                data,
-                store,
-                node,
-                mode=mode,
-                compression=compression,
-                shard_size=shard_size,
-                region=region,
-                attrs=attrs,
-                dims=dims,
-                serializer=serializer,
-                group_size=group_size,
-                compute=compute,
-                progress=progress,
-                **kwargs,
-            )
-        kwargs["_first"] = first
+        return _write_records(
+            data,
+            store,
+            node,
+            mode=mode,
+            compression=compression,
+            shard_size=shard_size,
+            region=region,
+            attrs=attrs,
+            dims=dims,
+            serializer=serializer,
+            group_size=group_size,
+            compute=compute,
+            progress=progress,
+            **kwargs,
+        )
     where = f"ragged array {store.display(node)!r}"
     for key, value in (("region", region), ("dims", dims)):
         if value is not None:
             raise ValueError(f"{where}: {key}= applies to N-d arrays, not ragged arrays")
-    if serializer not in ("auto", None) or group_size != 1:
-        raise ValueError(f"{where}: serializer= and group_size= apply to records, not ragged")
     unknown = sorted(set(kwargs) - {"piece_len", "axis", "_first"})
     if unknown:
         raise TypeError(f"{where}: unexpected keyword arguments {unknown} for a ragged array")
@@ -1509,7 +1509,12 @@ def _api_writer(
     )
 
 
-def _api_reader(store: Store, node: str, m: RaggedManifest, *, chunks: Any, name: Any) -> Any:
+def _api_reader(
+    store: Store, node: str, m: RaggedManifest, *, chunks: Any, name: Any, **kwargs: Any
+) -> Any:
+    from .api import no_extra_keywords
+
+    no_extra_keywords(f"ragged array {store.display(node)!r}", kwargs)
     if chunks is not None:
         raise ValueError(
             f"ragged array {store.display(node)!r}: chunks= applies to N-d arrays (a ragged "

@@ -1095,13 +1095,15 @@ _RESOLVE_WITH: contextvars.ContextVar[dict[str, Any] | None] = contextvars.Conte
 
 
 class _RefusedDecoder:
-    """Stands in for a decoder this process may not use (pickle without consent)."""
+    """Stands in for a decoder this process may not use (pickle without consent).
+    ``ArrayRecordDataSource(decode=True)`` raises its ``refusal`` at once; with
+    ``decode=False`` the stored bytes stay readable."""
 
-    def __init__(self, message: str) -> None:
-        self.message = message
+    def __init__(self, refusal: str) -> None:
+        self.refusal = refusal
 
     def __call__(self, data: bytes) -> Any:
-        raise ValueError(self.message)
+        raise ValueError(self.refusal)
 
 
 def _resolve_source(path: str, storage_options: Mapping[str, Any] | None) -> _ResolvedSource | None:

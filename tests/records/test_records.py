@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import re
 
 import dask
@@ -423,3 +424,37 @@ def test_dataset_handle_indexing_iteration_pickling(tmp_path):
     with pytest.raises(ValueError, match="allow_pickle"):
         pk[0]
     assert records.open_records(str(tmp_path / "pk"), allow_pickle=True)[0] == {1}
+
+
+def test_from_arrayrecord_passes_record_keywords_and_names_unknown_ones(tmp_path):
+    url = str(tmp_path / "pk")
+    arrayds.to_arrayrecord([{1, 2}, {3}], url, serializer="pickle")
+    with pytest.raises(ValueError, match="allow_pickle=True"):
+        arrayds.from_arrayrecord(url)
+    assert arrayds.from_arrayrecord(url, allow_pickle=True).compute() == [{1, 2}, {3}]
+    raw = arrayds.from_arrayrecord(url, decode=False).compute()
+    assert [pickle.loads(b) for b in raw] == [{1, 2}, {3}]
+    with pytest.raises(
+        TypeError, match=r"records dataset .*unexpected keyword arguments \['bogus'\]"
+    ):
+        arrayds.from_arrayrecord(url, bogus=1)
+    arr = str(tmp_path / "arr")
+    arrayds.to_arrayrecord(np.arange(4), arr, chunks=2)
+    with pytest.raises(TypeError, match=r"array .*unexpected keyword arguments \['allow_pickle'\]"):
+        arrayds.from_arrayrecord(arr, allow_pickle=True)
+
+
+def test_numpy_items_are_records_when_the_call_asks_for_records(tmp_path):
+    """A list of numpy arrays is a ragged array by default; serializer=, group_size=
+    or num_shards= ask for records, which hold the arrays as msgpack items."""
+    items = [np.arange(3), np.arange(5, dtype="f4")]
+    for i, kw in enumerate(({"serializer": "msgpack"}, {"group_size": 4}, {"num_shards": 2})):
+        url = str(tmp_path / f"r{i}")
+        ds = arrayds.to_arrayrecord(items, url, **kw)
+        assert isinstance(ds, records.RecordsDataset)
+        got = arrayds.from_arrayrecord(url).compute()
+        assert [g.tolist() for g in got] == [x.tolist() for x in items]
+        assert [g.dtype for g in got] == [x.dtype for x in items]
+    same_dtype = [np.arange(3), np.arange(5)]
+    ra = arrayds.to_arrayrecord(same_dtype, str(tmp_path / "rag"))
+    assert isinstance(ra, arrayds.RaggedArray)
