@@ -240,7 +240,7 @@ class _Plan:
         return f
 
 
-def _stack_entries(old: Sequence[ShardEntry], new: Sequence[ShardEntry]) -> list[ShardEntry]:
+def stack_entries(old: Sequence[ShardEntry], new: Sequence[ShardEntry]) -> list[ShardEntry]:
     """Old entries (minus those a single new box hides completely) then the new ones."""
     if not new:
         return list(old)
@@ -774,7 +774,7 @@ class Array(Node):
             self._node, relpath, records(), writer_options(m.compression)
         )
         entries = [ShardEntry(e.path, e.start, e.stop, e.offset, nbytes) for e in entries]
-        self._commit(m.with_(shards=_stack_entries(m.shards, entries)), write_id)
+        self._commit(m.with_(shards=stack_entries(m.shards, entries)), write_id)
 
     def append(self, data: Any, axis: int = 0) -> tuple[int, ...]:
         """Append ``data`` along ``axis``; returns (and sets) the new shape.
@@ -868,7 +868,7 @@ class Array(Node):
                 self._node, relpath, records(), writer_options(m.compression)
             )
             entries.append(ShardEntry(relpath, start, stop, 0, nbytes))
-        self._commit(new_m.with_(shards=_stack_entries(m.shards, entries)), write_id)
+        self._commit(new_m.with_(shards=stack_entries(m.shards, entries)), write_id)
         return self.shape
 
     # -- commits

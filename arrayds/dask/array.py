@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from ..array import Array, _stack_entries
+from ..array import Array, stack_entries
 from ..dataset import _read_node, _remove_node_contents, check_parents, ensure_parents
 from ..grid import AxisGrid, ChunkGrid
 from ..manifest import (
@@ -237,7 +237,7 @@ def _commit_task(job: CommitJob, entries: list[dict[str, Any]]) -> Array:
     if mode in ("w", "w-"):
         ensure_parents(store, node)
     gen = (cur.generation + 1) if cur is not None else 1
-    final = m.with_(shards=_stack_entries(m.shards, new), generation=gen, commit=job.write_id)
+    final = m.with_(shards=stack_entries(m.shards, new), generation=gen, commit=job.write_id)
     store.write_manifest(node, final.to_json())
     if mode == "w" and cur is not None:
         keep = frozenset(e.path for e in new)
@@ -285,7 +285,7 @@ def _graph(y: Any, name: str, layer: dict[Any, Any]) -> Any:
     return HighLevelGraph({src: dict(base), name: layer}, {src: set(), name: {src}})
 
 
-def _normalize_region(
+def normalize_region(
     region: Any, m: ArrayManifest, shape: tuple[int, ...], what: str
 ) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """A region (tuple of slices) -> chunk-coordinate box, checking alignment."""
@@ -427,7 +427,7 @@ def write_array(
             grid = ChunkGrid((ax0.concat(added),) + tuple(old.grid.axes[1:]))
             base = old.with_(grid=grid, attrs=new_attrs)
         else:
-            c_start, c_stop = _normalize_region(region, old, x.shape, what)
+            c_start, c_stop = normalize_region(region, old, x.shape, what)
             want = tuple(
                 ax.sub(a, b).sizes() or (0,)
                 for ax, a, b in zip(old.grid.axes, c_start, c_stop, strict=False)
@@ -439,33 +439,23 @@ def write_array(
         dtype = old.dtype
 
     write_id = new_write_id()
-    boxes = group_blocks(x.numblocks, x.chunks, dtype.itemsize, shard_size, what)
-    options = writer_options(base.compression)
     from dask.delayed import Delayed
 
     name = f"arrayds-write-{write_id}"
     layer: dict[Any, Any] = {}
-    shard_keys = []
-    y = None
-    if boxes and x.size:
-        y, keys = _block_keys(x)
-        for n, (bstart, bstop) in enumerate(boxes):
-            box = tuple(slice(a, b) for a, b in zip(bstart, bstop, strict=True))
-            job = ShardJob(
-                url=store.url,
-                storage_options=store.storage_options,
-                node=node,
-                relpath=f"{SHARD_DIR}/{write_id}-{n}{SHARD_SUFFIX}",
-                options=options,
-                dtype=dtype.str,
-                box_sizes=[list(x.chunks[d][s.start : s.stop]) for d, s in enumerate(box)],
-                start=[a + o for a, o in zip(bstart, offset, strict=True)],
-                stop=[b + o for b, o in zip(bstop, offset, strict=True)],
-                what=what,
-            )
-            key = f"arrayds-shard-{write_id}-{n}"
-            layer[key] = (_write_shard_task, job, list(keys[box + (Ellipsis,)].reshape(-1)))
-            shard_keys.append(key)
+    y, shard_keys = shard_tasks(
+        x,
+        store,
+        node,
+        write_id,
+        offset,
+        dtype,
+        writer_options(base.compression),
+        shard_size,
+        what,
+        f"arrayds-shard-{write_id}",
+        layer,
+    )
     commit_key = f"arrayds-commit-{write_id}"
     cjob = CommitJob(
         url=store.url,
@@ -480,12 +470,58 @@ def write_array(
     commit = Delayed(commit_key, _graph(y, name, layer), layer=name)
     if not compute:
         return commit
-    return _run(commit, progress)
+    return run(commit, progress)
 
 
-def _run(obj: Any, progress: bool) -> Any:
-    # the shared progress rule (arrayds.progress): a bar only on a terminal; dask's
-    # ProgressBar locally, distributed's progress under a Client
+def shard_tasks(
+    x: Any,
+    store: Store,
+    node: str,
+    write_id: str,
+    offset: Sequence[int],
+    dtype: np.dtype,
+    options: str,
+    shard_size: int | str | None,
+    what: str,
+    key_prefix: str,
+    layer: dict[Any, Any],
+) -> tuple[Any, list[str]]:
+    """Add one task per shard file of ``x`` to ``layer``, without a commit: the blocks
+    grouped by :func:`group_blocks`, each shard named ``c/<write_id>-<n>`` under
+    ``node`` and placed at chunk ``offset`` of the stored grid. Returns the optimized
+    collection the tasks depend on (``None`` when nothing is written) and the task
+    keys ``<key_prefix>-<n>``, whose results are the shards' manifest entries. Array
+    writes (:func:`write_array`) and xarray dataset writes share it; each adds its own
+    commit task.
+    """
+    boxes = group_blocks(x.numblocks, x.chunks, dtype.itemsize, shard_size, what)
+    if not boxes or not x.size:
+        return None, []
+    y, keys = _block_keys(x)
+    out = []
+    for n, (bstart, bstop) in enumerate(boxes):
+        box = tuple(slice(a, b) for a, b in zip(bstart, bstop, strict=True))
+        job = ShardJob(
+            url=store.url,
+            storage_options=store.storage_options,
+            node=node,
+            relpath=f"{SHARD_DIR}/{write_id}-{n}{SHARD_SUFFIX}",
+            options=options,
+            dtype=dtype.str,
+            box_sizes=[list(x.chunks[d][sl.start : sl.stop]) for d, sl in enumerate(box)],
+            start=[a + o for a, o in zip(bstart, offset, strict=True)],
+            stop=[b + o for b, o in zip(bstop, offset, strict=True)],
+            what=what,
+        )
+        key = f"{key_prefix}-{n}"
+        layer[key] = (_write_shard_task, job, list(keys[box + (Ellipsis,)].reshape(-1)))
+        out.append(key)
+    return y, out
+
+
+def run(obj: Any, progress: bool) -> Any:
+    """Compute ``obj`` under the shared progress rule (:mod:`arrayds.progress`): a bar
+    only on a terminal; dask's ProgressBar locally, distributed's under a Client."""
     from ..progress import compute
 
     return compute(obj, progress=progress)

@@ -36,18 +36,15 @@ from typing import Any
 
 import numpy as np
 
-from ..array import _stack_entries
+from ..array import stack_entries
 from ..dask.array import (
-    ShardJob,
-    _block_keys,
-    _normalize_region,
-    _run,
-    _write_shard_task,
-    group_blocks,
+    normalize_region,
+    run,
+    shard_tasks,
 )
 from ..grid import AxisGrid, ChunkGrid, normalize_chunks
 from ..manifest import ArrayManifest, ShardEntry, check_compression, writer_options
-from ..store import SHARD_DIR, SHARD_SUFFIX, Store, check_component, join_component
+from ..store import Store, check_component, join_component
 from ..tensor import check_dtype
 from .attrs import decode_attrs, encode_attrs
 from .backend import INTERNAL
@@ -214,49 +211,6 @@ def _to_dask(
     return da.from_array(arr, chunks=norm, name=False)
 
 
-def _shard_layer(
-    x: Any,
-    store: Store,
-    member: str,
-    write_id: str,
-    offset: tuple[int, ...],
-    dtype: np.dtype,
-    options: str,
-    shard_size: Any,
-    what: str,
-    key: str,
-    layer: dict[Any, Any],
-) -> tuple[Any, list[str]]:
-    """Add one task per shard of ``x`` to ``layer`` (blocks grouped as
-    :func:`arrayds.dask.array.group_blocks` does, the same task as array writes);
-    returns the optimized collection the tasks depend on and their keys."""
-    if not x.size:
-        return None, []
-    boxes = group_blocks(x.numblocks, x.chunks, dtype.itemsize, shard_size, what)
-    if not boxes:
-        return None, []
-    y, keys = _block_keys(x)
-    out = []
-    for n, (bstart, bstop) in enumerate(boxes):
-        box = tuple(slice(a, b) for a, b in zip(bstart, bstop, strict=True))
-        job = ShardJob(
-            url=store.url,
-            storage_options=store.storage_options,
-            node=member,
-            relpath=f"{SHARD_DIR}/{write_id}-{n}{SHARD_SUFFIX}",
-            options=options,
-            dtype=dtype.str,
-            box_sizes=[list(x.chunks[d][sl.start : sl.stop]) for d, sl in enumerate(box)],
-            start=[a + o for a, o in zip(bstart, offset, strict=True)],
-            stop=[b + o for b, o in zip(bstop, offset, strict=True)],
-            what=what,
-        )
-        k = f"arrayds-xr-shard-{write_id}-{key}-{n}"
-        layer[k] = (_write_shard_task, job, list(keys[box + (Ellipsis,)].reshape(-1)))
-        out.append(k)
-    return y, out
-
-
 def _graph(ys: list[Any], name: str, layer: dict[Any, Any]) -> Any:
     """``layer`` on top of the graphs of the collections ``ys``."""
     from dask.highlevelgraph import HighLevelGraph
@@ -299,7 +253,7 @@ def _commit_task(job: _CommitJob, results: list[list[dict[str, Any]]]) -> dict[s
             ShardEntry(e["path"], tuple(e["start"]), tuple(e["stop"]), 0, e.get("bytes"))
             for e in by_name.get(name, [])
         ]
-        members[name] = base.with_(shards=_stack_entries(base.shards, new))
+        members[name] = base.with_(shards=stack_entries(base.shards, new))
     return commit_snapshot(
         store,
         node,
@@ -602,7 +556,7 @@ def write_dataset(
                 base = old.with_(grid=ChunkGrid(axes), attrs=vattrs)
             else:
                 reg = tuple(region_d.get(d, slice(None)) for d in enc.dims)
-                c_start, c_stop = _normalize_region(reg, old, x.shape, vwhat)
+                c_start, c_stop = normalize_region(reg, old, x.shape, vwhat)
                 want = tuple(
                     ax.sub(a, b).sizes() or (0,)
                     for ax, a, b in zip(old.grid.axes, c_start, c_stop, strict=True)
@@ -620,7 +574,7 @@ def write_dataset(
     layer: dict[Any, Any] = {}
     ys = []
     for name, x, member, offset, base, idx in plans:
-        y, tasks[name] = _shard_layer(
+        y, tasks[name] = shard_tasks(
             x,
             store,
             member,
@@ -630,7 +584,7 @@ def write_dataset(
             writer_options(base.compression),
             shard_size,
             f"{what} variable {name!r}",
-            str(idx),
+            f"arrayds-xr-shard-{write_id}-{idx}",
             layer,
         )
         ys.append(y)
@@ -674,7 +628,7 @@ def write_dataset(
     commit = Delayed(commit_key, _graph(ys, layer_name, layer), layer=layer_name)
     if not compute:
         return commit
-    _run(commit, progress)
+    run(commit, progress)
     from ..dataset import open_group
 
     return open_group(store.url, node or None, storage_options=store.storage_options or None)
