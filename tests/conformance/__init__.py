@@ -1,0 +1,11 @@
+"""Test suites that every implementation of a contract inherits (not collected by
+themselves: their classes have no ``Test`` prefix).
+
+:mod:`conformance.objectstore`: :class:`~conformance.objectstore.ObjectStoreConformance`,
+the behaviour every object store (S3, GCS, ...) must show.
+"""
+
+import pytest
+
+# failing asserts in the suites report their operands, as in test modules
+pytest.register_assert_rewrite("conformance.objectstore")
