@@ -195,7 +195,9 @@ def test_threads_share_a_reader(path: str) -> None:
 
 
 def test_pooled_buffers_are_reused_and_bounded() -> None:
-    n = 3 << 20
+    # an odd size: idle blocks that earlier tests left in the pool (chunk buffers of
+    # round sizes such as 3 MiB) must not be the first fit for this request
+    n = (3 << 20) + 4093
     first = np.frombuffer(_native.pooled_buffer(n), dtype=np.uint8)
     assert first.flags.writeable and first.size == n and first.ctypes.data % 64 == 0
     first[:] = 7
