@@ -55,6 +55,7 @@ __all__ = [
     "group_blocks",
     "read_chunks",
     "write_array",
+    "write_graph",
 ]
 
 AUTO_SHARD_BYTES = 16 << 20
@@ -272,17 +273,64 @@ def _flatten(keys: Any, depth: int) -> Any:
         yield from _flatten(k, depth - 1)
 
 
-def _graph(y: Any, name: str, layer: dict[Any, Any]) -> Any:
-    """``layer`` on top of the graph of collection ``y`` (or alone if ``y`` is None)."""
+def write_graph(ys: Sequence[Any], name: str, layer: dict[Any, Any]) -> Any:
+    """The graph of a write: the tasks of ``layer`` (shard tasks and a commit, keyed by
+    strings) on top of the graphs of the collections ``ys`` (``None`` entries are
+    skipped), with every source task fused into the one ``layer`` task that needs it.
+
+    A source task whose result only one shard task needs (directly or through other
+    such tasks) runs inside that shard task, so on a cluster a shard's blocks are
+    computed where they are written and no block travels between workers. A source
+    task needed by two or more shard tasks (a shared input: a big array passed by
+    reference, a rechunk's split piece feeding two shards, a reduction) stays a task
+    of its own, computed once; the shard tasks depend on it. So a write of generated
+    data is one task per shard plus the commit. Works with dask's legacy tuple tasks,
+    its task spec and array query planning (only the collection protocol is used).
+
+    >>> import dask.array as da
+    >>> from dask.local import get_sync
+    >>> x = da.ones(4, chunks=2)  # two blocks, both needed by task "s" only
+    >>> g = write_graph([x], "w", {"s": (sum, x.__dask_keys__())})
+    >>> list(dict(g)), get_sync(g, "s").tolist()
+    (['s'], [2.0, 2.0])
+    """
+    from dask._task_spec import Task, convert_legacy_graph
     from dask.highlevelgraph import HighLevelGraph
 
-    if y is None:
+    src: dict[Any, Any] = {}
+    for y in ys:
+        if y is not None:
+            src.update(y.__dask_graph__())
+    if not src:
         return HighLevelGraph({name: layer}, {name: set()})
-    base = y.__dask_graph__()
-    if isinstance(base, HighLevelGraph) and hasattr(y, "__dask_layers__"):
-        return HighLevelGraph.from_collections(name, layer, dependencies=[y])
-    src = name + "-source"
-    return HighLevelGraph({src: dict(base), name: layer}, {src: set(), name: {src}})
+    tasks = convert_legacy_graph({**src, **layer})
+    shared = object()
+    owner: dict[Any, Any] = {}
+    roots = [k for k in layer if k in tasks]
+    for root in roots:
+        stack = [d for d in tasks[root].dependencies if d in src and d not in layer]
+        while stack:
+            k = stack.pop()
+            o = owner.get(k)
+            if o is root or o is shared:
+                continue  # seen from this root, or already marked shared with its inputs
+            owner[k] = root if o is None else shared
+            stack.extend(d for d in tasks[k].dependencies if d in src)
+    owned: dict[Any, list[Any]] = {}
+    common: dict[Any, Any] = {}
+    for k, o in owner.items():
+        if o is shared:
+            common[k] = tasks[k]
+        else:
+            owned.setdefault(o, []).append(tasks[k])
+    fused: dict[Any, Any] = {}
+    for k in layer:
+        inner = owned.get(k)
+        fused[k] = Task.fuse(tasks[k], *inner, key=k) if inner else tasks[k]
+    if not common:
+        return HighLevelGraph({name: fused}, {name: set()})
+    src_name = name + "-shared"
+    return HighLevelGraph({src_name: common, name: fused}, {src_name: set(), name: {src_name}})
 
 
 def normalize_region(
@@ -467,7 +515,7 @@ def write_array(
         write_id=write_id,
     )
     layer[commit_key] = (_commit_task, cjob, shard_keys)
-    commit = Delayed(commit_key, _graph(y, name, layer), layer=name)
+    commit = Delayed(commit_key, write_graph([y], name, layer), layer=name)
     if not compute:
         return commit
     return run(commit, progress)

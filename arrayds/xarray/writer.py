@@ -41,6 +41,7 @@ from ..dask.array import (
     normalize_region,
     run,
     shard_tasks,
+    write_graph,
 )
 from ..grid import AxisGrid, ChunkGrid, normalize_chunks
 from ..manifest import ArrayManifest, ShardEntry, check_compression, writer_options
@@ -212,23 +213,10 @@ def _to_dask(
 
 
 def _graph(ys: list[Any], name: str, layer: dict[Any, Any]) -> Any:
-    """``layer`` on top of the graphs of the collections ``ys``."""
-    from dask.highlevelgraph import HighLevelGraph
-
-    ys = [y for y in ys if y is not None]
-    if all(
-        isinstance(y.__dask_graph__(), HighLevelGraph) and hasattr(y, "__dask_layers__") for y in ys
-    ):
-        return HighLevelGraph.from_collections(name, layer, dependencies=ys)
-    layers: dict[str, Any] = {}
-    deps: dict[str, set[str]] = {}
-    for i, y in enumerate(ys):
-        src = f"{name}-source-{i}"
-        layers[src] = dict(y.__dask_graph__())
-        deps[src] = set()
-    layers[name] = layer
-    deps[name] = set(layers) - {name}
-    return HighLevelGraph(layers, deps)
+    """``layer`` on top of the graphs of the collections ``ys``, each block-producing
+    task fused into the one shard task that needs it (:func:`write_graph`; inputs
+    shared by several shard tasks, also across variables, stay tasks of their own)."""
+    return write_graph(ys, name, layer)
 
 
 class _CommitJob:
