@@ -108,6 +108,15 @@ def _fspath(path: PathLike, what: str) -> str:
     return p
 
 
+def _use_mmap() -> bool:
+    """False when ``ARRAYDS_MMAP`` turns memory-mapping of local files off.
+
+    >>> _use_mmap() in (True, False)
+    True
+    """
+    return os.environ.get("ARRAYDS_MMAP", "1").strip().lower() not in ("0", "false", "no", "off")
+
+
 def _resolve_fs(
     path: str, storage_options: Mapping[str, Any] | None
 ) -> tuple[fsspec.AbstractFileSystem | None, str]:
@@ -465,6 +474,11 @@ class ArrayRecordReader:
     another size raises :class:`CorruptionError` naming the file, never reads wrong
     data. A local file's size is checked against the file system.
 
+    Local files are memory-mapped (read-only) and decoded straight from the mapping;
+    special files, or all files when the environment variable ``ARRAYDS_MMAP`` is
+    ``0`` (read at each open), are read with ``pread``. A file truncated while open
+    raises :class:`CorruptionError` at the next read of the lost part, not a crash.
+
     Where this differs from the official 0.8.6 reader, on purpose: errors in the
     file raise at open, not at the first read; ``read(a, a)`` is ``[]`` instead of
     ``IndexError``; ``read([...])`` accepts negative indices and costs O(len(list))
@@ -527,7 +541,7 @@ class ArrayRecordReader:
     # -- opening
 
     def _open_local(self) -> None:
-        native = _native.Reader(self._inner, self._options.string)
+        native = _native.Reader(self._inner, self._options.string, mmap=_use_mmap())
         self._native = native
         self._read_one = native.read
         self._read_many = native.read_batch

@@ -485,13 +485,14 @@ class PyReader {
     writer_options_ = core_->writer_options();
   }
 
-  static std::unique_ptr<PyReader> open(const py::object& path, const std::string& options) {
+  static std::unique_ptr<PyReader> open(const py::object& path, const std::string& options,
+                                        bool use_mmap) {
     const ReaderOptions opts = ReaderOptions::parse(options);
     const std::string p = fspath(path);
     std::shared_ptr<ReaderCore> core;
     {
       py::gil_scoped_release release;
-      auto source = std::make_shared<FileSource>(p);
+      auto source = std::make_shared<FileSource>(p, use_mmap);
       core = ReaderCore::open(std::move(source), opts);
     }
     return std::make_unique<PyReader>(std::move(core));
@@ -547,6 +548,7 @@ class PyReader {
     return core_ != nullptr;
   }
   uint64_t file_size() { return core()->file_size(); }
+  bool is_mapped() { return core()->mapped(); }
 
   void close() {
     std::shared_ptr<ReaderCore> old;
@@ -973,11 +975,15 @@ PYBIND11_MODULE(_native, m) {
         "A writable buffer of `size` uninitialised bytes whose memory is reused from "
         "recently freed buffers of 1..2x that size when possible (no fresh page faults); "
         "it returns to the pool when the object and all views of it are gone.");
+  m.def("_mmap_repaired_faults", [] { return FileMapping::repaired_faults(); },
+        "Testing aid: SIGBUS faults in mapped files (truncated while open) repaired so far.");
   m.def("_buffer_pool_idle_bytes", [] { return BufferPool::shared().idle_bytes(); },
         "Testing aid: bytes kept idle in the buffer pool.");
 
   py::class_<PyReader>(m, "Reader")
-      .def(py::init(&PyReader::open), py::arg("path"), py::arg("options") = "")
+      .def(py::init(&PyReader::open), py::arg("path"), py::arg("options") = "",
+           py::arg("mmap") = true)
+      .def("is_mapped", &PyReader::is_mapped)
       .def_static("from_bytes", &PyReader::from_bytes, py::arg("data"),
                   py::arg("name") = "<memory>", py::arg("options") = "")
       .def_static("footer_offset", &PyReader::footer_offset, py::arg("tail"),

@@ -20,10 +20,14 @@ def test_manifest_records_regenerate(golden_records: dict[str, list[bytes]]) -> 
         assert length_prefixed_sha256(records) == f["length_prefixed_sha256"]
 
 
+@pytest.mark.parametrize("mmap", [True, False], ids=["mmap", "pread"])
 @pytest.mark.parametrize("entry", READABLE, ids=ids(READABLE))
-def test_read_exactly(entry: dict[str, Any], golden_records: dict[str, list[bytes]]) -> None:
+def test_read_exactly(
+    entry: dict[str, Any], golden_records: dict[str, list[bytes]], mmap: bool
+) -> None:
     expected = golden_records[entry["file"]]
-    r = _native.Reader(golden_path(entry))
+    r = _native.Reader(golden_path(entry), mmap=mmap)
+    assert r.is_mapped() == mmap
     n = entry["num_records"]
     assert r.num_records() == n
     assert r.writer_options_string() == entry["writer_options_string"]

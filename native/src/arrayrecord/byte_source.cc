@@ -11,7 +11,7 @@
 
 namespace arrayds {
 
-FileSource::FileSource(const std::string& path) : ByteSource(path) {
+FileSource::FileSource(const std::string& path, bool use_mmap) : ByteSource(path) {
   do {
     fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   } while (fd_ < 0 && errno == EINTR);
@@ -32,6 +32,7 @@ FileSource::FileSource(const std::string& path) : ByteSource(path) {
     throw IoError(EISDIR, path, std::strerror(EISDIR));
   }
   size_ = static_cast<uint64_t>(st.st_size);
+  if (use_mmap && S_ISREG(st.st_mode)) mapping_ = FileMapping::map(fd_, size_);
 }
 
 FileSource::~FileSource() {
@@ -44,6 +45,9 @@ Region FileSource::fetch(uint64_t pos, uint64_t n, ByteBuffer& buf) const {
                      "file is truncated: needed " + std::to_string(n) + " bytes at " +
                          std::to_string(pos) + " but the file has " + std::to_string(size_) +
                          " bytes");
+  }
+  if (mapping_ != nullptr && !mapping_->damaged()) {
+    return Region{mapping_->data() + pos, pos, size_ - pos, true};
   }
   buf.resize(static_cast<size_t>(n));
   uint64_t done = 0;
@@ -63,6 +67,15 @@ Region FileSource::fetch(uint64_t pos, uint64_t n, ByteBuffer& buf) const {
     done += static_cast<uint64_t>(r);
   }
   return Region{buf.data(), pos, n};
+}
+
+void FileSource::verify(const Region& region) const {
+  if (region.mapped && mapping_ != nullptr && mapping_->damaged()) {
+    throw_corruption(name(), region.begin,
+                     "file is truncated: it became shorter than the " + std::to_string(size_) +
+                         " bytes it had when it was opened, while it was being read (was it "
+                         "changed after opening?)");
+  }
 }
 
 MemorySource::MemorySource(std::string name, const uint8_t* data, uint64_t size,

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "arrayrecord/footer.h"
 #include "arrayrecord/thread_pool.h"
@@ -101,6 +102,30 @@ void check_file_size(uint64_t size, const std::string& name) {
   }
 }
 
+// Runs fn, which reads the bytes of `region`, then checks that they were the file's
+// (a mapped file truncated meanwhile reads as zeros): CorruptionError otherwise, also
+// in place of an error fn raised about those zeros.
+template <typename Fn>
+auto checked(const ByteSource& source, const Region& region, Fn&& fn) -> decltype(fn()) {
+  if (!region.mapped) return fn();
+  try {
+    if constexpr (std::is_void_v<decltype(fn())>) {
+      fn();
+      source.verify(region);
+    } else {
+      auto result = fn();
+      source.verify(region);
+      return result;
+    }
+  } catch (const CorruptionError&) {
+    source.verify(region);
+    throw;
+  } catch (const UnsupportedError&) {
+    source.verify(region);
+    throw;
+  }
+}
+
 size_t parallelism_from(const ReaderOptions& o) {
   if (o.max_parallelism < 0) return hardware_threads();
   return o.max_parallelism == 0 ? 1 : static_cast<size_t>(o.max_parallelism);
@@ -152,7 +177,9 @@ std::shared_ptr<ReaderCore> ReaderCore::open(std::shared_ptr<const ByteSource> s
 
   ByteBuffer sig_buf;
   const Region sig = source->fetch(0, 64, sig_buf);
-  if (std::memcmp(sig.data, file_signature(), 64) != 0) {
+  const bool signed_ok = std::memcmp(sig.data, file_signature(), 64) == 0;
+  source->verify(sig);
+  if (!signed_ok) {
     throw_corruption(name, 0, "missing file signature: not a Riegeli/ArrayRecord file");
   }
 
@@ -161,16 +188,19 @@ std::shared_ptr<ReaderCore> ReaderCore::open(std::shared_ptr<const ByteSource> s
   if (tail_len > size) tail_len = size;
   ByteBuffer tail_buf;
   const Region tail = source->fetch(size - tail_len, tail_len, tail_buf);
-  const uint64_t fo = postscript_footer_offset(tail, size, name);
+  const uint64_t fo =
+      checked(*source, tail, [&] { return postscript_footer_offset(tail, size, name); });
 
   ByteBuffer footer_buf;
   Region footer = tail;
   if (fo < tail.begin) footer = source->fetch(fo, size - kBlockSize - fo, footer_buf);
-  ParsedChunk fc;
-  if (parse_chunk(footer, fo, size - kBlockSize, name, fc) != 0) {
-    throw std::logic_error("footer region too short");
-  }
-  core->load_index(fc, fo);
+  checked(*source, footer, [&] {
+    ParsedChunk fc;
+    if (parse_chunk(footer, fo, size - kBlockSize, name, fc) != 0) {
+      throw std::logic_error("footer region too short");
+    }
+    core->load_index(fc, fo);
+  });
   core->source_ = std::move(source);
   return core;
 }
@@ -344,11 +374,13 @@ void ReaderCore::run_one(ChunkJob& job) const {
   const uint64_t begin = chunk_begin(job.chunk);
   const uint64_t limit = chunk_limit(job.chunk);
   const Region region = source_->fetch(begin, limit - begin, buf);
-  ParsedChunk pc;
-  if (parse_chunk(region, begin, limit, name_, pc) != 0) {
-    throw std::logic_error("chunk region too short");
-  }
-  decode_job(pc, job);
+  checked(*source_, region, [&] {
+    ParsedChunk pc;
+    if (parse_chunk(region, begin, limit, name_, pc) != 0) {
+      throw std::logic_error("chunk region too short");
+    }
+    decode_job(pc, job);
+  });
   buf.shrink_if_larger(kKeepIoBuffer);
 }
 
@@ -367,6 +399,7 @@ void ReaderCore::run_jobs(std::vector<ChunkJob>& jobs) const {
   for (const ChunkJob& j : jobs) total += chunk_limit(j.chunk) - chunk_begin(j.chunk);
   uint64_t target = total / (4 * static_cast<uint64_t>(parallelism_));
   target = std::min<uint64_t>(std::max<uint64_t>(target, 64u << 10), 4u << 20);
+  if (source_->mapped()) target = 0;  // nothing to read: one chunk per unit
   std::vector<std::pair<size_t, size_t>> units;
   uint64_t unit_bytes = 0;
   for (size_t i = 0; i < jobs.size(); ++i) {
@@ -385,14 +418,16 @@ void ReaderCore::run_jobs(std::vector<ChunkJob>& jobs) const {
     const uint64_t begin = chunk_begin(jobs[a].chunk);
     const uint64_t end = chunk_limit(jobs[b - 1].chunk);
     const Region region = source_->fetch(begin, end - begin, buf);
-    ParsedChunk pc;
-    for (size_t i = a; i < b; ++i) {
-      const uint64_t c = jobs[i].chunk;
-      if (parse_chunk(region, chunk_begin(c), chunk_limit(c), name_, pc) != 0) {
-        throw std::logic_error("chunk region too short");
+    checked(*source_, region, [&] {
+      ParsedChunk pc;
+      for (size_t i = a; i < b; ++i) {
+        const uint64_t c = jobs[i].chunk;
+        if (parse_chunk(region, chunk_begin(c), chunk_limit(c), name_, pc) != 0) {
+          throw std::logic_error("chunk region too short");
+        }
+        decode_job(pc, jobs[i]);
       }
-      decode_job(pc, jobs[i]);
-    }
+    });
     buf.shrink_if_larger(kKeepIoBuffer);
   });
 }

@@ -86,6 +86,8 @@ class ReaderCore {
   uint64_t footer_offset() const { return footer_offset_; }
   const std::optional<std::string>& writer_options() const { return writer_options_; }
   bool has_source() const { return source_ != nullptr; }
+  // True if chunks are decoded straight from a memory mapping of the file.
+  bool mapped() const { return source_ != nullptr && source_->mapped(); }
   size_t parallelism() const { return parallelism_; }
 
   uint64_t chunk_of(uint64_t record) const { return record / group_size_; }
