@@ -53,6 +53,7 @@ __all__ = [
     "ArraySource",
     "array_to_dask",
     "group_blocks",
+    "joint_graph",
     "read_chunks",
     "write_array",
     "write_graph",
@@ -249,12 +250,13 @@ def _commit_task(job: CommitJob, entries: list[dict[str, Any]]) -> Array:
 # ---------------------------------------------------------------------- write
 
 
-def _block_keys(x: Any) -> tuple[Any, np.ndarray]:
-    """The optimized collection and its block keys as an object array shaped like the
-    block grid (collection protocol only: works with array query planning too)."""
+def _block_keys(x: Any, optimize: bool = True) -> tuple[Any, np.ndarray]:
+    """The optimized collection (``x`` itself with ``optimize=False``) and its block
+    keys as an object array shaped like the block grid (collection protocol only:
+    works with array query planning too)."""
     import dask
 
-    (y,) = dask.optimize(x)
+    (y,) = dask.optimize(x) if optimize else (x,)
     keys = np.empty(y.numblocks, dtype=object)
     raw = y.__dask_keys__()
     if not y.numblocks and isinstance(raw, list):  # 0-d: [(name,)]
@@ -273,7 +275,27 @@ def _flatten(keys: Any, depth: int) -> Any:
         yield from _flatten(k, depth - 1)
 
 
-def write_graph(ys: Sequence[Any], name: str, layer: dict[Any, Any]) -> Any:
+def joint_graph(xs: Sequence[Any]) -> dict[Any, Any] | None:
+    """The graph of the collections ``xs`` optimized together (as ``dask.compute(*xs)``
+    would), keeping their output keys; ``None`` when dask cannot do that here (the
+    output keys changed, e.g. under array query planning). ``dask.optimize(*xs)``
+    optimizes each collection on its own, which copies an input several of them share
+    into each (computed once per collection)."""
+    try:
+        from dask.base import collections_to_expr
+
+        g = dict(collections_to_expr(list(xs), True).optimize().__dask_graph__())
+    except Exception:  # noqa: BLE001 - a dask without this internal: optimize one by one
+        return None
+    for x in xs:
+        if not all(k in g for k in _flatten(x.__dask_keys__(), len(x.numblocks) or 1)):
+            return None
+    return g
+
+
+def write_graph(
+    ys: Sequence[Any], name: str, layer: dict[Any, Any], source: Mapping[Any, Any] | None = None
+) -> Any:
     """The graph of a write: the tasks of ``layer`` (shard tasks and a commit, keyed by
     strings) on top of the graphs of the collections ``ys`` (``None`` entries are
     skipped), with every source task fused into the one ``layer`` task that needs it.
@@ -286,6 +308,8 @@ def write_graph(ys: Sequence[Any], name: str, layer: dict[Any, Any]) -> Any:
     of its own, computed once; the shard tasks depend on it. So a write of generated
     data is one task per shard plus the commit. Works with dask's legacy tuple tasks,
     its task spec and array query planning (only the collection protocol is used).
+    ``source``: the source graph to use instead of the graphs of ``ys``
+    (:func:`joint_graph`).
 
     >>> import dask.array as da
     >>> from dask.local import get_sync
@@ -297,8 +321,8 @@ def write_graph(ys: Sequence[Any], name: str, layer: dict[Any, Any]) -> Any:
     from dask._task_spec import Task, convert_legacy_graph
     from dask.highlevelgraph import HighLevelGraph
 
-    src: dict[Any, Any] = {}
-    for y in ys:
+    src: dict[Any, Any] = dict(source) if source is not None else {}
+    for y in ys if source is None else ():
         if y is not None:
             src.update(y.__dask_graph__())
     if not src:
@@ -533,6 +557,7 @@ def shard_tasks(
     what: str,
     key_prefix: str,
     layer: dict[Any, Any],
+    optimize: bool = True,
 ) -> tuple[Any, list[str]]:
     """Add one task per shard file of ``x`` to ``layer``, without a commit: the blocks
     grouped by :func:`group_blocks`, each shard named ``c/<write_id>-<n>`` under
@@ -540,12 +565,13 @@ def shard_tasks(
     collection the tasks depend on (``None`` when nothing is written) and the task
     keys ``<key_prefix>-<n>``, whose results are the shards' manifest entries. Array
     writes (:func:`write_array`) and xarray dataset writes share it; each adds its own
-    commit task.
+    commit task. ``optimize=False``: ``x`` is already optimized (the xarray writer
+    optimizes all variables together, so an input they share stays one task).
     """
     boxes = group_blocks(x.numblocks, x.chunks, dtype.itemsize, shard_size, what)
     if not boxes or not x.size:
         return None, []
-    y, keys = _block_keys(x)
+    y, keys = _block_keys(x, optimize)
     out = []
     for n, (bstart, bstop) in enumerate(boxes):
         box = tuple(slice(a, b) for a, b in zip(bstart, bstop, strict=True))

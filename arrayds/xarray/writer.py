@@ -38,6 +38,7 @@ import numpy as np
 
 from ..array import stack_entries
 from ..dask.array import (
+    joint_graph,
     normalize_region,
     run,
     shard_tasks,
@@ -212,11 +213,12 @@ def _to_dask(
     return da.from_array(arr, chunks=norm, name=False)
 
 
-def _graph(ys: list[Any], name: str, layer: dict[Any, Any]) -> Any:
-    """``layer`` on top of the graphs of the collections ``ys``, each block-producing
-    task fused into the one shard task that needs it (:func:`write_graph`; inputs
-    shared by several shard tasks, also across variables, stay tasks of their own)."""
-    return write_graph(ys, name, layer)
+def _graph(ys: list[Any], name: str, layer: dict[Any, Any], joint: Any = None) -> Any:
+    """``layer`` on top of the graphs of the collections ``ys`` (or the graph ``joint``
+    of all of them), each block-producing task fused into the one shard task that
+    needs it (:func:`write_graph`; inputs shared by several shard tasks, also across
+    variables, stay tasks of their own)."""
+    return write_graph(ys, name, layer, joint)
 
 
 class _CommitJob:
@@ -561,6 +563,9 @@ def write_dataset(
     layer_name = f"arrayds-xr-write-{write_id}"
     layer: dict[Any, Any] = {}
     ys = []
+    # the variables optimized together, so a dask input several of them share stays
+    # one task (optimized one by one, each would fuse its own copy of it)
+    joint = joint_graph([p[1] for p in plans])
     for name, x, member, offset, base, idx in plans:
         y, tasks[name] = shard_tasks(
             x,
@@ -574,6 +579,7 @@ def write_dataset(
             f"{what} variable {name!r}",
             f"arrayds-xr-shard-{write_id}-{idx}",
             layer,
+            optimize=joint is None,
         )
         ys.append(y)
     written = set(bases)
@@ -613,7 +619,7 @@ def write_dataset(
         names=names_order,
     )
     layer[commit_key] = (_commit_task, job, [list(tasks[n]) for n in names_order])
-    commit = Delayed(commit_key, _graph(ys, layer_name, layer), layer=layer_name)
+    commit = Delayed(commit_key, _graph(ys, layer_name, layer, joint), layer=layer_name)
     if not compute:
         return commit
     run(commit, progress)
