@@ -271,3 +271,20 @@ def test_fused_graph_under_array_query_planning(tmp_path):
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.startswith("ok")
+
+
+def test_blocks_shared_inside_one_shard_are_fused_and_computed_once(tmp_path):
+    calls = Calls()
+    # map_overlap: every output block reads its neighbours. A shard is a row of 4
+    # blocks: neighbours in the same row are fused into the shard task (computed once
+    # inside it), neighbours in the rows above and below are shared between shards
+    x = da.map_blocks(calls.block, chunks=((8,) * 4, (8,) * 4), dtype=np.float64)
+    y = x.map_overlap(lambda b: b * 2, depth=1, boundary="none")
+    d = arrayds.to_arrayrecord(y, str(tmp_path / "ov"), mode="w", shard_size=4 * 512, compute=False)
+    kinds = task_kinds(graph_of(d))
+    assert kinds["shard"] == 4 and kinds["commit"] == 1
+    assert 0 < kinds["other"]
+    with dask.config.set(scheduler="sync"):
+        a = d.compute()
+    assert sorted(calls.count.values()) == [1] * 16
+    np.testing.assert_array_equal(a[...], 2 * expected(32))
