@@ -280,7 +280,14 @@ def joint_graph(xs: Sequence[Any]) -> dict[Any, Any] | None:
     would), keeping their output keys; ``None`` when dask cannot do that here (the
     output keys changed, e.g. under array query planning). ``dask.optimize(*xs)``
     optimizes each collection on its own, which copies an input several of them share
-    into each (computed once per collection)."""
+    into each (computed once per collection).
+
+    >>> import dask.array as da
+    >>> x = da.ones(4, chunks=2)
+    >>> g = joint_graph([x, x * 2])
+    >>> sorted({k[0].split("-")[0] for k in g})  # x's blocks once, used by both
+    ['mul', 'ones_like']
+    """
     try:
         from dask.base import collections_to_expr
 
