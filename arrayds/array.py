@@ -520,9 +520,9 @@ class Array(Node):
         except CorruptionError as e:
             raise CorruptionError(f"{self._what}: shard {relpath!r} is damaged: {e}") from None
 
-    def _read_records(self, relpath: str, recs: Any) -> list[bytes]:
-        """One batched engine read of records ``recs`` of shard ``relpath``, with the
-        record count checked and errors naming the array and the shard."""
+    def _reader_with(self, relpath: str, recs: Any) -> ArrayRecordReader:
+        """The reader of shard ``relpath``, checked to hold every record in ``recs``
+        (else the manifest and the shard disagree: CorruptionError naming both)."""
         reader = self._reader(relpath)
         n = len(reader)
         top = max(recs) if isinstance(recs, list) else int(recs.max())
@@ -531,6 +531,12 @@ class Array(Node):
                 f"{self._what}: shard {relpath!r} has {n} records, but the manifest "
                 f"needs record {top}"
             )
+        return reader
+
+    def _read_records(self, relpath: str, recs: Any) -> list[bytes]:
+        """One batched engine read of records ``recs`` of shard ``relpath``, with the
+        record count checked and errors naming the array and the shard."""
+        reader = self._reader_with(relpath, recs)
         try:
             return read_records(reader, recs)
         except CorruptionError as e:
@@ -543,14 +549,7 @@ class Array(Node):
         engine call). False when a record is not ``prefix`` + its buffer's size (a
         header this writer would not produce, or a damaged manifest): the caller then
         takes the general path, which decodes any valid header or names the damage."""
-        reader = self._reader(relpath)
-        n = len(reader)
-        top = max(recs) if isinstance(recs, list) else int(recs.max())
-        if top >= n:
-            raise CorruptionError(
-                f"{self._what}: shard {relpath!r} has {n} records, but the manifest "
-                f"needs record {top}"
-            )
+        reader = self._reader_with(relpath, recs)
         try:
             read_records_into(reader, recs, buffers, prefix)
         except CorruptionError as e:

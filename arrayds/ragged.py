@@ -1446,67 +1446,52 @@ def _api_writer(
     store: Store,
     node: str,
     *,
-    mode: str,
-    compression: str,
-    shard_size: Any,
     region: Any,
-    attrs: Any,
     dims: Any,
     serializer: str,
     group_size: int,
-    compute: bool,
-    progress: bool,
-    **kwargs: Any,
+    **options: Any,
 ) -> Any:
     """``arrayds.to_arrayrecord`` for lists of numpy arrays and for bags. They are a
     ragged array (API.md section 3) unless the call asks for records — a
     ``serializer`` other than ``"auto"``, a ``group_size`` or ``num_shards`` — or the
     data is a bag whose first item is not a numpy array: then they go to records
     (:mod:`arrayds.records`), numpy arrays serialized like any other object."""
-    as_records = serializer not in ("auto", None) or group_size != 1 or "num_shards" in kwargs
+    first = None
+    as_records = serializer not in ("auto", None) or group_size != 1 or "num_shards" in options
     if not as_records and _is_bag(data):
-        kwargs["_first"] = first = _first_item(data)
+        first = _first_item(data)
         as_records = not _is_array_item(first)
     if as_records:
-        kwargs.pop("_first", None)
         from .api import _write_records
 
-        return _write_records(
-            data,
-            store,
-            node,
-            mode=mode,
-            compression=compression,
-            shard_size=shard_size,
-            region=region,
-            attrs=attrs,
-            dims=dims,
-            serializer=serializer,
-            group_size=group_size,
-            compute=compute,
-            progress=progress,
-            **kwargs,
-        )
+        extra = {"region": region, "dims": dims, "serializer": serializer}
+        return _write_records(data, store, node, group_size=group_size, **extra, **options)
     where = f"ragged array {store.display(node)!r}"
     for key, value in (("region", region), ("dims", dims)):
         if value is not None:
             raise ValueError(f"{where}: {key}= applies to N-d arrays, not ragged arrays")
-    unknown = sorted(set(kwargs) - {"piece_len", "axis", "_first"})
+    unknown = sorted(set(options) - set(_RAGGED_WRITE_KEYS))
     if unknown:
         raise TypeError(f"{where}: unexpected keyword arguments {unknown} for a ragged array")
+    if first is not None:
+        options["_first"] = first
     return write_ragged(
-        data,
-        store.url,
-        node or None,
-        mode=mode,
-        compression=compression,
-        shard_size=shard_size,
-        attrs=attrs,
-        compute=compute,
-        progress=progress,
-        storage_options=store.storage_options or None,
-        **kwargs,
+        data, store.url, node or None, storage_options=store.storage_options or None, **options
     )
+
+
+_RAGGED_WRITE_KEYS = (
+    "mode",
+    "compression",
+    "shard_size",
+    "attrs",
+    "compute",
+    "progress",
+    "piece_len",
+    "axis",
+)
+"""The keywords of ``to_arrayrecord`` that a ragged array write takes."""
 
 
 def _api_reader(
