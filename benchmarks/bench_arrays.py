@@ -528,6 +528,20 @@ READ_API = {
 }
 
 
+def sum_jobs(systems: list[Any], chunk: int, want: float) -> tuple[list[Any], dict[str, Any]]:
+    """One timed ``.sum()`` job per system and dask chunking variant, each checked once
+    against ``want``; returns the jobs and their notes for :func:`best_variant`."""
+    jobs, notes = [], {}
+    for s in systems:
+        for mult, note in sum_variants(s, chunk):
+            y = s.dask(mult)
+            got = float(y.sum(dtype=np.float64).compute())
+            assert abs(got - want) <= 1e-6 * abs(want), (s.name, got, want)
+            jobs.append((f"{s.name}/{mult}", lambda y=y: y.sum().compute(), None))
+            notes[f"{s.name}/{mult}"] = (s.name, note)
+    return jobs, notes
+
+
 def sum_variants(s: System, chunk: int) -> list[tuple[int | None, str]]:
     """The dask blocks each system is read with for ``.sum()`` (A2, A5): the stored
     chunks, and 16 MiB blocks (two chunks by two; the shard for the sharded
@@ -577,14 +591,7 @@ def a1_a2_a3(root: str, n: int, chunk: int, repeat: int, nreads: int, res: Resul
 
         if "A2" in only:
             want = float(data.sum(dtype=np.float64))
-            jobs, notes = [], {}
-            for s in systems:
-                for mult, note in sum_variants(s, chunk):
-                    y = s.dask(mult)
-                    got = float(y.sum(dtype=np.float64).compute())
-                    assert abs(got - want) <= 1e-6 * abs(want), (s.name, got, want)
-                    jobs.append((f"{s.name}/{mult}", lambda y=y: y.sum().compute(), None))
-                    notes[f"{s.name}/{mult}"] = (s.name, note)
+            jobs, notes = sum_jobs(systems, chunk, want)
             res.add("A2", "MB/s", best_variant(interleave(repeat, jobs), nbytes, notes))
 
     if "A3" in only:
@@ -699,14 +706,7 @@ def a5(root: str, n: int, chunk: int, repeat: int, res: Results) -> None:
             res.add("A5 write", "MB/s", best_variant(interleave(repeat, jobs), nbytes, notes))
 
             want = float(make_data(n).sum(dtype=np.float64))
-            jobs, notes = [], {}
-            for s in systems:
-                for mult, note in sum_variants(s, chunk):
-                    y = s.dask(mult)
-                    got = float(y.sum(dtype=np.float64).compute())
-                    assert abs(got - want) <= 1e-6 * abs(want), (s.name, got, want)
-                    jobs.append((f"{s.name}/{mult}", lambda y=y: y.sum().compute(), None))
-                    notes[f"{s.name}/{mult}"] = (s.name, note)
+            jobs, notes = sum_jobs(systems, chunk, want)
             res.add("A5 read", "MB/s", best_variant(interleave(repeat, jobs), nbytes, notes))
             res.a5_generate = mbps(nbytes, gen)  # type: ignore[attr-defined]
         finally:

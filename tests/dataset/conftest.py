@@ -2,12 +2,33 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import uuid
 
 import fsspec
 import pytest
 
 from arrayds import store as store_mod
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def run_with_query_planning(script: str) -> str:
+    """Run ``script`` in a fresh interpreter with dask's array query planning on
+    (it is chosen at import); assert it succeeded and return what it printed."""
+    env = dict(os.environ, DASK_ARRAY__QUERY_PLANNING="True")
+    proc = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout
 
 
 @pytest.fixture(params=["local", "memory"])

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import os
 import pickle
-import subprocess
-import sys
 import textwrap
 
 import dask
@@ -17,7 +15,7 @@ from dask.delayed import Delayed
 import arrayds
 from arrayds.dask.array import group_blocks
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from .conftest import run_with_query_planning
 
 
 def test_round_trip_preserves_irregular_chunks_exactly(url):
@@ -263,17 +261,7 @@ def test_works_with_array_query_planning(tmp_path):
         print("ok", a.nshards)
         """
     )
-    env = dict(os.environ, DASK_ARRAY__QUERY_PLANNING="True")
-    proc = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout.startswith("ok")
+    assert run_with_query_planning(script).startswith("ok")
 
 
 def test_records_input_dispatches_to_records_datasets(local_url):

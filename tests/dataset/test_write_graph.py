@@ -11,10 +11,7 @@ functions on dask's threaded and synchronous schedulers.
 
 from __future__ import annotations
 
-import os
 import pickle
-import subprocess
-import sys
 import textwrap
 import threading
 from collections import Counter
@@ -26,7 +23,7 @@ import pytest
 
 import arrayds
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from .conftest import run_with_query_planning
 
 
 def graph_of(d) -> dict:
@@ -260,17 +257,7 @@ def test_fused_graph_under_array_query_planning(tmp_path):
         print("ok")
         """
     )
-    env = dict(os.environ, DASK_ARRAY__QUERY_PLANNING="True")
-    proc = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout.startswith("ok")
+    assert run_with_query_planning(script).startswith("ok")
 
 
 def test_blocks_shared_inside_one_shard_are_fused_and_computed_once(tmp_path):

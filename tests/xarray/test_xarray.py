@@ -242,16 +242,21 @@ def test_conflicting_writers(url):
     assert back.attrs["title"] == "other writer" and back.sizes["time"] == 4
 
 
-def test_readers_see_the_snapshot_while_roll_forward_is_pending(url):
+def _append_with_pending_roll_forward(url: str) -> tuple[xr.Dataset, xr.Dataset]:
+    """Write 4 time steps, append 2, then put t2m's own manifest back: a writer killed
+    right after its commit point, one member not rolled forward yet."""
     ds = climate(nt=4)
     arrayds.to_arrayrecord(ds, url)
     old_child = open(os.path.join(url, "t2m", "arrayds.json"), "rb").read()
     more = climate(nt=2, seed=4).assign_coords(time=pd.date_range("2004-01-01", periods=2))
     arrayds.to_arrayrecord(more, url, mode="a", append_dim="time")
-    # a writer killed right after its commit point: one member's own manifest was not
-    # rolled forward yet
     with open(os.path.join(url, "t2m", "arrayds.json"), "wb") as f:
         f.write(old_child)
+    return ds, more
+
+
+def test_readers_see_the_snapshot_while_roll_forward_is_pending(url):
+    ds, more = _append_with_pending_roll_forward(url)
     assert arrayds.open_array(url, "t2m").shape[0] == 4  # the array API: per-array state
     back = xr.open_dataset(url, engine="arrayds")
     assert back.t2m.shape[0] == 6  # the dataset: all of the commit or nothing
@@ -416,13 +421,7 @@ def test_unknown_chunk_sizes_and_empty_dataset(url):
 
 
 def test_group_attrs_change_keeps_the_dataset_snapshot(url):
-    ds = climate(nt=4)
-    arrayds.to_arrayrecord(ds, url)
-    old_child = open(os.path.join(url, "t2m", "arrayds.json"), "rb").read()
-    more = climate(nt=2, seed=4).assign_coords(time=pd.date_range("2004-01-01", periods=2))
-    arrayds.to_arrayrecord(more, url, mode="a", append_dim="time")
-    with open(os.path.join(url, "t2m", "arrayds.json"), "wb") as f:
-        f.write(old_child)  # roll forward of t2m still pending
+    _append_with_pending_roll_forward(url)
     g = arrayds.open(url, mode="r+")
     g.attrs["note"] = "edited through the group API"
     with open(os.path.join(url, "arrayds.json")) as f:
