@@ -17,6 +17,7 @@ demo: install
 test: install
 	$(PY) -m ruff check arrayds tests examples benchmarks
 	$(PY) -m ruff format --check arrayds tests examples benchmarks
+	$(MAKE) dist-test
 	ARRAYDS_FULL_TEST=1 $(PY) -m pytest -q
 
 system-deps:
@@ -67,5 +68,16 @@ sanitize: install
 docs: install
 	$(PY) -m mkdocs build --strict --site-dir site
 
+# The sdist and a manylinux wheel (vendoring libzstd, libbrotli*, libsnappy, ...) in dist/,
+# checked; dist-test installs that wheel in a fresh venv with the system's copies of those
+# libraries hidden and runs tests/dist/smoke.py (docs/development.md, "Distributions").
+.PHONY: dist dist-test
+dist: install
+	$(PIP) install -q $(CONSTRAINTS) -r requirements/dist.txt
+	$(PY) tests/dist/make_dist.py
+
+dist-test: dist
+	$(PY) tests/dist/dist_test.py
+
 clean:
-	rm -rf build $(VENV) .pytest_cache .hypothesis
+	rm -rf build dist $(VENV) .pytest_cache .hypothesis
