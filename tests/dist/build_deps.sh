@@ -26,7 +26,11 @@ trap 'rm -rf "$work"' EXIT
 mkdir -p "$prefix/lib" "$prefix/include"
 
 if ! command -v pkg-config >/dev/null; then
-  if command -v dnf >/dev/null; then dnf install -y -q pkgconf-pkg-config; fi
+  if command -v dnf >/dev/null; then
+    dnf install -y -q pkgconf-pkg-config
+  elif command -v brew >/dev/null; then
+    brew install pkgconf
+  fi
 fi
 command -v cmake >/dev/null || python3 -m pip install -q cmake
 

@@ -33,11 +33,6 @@ import time
 import zipfile
 from pathlib import Path
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - requirements/dist.txt installs tomli there
-    import tomli as tomllib
-
 ROOT = Path(__file__).resolve().parents[2]
 WORK = ROOT / "build" / "dist"
 OUT = ROOT / "dist"
@@ -56,6 +51,10 @@ def run(*cmd: str | Path, cwd: Path = ROOT) -> str:
 
 
 def pyproject() -> dict:
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10: requirements/dist.txt installs tomli
+        import tomli as tomllib
     with open(ROOT / "pyproject.toml", "rb") as f:
         return tomllib.load(f)
 
