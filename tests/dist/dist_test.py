@@ -1,15 +1,15 @@
 """`make dist-test`: install the repaired wheel from dist/ in a fresh venv and smoke-test it.
 
-The venv (build/dist/venv, recreated every run) gets the wheel with its ``dask`` extra
+The venv (build/dist/venv, recreated every run) gets the wheel with ``test-extras``
 and ``test-requires`` of ``[tool.cibuildwheel]`` -- what the hosted workflow installs --
-resolved against requirements/constraints.txt. Then tests/dist/smoke.py runs from a
-temporary folder with ``LD_LIBRARY_PATH``, ``LD_PRELOAD`` and ``PYTHONPATH`` unset and,
-when this runs as root, in a private mount namespace (``unshare --mount``) where every
-system library file the *unrepaired* extension resolves to (libzstd, libbrotli*,
-libsnappy, libhighwayhash when linked dynamically, ... whatever ldd lists outside the C
-and C++ runtimes) is covered by an empty file: a wheel that still needed the system's
-copy would fail to import. The smoke test also checks that each hidden file really
-fails to load there.
+resolved against requirements/constraints.txt. Then its ``test-command``
+(tests/dist/smoke.py) runs from a temporary folder with ``LD_LIBRARY_PATH``,
+``LD_PRELOAD`` and ``PYTHONPATH`` unset and, when this runs as root, in a private mount
+namespace (``unshare --mount``) where every system library file the *unrepaired*
+extension resolves to (libzstd, libbrotli*, libsnappy, libhighwayhash when linked
+dynamically, ... whatever ldd lists outside the C and C++ runtimes) is covered by an
+empty file: a wheel that still needed the system's copy would fail to import. The
+smoke test also checks that each hidden file really fails to load there.
 
 Run from the checkout with the venv's Python after `make dist`.
 """
@@ -77,7 +77,11 @@ def main() -> int:
     env["PYTHONNOUSERSITE"] = "1"
     with tempfile.TemporaryDirectory(prefix="arrayds-dist-test-") as scratch:
         hidden = system_libraries_of(unrepaired[0], Path(scratch))
-        smoke = [str(py), str(ROOT / "tests" / "dist" / "smoke.py")]
+        # cibuildwheel's test-command, run the way cibuildwheel runs it: by a shell, with
+        # the test venv first on PATH, {project} and {package} the checkout
+        test_command = cibw["test-command"].format(project=ROOT, package=ROOT)
+        env["PATH"] = f"{VENV / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+        smoke = ["sh", "-c", test_command]
         if not hidden:
             sys.exit("make dist-test: the unrepaired extension links no system library to hide")
         if can_hide():
