@@ -31,6 +31,7 @@ import tempfile
 import traceback
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 # Libraries every manylinux / macOS wheel may take from the system (the C and C++
 # runtimes); anything else the extension loads must come from inside the wheel.
@@ -109,13 +110,12 @@ def _load_extension_alone() -> tuple[object, set[str]]:
     return module, loaded_libraries() - before
 
 
-_native, _EXTENSION_LIBS = _load_extension_alone()
-
-import arrayds  # noqa: E402
-
-PACKAGE_DIR = Path(arrayds.__file__).resolve().parent
-# auditwheel puts the libraries in <site-packages>/arrayds.libs, delocate in arrayds/.dylibs
-WHEEL_LIB_DIRS = [PACKAGE_DIR.parent / "arrayds.libs", PACKAGE_DIR / ".dylibs"]
+# set by main(): the extension, the libraries loading it mapped, the installed package
+_native: Any = None
+_EXTENSION_LIBS: set[str] = set()
+arrayds: Any = None
+PACKAGE_DIR = Path()
+WHEEL_LIB_DIRS: list[Path] = []
 
 
 def _in_wheel_libs(path: str) -> bool:
@@ -259,8 +259,26 @@ def command_line(tmp: Path) -> str:
     return ver.stdout.strip()
 
 
+def _load() -> None:
+    global _native, _EXTENSION_LIBS, arrayds, PACKAGE_DIR, WHEEL_LIB_DIRS
+    _native, _EXTENSION_LIBS = _load_extension_alone()
+    import arrayds as package
+
+    arrayds = package
+    PACKAGE_DIR = Path(arrayds.__file__).resolve().parent
+    # auditwheel puts the libraries in <site-packages>/arrayds.libs, delocate in
+    # arrayds/.dylibs
+    WHEEL_LIB_DIRS = [PACKAGE_DIR.parent / "arrayds.libs", PACKAGE_DIR / ".dylibs"]
+
+
 def main() -> int:
     passed = failed = skipped = 0
+    try:
+        _load()
+    except Exception:
+        print(f"FAIL import_the_extension\n{traceback.format_exc()}", flush=True)
+        print("dist smoke: 0 passed, 1 failed, 0 skipped")
+        return 1
     with tempfile.TemporaryDirectory(prefix="arrayds-smoke-") as scratch:
         for fn in CHECKS:
             tmp = Path(scratch) / fn.__name__
