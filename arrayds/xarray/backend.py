@@ -21,7 +21,6 @@ is xarray's own, exactly as for netCDF and zarr.
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -92,10 +91,6 @@ class ArrayDSBackendArray(BackendArray):
         else:
             self.dtype = array.dtype
 
-    @property
-    def array(self) -> Array:
-        return self._array
-
     def get_array(self) -> Array:
         return self._array
 
@@ -114,14 +109,33 @@ class ArrayDSBackendArray(BackendArray):
             key, self.shape, indexing.IndexingSupport.OUTER, self._raw
         )
 
+    async def async_getitem(self, key: indexing.ExplicitIndexer) -> np.ndarray:
+        """xarray's asynchronous indexing (``Dataset.load_async``, xarray >= 2025.7):
+        the read runs on the I/O thread pool, so the reads of all variables that
+        ``load_async`` gathers are in flight at once."""
+        import asyncio
+
+        from ..store import io_pool
+
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(io_pool(), self.__getitem__, key)
+
 
 class ArrayDSDataStore(AbstractDataStore):
     """The members of one group, as xarray's encoded (not yet CF-decoded) variables."""
 
-    def __init__(self, store: Store, node: str) -> None:
+    def __init__(self, store: Store, node: str, *, lazy: bool = False) -> None:
         self._store = store
         self._node = node
-        self._lock = threading.Lock()
+        self._members: dict[str, tuple[str, ArrayManifest]] | None = None
+        self._attrs: dict[str, Any] = {}
+        if not lazy:
+            self._load()
+
+    def _load(self) -> dict[str, tuple[str, ArrayManifest]]:
+        if self._members is not None:
+            return self._members
+        store, node = self._store, self._node
         state = read_state(store, node)
         what = f"dataset {store.display(node)!r}"
         if state.kind is None:
@@ -133,7 +147,6 @@ class ArrayDSDataStore(AbstractDataStore):
             m = parse_node(state.root, what)  # type: ignore[arg-type]
             name = node.rsplit("/", 1)[-1] if node else "data"
             self._members = {name: (node, m)}
-            self._attrs: dict[str, Any] = {}
         elif state.kind == "group":
             self._members = {
                 name: (f"{node}/{name}" if node else name, m) for name, m in state.members.items()
@@ -144,15 +157,23 @@ class ArrayDSDataStore(AbstractDataStore):
                 f"{what} is a {state.kind!r} node; xarray opens groups and arrays (pass "
                 f"group= to name a group inside it)"
             )
+        return self._members
 
     @property
     def store(self) -> Store:
         return self._store
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # an opened dataset pickles (to another process, a dask worker): its
+        # variables carry their own arrays (arrayds.Array pickles as URL + manifest),
+        # so the store itself is only needed for close(): it comes back without
+        # reading anything
+        return (_closed_store, (self._store.url, self._store.storage_options, self._node))
+
     def get_variables(self) -> Mapping[str, Variable]:
         out = {}
-        for name, (node, m) in self._members.items():
-            out[name] = self._variable(name, node, m)
+        for name, (node, m) in self._load().items():
+            out[None if name == "__values__" else name] = self._variable(name, node, m)
         return FrozenDict(out)
 
     def _variable(self, name: str, node: str, m: ArrayManifest) -> Variable:
@@ -174,11 +195,12 @@ class ArrayDSDataStore(AbstractDataStore):
         return Variable(dims, data, attrs, encoding)
 
     def get_attrs(self) -> Mapping[str, Any]:
+        self._load()
         return FrozenDict(self._attrs)
 
     def get_dimensions(self) -> Mapping[str, int]:
         dims: dict[str, int] = {}
-        for name, (_node, m) in self._members.items():
+        for name, (_node, m) in self._load().items():
             names = m.dims or tuple(f"{name}_dim_{i}" for i in range(m.ndim))
             for d, n in zip(names, m.shape, strict=True):
                 dims[d] = n
@@ -190,6 +212,12 @@ class ArrayDSDataStore(AbstractDataStore):
     def close(self) -> None:
         """Nothing to release: shard readers live in the per-process reader cache
         (shards are immutable), which closes them when evicted."""
+
+
+def _closed_store(url: str, storage_options: Mapping[str, Any], node: str) -> ArrayDSDataStore:
+    """An unpickled :class:`ArrayDSDataStore`: its members are read again (from the
+    current state) only if asked for."""
+    return ArrayDSDataStore(Store.get(url, storage_options), node, lazy=True)
 
 
 def _split_url(filename_or_obj: Any) -> str | None:
