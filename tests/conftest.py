@@ -4,6 +4,4 @@ tests/xarray/test_conformance.py needs."""
 
 import importlib.util
 
-pytest_plugins = (
-    ["xarray.tests.conftest"] if importlib.util.find_spec("xarray") is not None else []
-)
+pytest_plugins = ["xarray.tests.conftest"] if importlib.util.find_spec("xarray") is not None else []

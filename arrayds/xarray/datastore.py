@@ -92,6 +92,16 @@ class ArrayDSWritableStore(WritableCFDataStore):
 
     # -- writing (buffered)
 
+    def encode(self, variables: Mapping[Hashable, Any], attributes: Mapping[str, Any]) -> Any:
+        """xarray's CF encoding, after checking that integer ``dtype`` encodings hold
+        the values (:func:`arrayds.xarray.writer.encode_dataset` does the same)."""
+        from .writer import _check_fits
+
+        what = f"dataset {self._store.display(self._node)!r}"
+        for k, v in variables.items():
+            _check_fits(k, v, what)
+        return super().encode(variables, attributes)
+
     def encode_variable(self, v: Any, name: Hashable = None) -> Any:
         """After xarray's CF encoder: strings as netCDF-4 stores them."""
         from .writer import encode_strings

@@ -370,8 +370,10 @@ def _check_dimension_sizes(
         if dim == append_dim or dim not in stored:
             continue
         if n != stored[dim]:
+            users = sorted(str(k) for k, v in ds.variables.items() if dim in v.dims)
             raise ValueError(
-                f"{what}: Unable to update size for existing dimension {dim!r} ({n} != "
+                f"{what} variable {users[0]!r}: Unable to update size for existing "
+                f"dimension {dim!r} ({n} != "
                 f"{stored[dim]}): mode 'a' adds or overwrites variables of the stored "
                 f"dimension lengths (append_dim= grows one); nothing was written"
             )
@@ -529,6 +531,44 @@ def write_dataset(
     )
 
 
+def _check_fits(key: Hashable, var: Any, what: str) -> None:
+    """An integer ``dtype`` encoding of numeric in-memory data: every finite value,
+    after ``add_offset``/``scale_factor``, must lie in the range of that dtype (or
+    its unsigned twin with ``_Unsigned``). xarray's encoder would wrap it around (300
+    as int8 reads back as 44): a ``ValueError`` naming the variable and the key
+    instead. Dask data is not scanned (that would compute it twice)."""
+    enc = var.encoding
+    if enc.get("_Unsigned") is not None and all(
+        enc.get(k) is None for k in ("_FillValue", "missing_value")
+    ):
+        # xarray's encoder applies _Unsigned only together with a fill value; alone,
+        # it is dropped and 255 reads back as -1
+        raise ValueError(
+            f"{what} variable {key!r}: encoding '_Unsigned' needs a '_FillValue' (or "
+            f"'missing_value') for xarray's CF encoder to apply it; nothing was written"
+        )
+    if enc.get("dtype") is None or _is_dask(var.data) or var.dtype.kind not in "iuf":
+        return
+    dt = np.dtype(enc["dtype"])
+    if dt.kind not in "iu":
+        return
+    x = np.asarray(var.values, dtype="f8")
+    x = x[np.isfinite(x)]
+    if x.size == 0:
+        return
+    y = (x - float(enc.get("add_offset", 0.0))) / float(enc.get("scale_factor", 1.0))
+    unsigned = str(enc.get("_Unsigned", "")).lower() == "true"
+    info = np.iinfo(np.dtype(f"u{dt.itemsize}") if unsigned and dt.kind == "i" else dt)
+    lo, hi = float(np.min(y)), float(np.max(y))
+    if lo < info.min - 0.5 or hi > info.max + 0.5:
+        raise ValueError(
+            f"{what} variable {key!r}: values from {x.min()} to {x.max()} do not fit "
+            f"encoding 'dtype' {dt}{' with _Unsigned' if unsigned else ''} (range "
+            f"{info.min}..{info.max} after add_offset/scale_factor); they would wrap around. "
+            f"Nothing was written"
+        )
+
+
 def encode_dataset(ds: Any, what: str) -> tuple[dict[Hashable, Any], dict[str, Any]]:
     """CF-encode the variables and attributes of ``ds`` as xarray's writable CF data
     stores do (``cf_encoder``: coordinates, times, masks, packing, ``_Unsigned``,
@@ -540,6 +580,7 @@ def encode_dataset(ds: Any, what: str) -> tuple[dict[Hashable, Any], dict[str, A
     variables, gattrs = conventions.encode_dataset_coordinates(ds)
     out: dict[Hashable, Any] = {}
     for key, var in variables.items():
+        _check_fits(key, var, what)
         try:
             enc = conventions.encode_cf_variable(var, name=key)
             out[key] = encode_strings(ensure_dtype_not_object(enc, name=key), key)
@@ -556,8 +597,9 @@ def encode_strings(var: Any, name: Hashable = None) -> Any:
     without it, str and bytes are stored as they are (variable-length)."""
     from xarray.coding import strings
 
+    as_chars = var.encoding.get("dtype") in ("S1", np.dtype("S1"))
     var = strings.EncodedStringCoder(allows_unicode=True).encode(var, name=name)
-    return strings.CharacterArrayCoder().encode(var, name=name)
+    return strings.CharacterArrayCoder().encode(var, name=name) if as_chars else var
 
 
 def store_encoded(
