@@ -462,6 +462,15 @@ def write_dataset(
 
     if existing and not region_d:
         _check_dimension_sizes(ds, existing, append_dim if appending else None, what)
+    if appending:
+        written = set(names.values())
+        for n, m in existing.items():
+            if m.dims and append_dim in m.dims and n not in written:
+                raise ValueError(
+                    f"{what}: variable {n!r} has the append dimension {append_dim!r} but is "
+                    f"not in the data: appending without it would leave the variables of "
+                    f"different lengths along {append_dim!r}; nothing was written"
+                )
 
     # which stored encoding applies to which variable
     ds2 = ds.copy(deep=False)
