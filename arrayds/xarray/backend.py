@@ -111,14 +111,13 @@ class ArrayDSBackendArray(BackendArray):
 
     async def async_getitem(self, key: indexing.ExplicitIndexer) -> np.ndarray:
         """xarray's asynchronous indexing (``Dataset.load_async``, xarray >= 2025.7):
-        the read runs on the I/O thread pool, so the reads of all variables that
-        ``load_async`` gathers are in flight at once."""
+        the read runs on the event loop's default thread pool (not arrayds' I/O pool,
+        which the read itself uses for its shards), so the reads of all variables
+        that ``load_async`` gathers are in flight at once."""
         import asyncio
 
-        from ..store import io_pool
-
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(io_pool(), self.__getitem__, key)
+        return await loop.run_in_executor(None, self.__getitem__, key)
 
 
 class ArrayDSDataStore(AbstractDataStore):
