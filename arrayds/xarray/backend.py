@@ -35,7 +35,7 @@ from xarray.core.utils import FrozenDict
 
 from ..array import Array
 from ..manifest import ArrayManifest, parse_node
-from ..store import MANIFEST, Store, check_component
+from ..store import MANIFEST, Store, check_component, join_component
 from .attrs import decode_attrs
 from .state import read_state
 
@@ -128,6 +128,7 @@ class ArrayDSDataStore(AbstractDataStore):
         self._node = node
         self._members: dict[str, tuple[str, ArrayManifest]] | None = None
         self._attrs: dict[str, Any] = {}
+        self._groups: list[str] = []
         if not lazy:
             self._load()
 
@@ -151,6 +152,11 @@ class ArrayDSDataStore(AbstractDataStore):
                 name: (f"{node}/{name}" if node else name, m) for name, m in state.members.items()
             }
             self._attrs = decode_attrs(state.attrs)
+            self._groups = [
+                n
+                for n in state.others
+                if (store.read_manifest(join_component(node, n)) or {}).get("kind") == "group"
+            ]
         else:
             raise ValueError(
                 f"{what} is a {state.kind!r} node; xarray opens groups and arrays (pass "
@@ -192,6 +198,11 @@ class ArrayDSDataStore(AbstractDataStore):
             # masking NaN with NaN changes nothing: keep the encoding, skip the pass
             encoding["_FillValue"] = attrs.pop("_FillValue")
         return Variable(dims, data, attrs, encoding)
+
+    def child_groups(self) -> list[str]:
+        """The names of the groups inside this one (DataTree children)."""
+        self._load()
+        return list(self._groups)
 
     def get_attrs(self) -> Mapping[str, Any]:
         self._load()
@@ -246,6 +257,46 @@ class ArrayDSBackendEntrypoint(BackendEntrypoint):
         "group",
         "storage_options",
     )
+
+    supports_groups = True
+
+    def open_groups_as_dict(  # type: ignore[override]
+        self,
+        filename_or_obj: Any,
+        *,
+        group: str | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+        **decode: Any,
+    ) -> dict[str, Any]:
+        """``xr.open_groups(url, engine="arrayds")``: the group ``group`` (default the
+        root) and every group below it, as ``{"/": ds, "/a": ds, "/a/b": ds}``. Each
+        group is read as :meth:`open_dataset` reads it (one consistent snapshot per
+        group); ``decode`` takes the CF decoding keywords of :meth:`open_dataset`."""
+        url = _split_url(filename_or_obj)
+        if url is None:
+            raise TypeError(
+                f"engine 'arrayds' opens a dataset URL (str or path), got "
+                f"{type(filename_or_obj).__name__}"
+            )
+        store = Store.get(url, storage_options)
+        out: dict[str, Any] = {}
+        pending = [(check_component(group), "/")]
+        while pending:
+            node, path = pending.pop(0)
+            ds_store = ArrayDSDataStore(store, node)
+            out[path] = self.open_dataset(ds_store, **decode)
+            for name in ds_store.child_groups():
+                pending.append((join_component(node, name), f"{path.rstrip('/')}/{name}"))
+        return out
+
+    def open_datatree(  # type: ignore[override]
+        self, filename_or_obj: Any, **kwargs: Any
+    ) -> Any:
+        """``xr.open_datatree(url, engine="arrayds")``: the groups of
+        :meth:`open_groups_as_dict` as a ``DataTree`` (xarray >= 2024.10)."""
+        from xarray import DataTree
+
+        return DataTree.from_dict(self.open_groups_as_dict(filename_or_obj, **kwargs))
 
     def guess_can_open(self, filename_or_obj: Any) -> bool:
         url = _split_url(filename_or_obj)
