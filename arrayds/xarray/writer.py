@@ -594,7 +594,8 @@ def encode_dataset(ds: Any, what: str) -> tuple[dict[Hashable, Any], dict[str, A
             enc = conventions.encode_cf_variable(var, name=key)
             out[key] = encode_strings(ensure_dtype_not_object(enc, name=key), key)
         except (ValueError, TypeError, OverflowError, NotImplementedError) as e:
-            e.add_note(f"{what}: raised while encoding variable {key!r}")
+            if hasattr(e, "add_note"):  # Python >= 3.11
+                e.add_note(f"{what}: raised while encoding variable {key!r}")
             raise
     return out, dict(gattrs)
 
