@@ -8,7 +8,10 @@ gives a consistent snapshot of all members); every variable is a lazily indexed
 :class:`ArrayDSBackendArray`, so ``ds.isel(...)`` reads only the chunks it touches,
 and ``encoding["preferred_chunks"]`` makes ``chunks={}`` produce dask chunks equal to
 the stored grid. CF decoding (times, ``_FillValue``, ``scale_factor``/``add_offset``)
-is xarray's own, exactly as for netCDF and zarr.
+is xarray's own, exactly as for netCDF and zarr. Opened datasets pickle (each
+array as its URL and manifest snapshot); ``Dataset.load_async`` reads variables
+concurrently (``async_getitem``); ``xr.open_datatree`` / ``xr.open_groups`` map the
+groups below a node to a tree (``supports_groups``).
 
 >>> import numpy as np, xarray as xr, arrayds
 >>> ds = xr.Dataset({"t": ("x", np.arange(4.0))}, attrs={"title": "demo"})
@@ -294,8 +297,12 @@ class ArrayDSBackendEntrypoint(BackendEntrypoint):
     ) -> Any:
         """``xr.open_datatree(url, engine="arrayds")``: the groups of
         :meth:`open_groups_as_dict` as a ``DataTree`` (xarray >= 2024.10)."""
-        from xarray import DataTree
-
+        try:
+            from xarray import DataTree
+        except ImportError:  # pragma: no cover - xarray < 2024.10
+            raise ImportError(
+                "xr.open_datatree(engine='arrayds') needs xarray >= 2024.10 (DataTree)"
+            ) from None
         return DataTree.from_dict(self.open_groups_as_dict(filename_or_obj, **kwargs))
 
     def guess_can_open(self, filename_or_obj: Any) -> bool:
