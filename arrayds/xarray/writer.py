@@ -15,8 +15,12 @@ variable, and **one** commit task makes the whole dataset visible at once (see
   of existing variables.
 
 Appending or writing a region re-uses the stored CF encoding of each variable;
-mismatched dimensions or dtypes are a ``ValueError`` raised before anything is
-written. A variable whose dtype cannot be stored is a ``TypeError`` naming it.
+mismatched dimensions, dimension lengths, dtypes or variable sets are a
+``ValueError`` raised before anything is written (docs/xarray.md, "Appends and
+regions: the rules"). An encoding that would not round-trip (an integer ``dtype``
+too narrow for the values, ``_Unsigned`` without a fill value) is a ``ValueError``
+naming the variable and the key; a variable whose dtype cannot be stored is a
+``TypeError`` (or xarray's ``ValueError``) naming it.
 
 >>> import numpy as np, pandas as pd, xarray as xr, arrayds
 >>> ds = xr.Dataset({"t": (("time", "x"), np.zeros((2, 3), "f4"))},
