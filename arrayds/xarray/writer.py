@@ -588,7 +588,11 @@ def encode_dataset(ds: Any, what: str) -> tuple[dict[Hashable, Any], dict[str, A
     character arrays; then object arrays to a storable dtype). Errors name the
     variable."""
     from xarray import conventions
-    from xarray.backends.common import ensure_dtype_not_object
+
+    try:
+        from xarray.backends.common import ensure_dtype_not_object
+    except ImportError:  # older xarray: it lived in xarray.conventions
+        from xarray.conventions import ensure_dtype_not_object  # type: ignore[no-redef]
 
     variables, gattrs = conventions.encode_dataset_coordinates(ds)
     out: dict[Hashable, Any] = {}
