@@ -8,7 +8,10 @@ gives a consistent snapshot of all members); every variable is a lazily indexed
 :class:`ArrayDSBackendArray`, so ``ds.isel(...)`` reads only the chunks it touches,
 and ``encoding["preferred_chunks"]`` makes ``chunks={}`` produce dask chunks equal to
 the stored grid. CF decoding (times, ``_FillValue``, ``scale_factor``/``add_offset``)
-is xarray's own, exactly as for netCDF and zarr.
+is xarray's own, exactly as for netCDF and zarr. Opened datasets pickle (each
+array as its URL and manifest snapshot); ``Dataset.load_async`` reads variables
+concurrently (``async_getitem``); ``xr.open_datatree`` / ``xr.open_groups`` map the
+groups below a node to a tree (``supports_groups``).
 
 >>> import numpy as np, xarray as xr, arrayds
 >>> ds = xr.Dataset({"t": ("x", np.arange(4.0))}, attrs={"title": "demo"})
@@ -21,7 +24,6 @@ is xarray's own, exactly as for netCDF and zarr.
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -36,7 +38,7 @@ from xarray.core.utils import FrozenDict
 
 from ..array import Array
 from ..manifest import ArrayManifest, parse_node
-from ..store import MANIFEST, Store, check_component
+from ..store import MANIFEST, Store, check_component, join_component
 from .attrs import decode_attrs
 from .state import read_state
 
@@ -92,10 +94,6 @@ class ArrayDSBackendArray(BackendArray):
         else:
             self.dtype = array.dtype
 
-    @property
-    def array(self) -> Array:
-        return self._array
-
     def get_array(self) -> Array:
         return self._array
 
@@ -114,14 +112,33 @@ class ArrayDSBackendArray(BackendArray):
             key, self.shape, indexing.IndexingSupport.OUTER, self._raw
         )
 
+    async def async_getitem(self, key: indexing.ExplicitIndexer) -> np.ndarray:
+        """xarray's asynchronous indexing (``Dataset.load_async``, xarray >= 2025.7):
+        the read runs on the event loop's default thread pool (not arrayds' I/O pool,
+        which the read itself uses for its shards), so the reads of all variables
+        that ``load_async`` gathers are in flight at once."""
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(None, self.__getitem__, key)
+
 
 class ArrayDSDataStore(AbstractDataStore):
     """The members of one group, as xarray's encoded (not yet CF-decoded) variables."""
 
-    def __init__(self, store: Store, node: str) -> None:
+    def __init__(self, store: Store, node: str, *, lazy: bool = False) -> None:
         self._store = store
         self._node = node
-        self._lock = threading.Lock()
+        self._members: dict[str, tuple[str, ArrayManifest]] | None = None
+        self._attrs: dict[str, Any] = {}
+        self._groups: list[str] = []
+        if not lazy:
+            self._load()
+
+    def _load(self) -> dict[str, tuple[str, ArrayManifest]]:
+        if self._members is not None:
+            return self._members
+        store, node = self._store, self._node
         state = read_state(store, node)
         what = f"dataset {store.display(node)!r}"
         if state.kind is None:
@@ -133,26 +150,38 @@ class ArrayDSDataStore(AbstractDataStore):
             m = parse_node(state.root, what)  # type: ignore[arg-type]
             name = node.rsplit("/", 1)[-1] if node else "data"
             self._members = {name: (node, m)}
-            self._attrs: dict[str, Any] = {}
         elif state.kind == "group":
             self._members = {
                 name: (f"{node}/{name}" if node else name, m) for name, m in state.members.items()
             }
             self._attrs = decode_attrs(state.attrs)
+            self._groups = [
+                n
+                for n in state.others
+                if (store.read_manifest(join_component(node, n)) or {}).get("kind") == "group"
+            ]
         else:
             raise ValueError(
                 f"{what} is a {state.kind!r} node; xarray opens groups and arrays (pass "
                 f"group= to name a group inside it)"
             )
+        return self._members
 
     @property
     def store(self) -> Store:
         return self._store
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # an opened dataset pickles (to another process, a dask worker): its
+        # variables carry their own arrays (arrayds.Array pickles as URL + manifest),
+        # so the store itself is only needed for close(): it comes back without
+        # reading anything
+        return (_closed_store, (self._store.url, self._store.storage_options, self._node))
+
     def get_variables(self) -> Mapping[str, Variable]:
         out = {}
-        for name, (node, m) in self._members.items():
-            out[name] = self._variable(name, node, m)
+        for name, (node, m) in self._load().items():
+            out[None if name == "__values__" else name] = self._variable(name, node, m)
         return FrozenDict(out)
 
     def _variable(self, name: str, node: str, m: ArrayManifest) -> Variable:
@@ -173,12 +202,18 @@ class ArrayDSDataStore(AbstractDataStore):
             encoding["_FillValue"] = attrs.pop("_FillValue")
         return Variable(dims, data, attrs, encoding)
 
+    def child_groups(self) -> list[str]:
+        """The names of the groups inside this one (DataTree children)."""
+        self._load()
+        return list(self._groups)
+
     def get_attrs(self) -> Mapping[str, Any]:
+        self._load()
         return FrozenDict(self._attrs)
 
     def get_dimensions(self) -> Mapping[str, int]:
         dims: dict[str, int] = {}
-        for name, (_node, m) in self._members.items():
+        for name, (_node, m) in self._load().items():
             names = m.dims or tuple(f"{name}_dim_{i}" for i in range(m.ndim))
             for d, n in zip(names, m.shape, strict=True):
                 dims[d] = n
@@ -190,6 +225,12 @@ class ArrayDSDataStore(AbstractDataStore):
     def close(self) -> None:
         """Nothing to release: shard readers live in the per-process reader cache
         (shards are immutable), which closes them when evicted."""
+
+
+def _closed_store(url: str, storage_options: Mapping[str, Any], node: str) -> ArrayDSDataStore:
+    """An unpickled :class:`ArrayDSDataStore`: its members are read again (from the
+    current state) only if asked for."""
+    return ArrayDSDataStore(Store.get(url, storage_options), node, lazy=True)
 
 
 def _split_url(filename_or_obj: Any) -> str | None:
@@ -219,6 +260,50 @@ class ArrayDSBackendEntrypoint(BackendEntrypoint):
         "group",
         "storage_options",
     )
+
+    supports_groups = True
+
+    def open_groups_as_dict(  # type: ignore[override]
+        self,
+        filename_or_obj: Any,
+        *,
+        group: str | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+        **decode: Any,
+    ) -> dict[str, Any]:
+        """``xr.open_groups(url, engine="arrayds")``: the group ``group`` (default the
+        root) and every group below it, as ``{"/": ds, "/a": ds, "/a/b": ds}``. Each
+        group is read as :meth:`open_dataset` reads it (one consistent snapshot per
+        group); ``decode`` takes the CF decoding keywords of :meth:`open_dataset`."""
+        url = _split_url(filename_or_obj)
+        if url is None:
+            raise TypeError(
+                f"engine 'arrayds' opens a dataset URL (str or path), got "
+                f"{type(filename_or_obj).__name__}"
+            )
+        store = Store.get(url, storage_options)
+        out: dict[str, Any] = {}
+        pending = [(check_component(group), "/")]
+        while pending:
+            node, path = pending.pop(0)
+            ds_store = ArrayDSDataStore(store, node)
+            out[path] = self.open_dataset(ds_store, **decode)
+            for name in ds_store.child_groups():
+                pending.append((join_component(node, name), f"{path.rstrip('/')}/{name}"))
+        return out
+
+    def open_datatree(  # type: ignore[override]
+        self, filename_or_obj: Any, **kwargs: Any
+    ) -> Any:
+        """``xr.open_datatree(url, engine="arrayds")``: the groups of
+        :meth:`open_groups_as_dict` as a ``DataTree`` (xarray >= 2024.10)."""
+        try:
+            from xarray import DataTree
+        except ImportError:  # pragma: no cover - xarray < 2024.10
+            raise ImportError(
+                "xr.open_datatree(engine='arrayds') needs xarray >= 2024.10 (DataTree)"
+            ) from None
+        return DataTree.from_dict(self.open_groups_as_dict(filename_or_obj, **kwargs))
 
     def guess_can_open(self, filename_or_obj: Any) -> bool:
         url = _split_url(filename_or_obj)

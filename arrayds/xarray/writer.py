@@ -15,8 +15,12 @@ variable, and **one** commit task makes the whole dataset visible at once (see
   of existing variables.
 
 Appending or writing a region re-uses the stored CF encoding of each variable;
-mismatched dimensions or dtypes are a ``ValueError`` raised before anything is
-written. A variable whose dtype cannot be stored is a ``TypeError`` naming it.
+mismatched dimensions, dimension lengths, dtypes or variable sets are a
+``ValueError`` raised before anything is written (docs/xarray.md, "Appends and
+regions: the rules"). An encoding that would not round-trip (an integer ``dtype``
+too narrow for the values, ``_Unsigned`` without a fill value) is a ``ValueError``
+naming the variable and the key; a variable whose dtype cannot be stored is a
+``TypeError`` (or xarray's ``ValueError``) naming it.
 
 >>> import numpy as np, pandas as pd, xarray as xr, arrayds
 >>> ds = xr.Dataset({"t": (("time", "x"), np.zeros((2, 3), "f4"))},
@@ -56,6 +60,21 @@ __all__ = ["DATAARRAY_NAME", "DATAARRAY_VARIABLE", "ENCODING_KEYS", "write_datas
 
 DATAARRAY_VARIABLE = "__xarray_dataarray_variable__"
 DATAARRAY_NAME = "__xarray_dataarray_name__"
+NONE_NAME = "__values__"
+"""The stored name of a variable named ``None`` (xarray's netCDF convention)."""
+
+CF_RELATED = (
+    "bounds",
+    "grid_mapping",
+    "climatology",
+    "geometry",
+    "node_coordinates",
+    "node_count",
+    "part_node_count",
+    "interior_ring",
+    "cell_measures",
+    "formula_terms",
+)
 
 ENCODING_KEYS = frozenset(
     {
@@ -68,16 +87,31 @@ ENCODING_KEYS = frozenset(
         "units",
         "calendar",
         "coordinates",
+        "_Unsigned",
+        "_Encoding",
+        "char_dim_name",
+        # CF references xarray keeps in encoding (written as attributes)
+        *CF_RELATED,
         # storage
         "chunks",
         "compression",
         "preferred_chunks",
     }
 )
-"""Keys accepted in ``encoding=`` (others are a ``ValueError``; unknown keys already
-on ``var.encoding``, e.g. from netCDF, are ignored)."""
+"""Keys accepted in ``encoding=`` (others are a ``ValueError``). Of the keys already
+on ``var.encoding`` (e.g. from netCDF or zarr) these are kept and applied by xarray's
+CF encoder; the others only say how another format stored the bytes (``zlib``,
+``compressors``, ``endian``, ...) and are ignored: they change no value."""
 
-_CF_FROM_STORE = ("dtype", "_FillValue", "missing_value", "scale_factor", "add_offset")
+_CF_FROM_STORE = (
+    "dtype",
+    "_FillValue",
+    "missing_value",
+    "scale_factor",
+    "add_offset",
+    "_Unsigned",
+    "_Encoding",
+)
 _TIME_KEYS = ("units", "calendar")
 
 
@@ -104,8 +138,21 @@ def _as_dataset(data: Any) -> Any:
 
 
 def _name(name: Hashable, what: str) -> str:
+    """The node name of variable ``name``; the errors are xarray's for netCDF names
+    (``TypeError`` for a non-str name, ``ValueError`` for an empty one); ``None``
+    (a ``Dataset`` key xarray allows) is stored as ``__values__``, as netCDF does."""
+    if name is None:
+        return NONE_NAME
     if not isinstance(name, str):
-        raise TypeError(f"{what}: variable names must be str to be stored, got {name!r}")
+        raise TypeError(
+            f"{what}: invalid name {name!r} for DataArray or Dataset key: must be either a "
+            f"string or None for serialization to arrayds"
+        )
+    if not name:
+        raise ValueError(
+            f"{what}: invalid name {name!r} for DataArray or Dataset key: string must be "
+            f"length 1 or greater for serialization to arrayds"
+        )
     try:
         node = check_component(name, f"{what}: variable")
     except ValueError as e:
@@ -116,6 +163,9 @@ def _name(name: Hashable, what: str) -> str:
 
 
 def _check_encoding(encoding: Any, ds: Any, what: str) -> dict[str, dict[str, Any]]:
+    """``encoding=`` checked as xarray's writers check it: a name that is not a
+    variable is a ``KeyError``, a value that is not a dict or a key arrayds does not
+    apply a ``ValueError`` (each naming the variable)."""
     if encoding is None:
         return {}
     if not isinstance(encoding, Mapping):
@@ -123,12 +173,15 @@ def _check_encoding(encoding: Any, ds: Any, what: str) -> dict[str, dict[str, An
     out = {}
     for name, enc in encoding.items():
         if name not in ds.variables:
-            raise ValueError(
+            raise KeyError(
                 f"{what}: encoding names variable {name!r}, which is not in the dataset "
                 f"(variables: {sorted(map(str, ds.variables))})"
             )
         if not isinstance(enc, Mapping):
-            raise TypeError(f"{what}: encoding[{name!r}] must be a dict")
+            raise ValueError(
+                f"{what}: encoding[{name!r}] must be castable to a dictionary of encoding "
+                f"keys, got {enc!r}"
+            )
         bad = sorted(set(enc) - ENCODING_KEYS)
         if bad:
             raise ValueError(
@@ -144,8 +197,13 @@ def _storable(name: str, var: Any, what: str) -> tuple[Any, np.dtype, str | None
     data = var.data
     dt = var.dtype
     vlen = None
-    if dt.kind == "O":
+    if dt.kind in "OT":  # object (vlen) strings, numpy 2 StringDType
         values = np.asarray(var.values)
+        if dt.kind == "T":  # missing values (na_object) are written as "", as zarr does
+            import pandas as pd
+
+            values = values.astype(object)
+            values[pd.isnull(values)] = ""
         flat = values.reshape(-1).tolist()
         if all(isinstance(v, str) for v in flat):
             data = np.array(flat, dtype=str).reshape(values.shape) if flat else values.astype("U1")
@@ -296,6 +354,35 @@ def _stored_encoding(m: ArrayManifest, var: Any) -> dict[str, Any]:
     return enc
 
 
+def stored_dimensions(members: Mapping[str, ArrayManifest]) -> dict[str, int]:
+    """Dimension name -> length of the stored variables."""
+    dims: dict[str, int] = {}
+    for m in members.values():
+        for d, n in zip(m.dims or (), m.shape, strict=False):
+            dims.setdefault(d, n)
+    return dims
+
+
+def _check_dimension_sizes(
+    ds: Any, existing: Mapping[str, ArrayManifest], append_dim: Hashable | None, what: str
+) -> None:
+    """Mode ``"a"``: every dimension the data shares with the stored dataset keeps its
+    length (but ``append_dim``), as xarray's writable stores require; the
+    ``ValueError`` has their wording."""
+    stored = stored_dimensions(existing)
+    for dim, n in ds.sizes.items():
+        if dim == append_dim or dim not in stored:
+            continue
+        if n != stored[dim]:
+            users = sorted(str(k) for k, v in ds.variables.items() if dim in v.dims)
+            raise ValueError(
+                f"{what} variable {users[0]!r}: Unable to update size for existing "
+                f"dimension {dim!r} ({n} != "
+                f"{stored[dim]}): mode 'a' adds or overwrites variables of the stored "
+                f"dimension lengths (append_dim= grows one); nothing was written"
+            )
+
+
 def write_dataset(
     data: Any,
     store: Store,
@@ -318,8 +405,6 @@ def write_dataset(
     (see the module docstring; ``arrayds.to_arrayrecord`` dispatches here). Returns
     the written :class:`arrayds.Group`, or with ``compute=False`` a
     ``dask.delayed.Delayed`` that writes and commits."""
-    from xarray import conventions
-
     what = f"dataset {store.display(node)!r}"
     ds = _as_dataset(data)
     if dims is not None:
@@ -379,6 +464,18 @@ def write_dataset(
                 raise TypeError(f"{what}: region[{dim!r}] must be a slice, got {sl!r}")
             region_d[str(dim)] = sl
 
+    if existing and not region_d:
+        _check_dimension_sizes(ds, existing, append_dim if appending else None, what)
+    if appending:
+        written = set(names.values())
+        for n, m in existing.items():
+            if m.dims and append_dim in m.dims and n not in written:
+                raise ValueError(
+                    f"{what}: variable {n!r} has the append dimension {append_dim!r} but is "
+                    f"not in the data: appending without it would leave the variables of "
+                    f"different lengths along {append_dim!r}; nothing was written"
+                )
+
     # which stored encoding applies to which variable
     ds2 = ds.copy(deep=False)
     kinds: dict[str, str] = {}
@@ -420,24 +517,146 @@ def write_dataset(
             var.encoding = {k: v for k, v in var.encoding.items() if k in ENCODING_KEYS}
             var.encoding.update(enc_user)
 
-    variables, gattrs = conventions.encode_dataset_coordinates(ds2)
+    variables, gattrs = encode_dataset(ds2, what)
     dim_chunks: dict[Hashable, tuple[int, ...]] = {}
     for var in ds.variables.values():
         if var.chunks is not None:
             for d, c in zip(var.dims, var.chunks, strict=True):
                 dim_chunks.setdefault(d, tuple(c))
+    return store_encoded(
+        store,
+        node,
+        variables,
+        gattrs,
+        state=state,
+        mode=mode,
+        names=names,
+        kinds=kinds,
+        explicit_chunks={names[k] for k, e in user_enc.items() if "chunks" in e},
+        dim_chunks=dim_chunks,
+        region=region_d,
+        append_dim=append_dim,
+        compression=compression,
+        shard_size=shard_size,
+        attrs=attrs,
+        compute=compute,
+        progress=progress,
+    )
+
+
+def _check_fits(key: Hashable, var: Any, what: str) -> None:
+    """An integer ``dtype`` encoding of numeric in-memory data: every finite value,
+    after ``add_offset``/``scale_factor``, must lie in the range of that dtype (or
+    its unsigned twin with ``_Unsigned``). xarray's encoder would wrap it around (300
+    as int8 reads back as 44): a ``ValueError`` naming the variable and the key
+    instead. Dask data is not scanned (that would compute it twice)."""
+    enc = var.encoding
+    if enc.get("_Unsigned") is not None and all(
+        enc.get(k) is None for k in ("_FillValue", "missing_value")
+    ):
+        # xarray's encoder applies _Unsigned only together with a fill value; alone,
+        # it is dropped and 255 reads back as -1
+        raise ValueError(
+            f"{what} variable {key!r}: encoding '_Unsigned' needs a '_FillValue' (or "
+            f"'missing_value') for xarray's CF encoder to apply it; nothing was written"
+        )
+    if enc.get("dtype") is None or _is_dask(var.data) or var.dtype.kind not in "iuf":
+        return
+    dt = np.dtype(enc["dtype"])
+    if dt.kind not in "iu":
+        return
+    x = np.asarray(var.values, dtype="f8")
+    x = x[np.isfinite(x)]
+    if x.size == 0:
+        return
+    y = (x - float(enc.get("add_offset", 0.0))) / float(enc.get("scale_factor", 1.0))
+    unsigned = str(enc.get("_Unsigned", "")).lower() == "true"
+    info = np.iinfo(np.dtype(f"u{dt.itemsize}") if unsigned and dt.kind == "i" else dt)
+    lo, hi = float(np.min(y)), float(np.max(y))
+    if lo < info.min - 0.5 or hi > info.max + 0.5:
+        raise ValueError(
+            f"{what} variable {key!r}: values from {x.min()} to {x.max()} do not fit "
+            f"encoding 'dtype' {dt}{' with _Unsigned' if unsigned else ''} (range "
+            f"{info.min}..{info.max} after add_offset/scale_factor); they would wrap around. "
+            f"Nothing was written"
+        )
+
+
+def encode_dataset(ds: Any, what: str) -> tuple[dict[Hashable, Any], dict[str, Any]]:
+    """CF-encode the variables and attributes of ``ds`` as xarray's writable CF data
+    stores do (``cf_encoder``: coordinates, times, masks, packing, ``_Unsigned``,
+    character arrays; then object arrays to a storable dtype). Errors name the
+    variable."""
+    from xarray import conventions
+
+    try:
+        from xarray.backends.common import ensure_dtype_not_object
+    except ImportError:  # older xarray: it lived in xarray.conventions
+        from xarray.conventions import ensure_dtype_not_object  # type: ignore[no-redef]
+
+    variables, gattrs = conventions.encode_dataset_coordinates(ds)
+    out: dict[Hashable, Any] = {}
+    for key, var in variables.items():
+        _check_fits(key, var, what)
+        try:
+            enc = conventions.encode_cf_variable(var, name=key)
+            out[key] = encode_strings(ensure_dtype_not_object(enc, name=key), key)
+        except (ValueError, TypeError, OverflowError, NotImplementedError) as e:
+            if hasattr(e, "add_note"):  # Python >= 3.11
+                e.add_note(f"{what}: raised while encoding variable {key!r}")
+            raise
+    return out, dict(gattrs)
+
+
+def encode_strings(var: Any, name: Hashable = None) -> Any:
+    """The string encodings of netCDF-4, which arrayds stores as netCDF-4 does:
+    ``dtype="S1"`` makes a character array (a trailing ``string<N>`` or
+    ``char_dim_name`` dimension) and str values UTF-8 (or ``_Encoding``) bytes;
+    without it, str and bytes are stored as they are (variable-length)."""
+    from xarray.coding import strings
+
+    as_chars = var.encoding.get("dtype") in ("S1", np.dtype("S1"))
+    var = strings.EncodedStringCoder(allows_unicode=True).encode(var, name=name)
+    return strings.CharacterArrayCoder().encode(var, name=name) if as_chars else var
+
+
+def store_encoded(
+    store: Store,
+    node: str,
+    variables: Mapping[Hashable, Any],
+    gattrs: Mapping[str, Any],
+    *,
+    state: Any,
+    mode: str,
+    names: Mapping[Hashable, str],
+    kinds: Mapping[str, str],
+    explicit_chunks: set[str] = frozenset(),  # type: ignore[assignment]
+    dim_chunks: Mapping[Hashable, tuple[int, ...]] | None = None,
+    region: Mapping[str, slice] | None = None,
+    append_dim: Hashable | None = None,
+    compression: str = "zstd:3",
+    shard_size: Any = None,
+    attrs: Mapping[str, Any] | None = None,
+    compute: bool = True,
+    progress: bool = False,
+) -> Any:
+    """Write CF-encoded ``variables`` (and global ``gattrs``) to the group ``node``
+    with one commit, planned from ``state`` (what :func:`read_state` returned before
+    any check). ``kinds[name]`` is ``"full"``, ``"append"`` (along ``append_dim``) or
+    ``"region"`` (``region``: dimension -> slice). Every check runs before the first
+    shard is written."""
+    what = f"dataset {store.display(node)!r}"
+    region_d = dict(region or {})
+    dim_chunks = dim_chunks or {}
+    existing: dict[str, ArrayManifest] = dict(state.members) if mode != "w" else {}
     write_id = new_write_id()
     bases: dict[str, dict[str, Any]] = {}
     tasks: dict[str, list[Any]] = {}
     remove_files: dict[str, list[str]] = {}
     plans = []
-    for idx, (key, var) in enumerate(variables.items()):
+    for idx, (key, enc) in enumerate(variables.items()):
         name = names[key]
         vwhat = f"{what} variable {name!r}"
-        try:
-            enc = conventions.encode_cf_variable(var, name=key)
-        except (ValueError, TypeError, OverflowError) as e:
-            raise type(e)(f"{vwhat}: {e}") from None
         data, dtype, vlen = _storable(name, enc, what)
         if _is_dask(data) and any(c != c for cs in data.chunks for c in cs):  # NaN sizes
             raise ValueError(
@@ -450,7 +669,7 @@ def write_dataset(
         kind = kinds[name]
         chunks_enc = enc.encoding.get("chunks")
         if kind == "full":
-            explicit = "chunks" in user_enc.get(key, {})
+            explicit = name in explicit_chunks
             x = _to_dask(
                 data,
                 chunks_enc if (explicit or not _is_dask(data)) else None,

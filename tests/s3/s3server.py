@@ -94,6 +94,8 @@ class ProxyStats:
     bytes_down: int = 0
     bytes_up: int = 0
     methods: dict[str, int] = field(default_factory=dict)  # requests per HTTP method
+    in_flight: int = 0  # requests sent on and not yet answered
+    max_in_flight: int = 0  # the most at once since the last reset
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def snapshot(self) -> dict[str, Any]:
@@ -103,11 +105,13 @@ class ProxyStats:
                 "bytes_down": self.bytes_down,
                 "bytes_up": self.bytes_up,
                 "methods": dict(self.methods),
+                "max_in_flight": self.max_in_flight,
             }
 
     def reset(self) -> None:
         with self.lock:
             self.requests = self.bytes_down = self.bytes_up = 0
+            self.max_in_flight = self.in_flight
             self.methods.clear()
 
 
@@ -182,6 +186,10 @@ class LatencyProxy:
                     with self.stats.lock:
                         self.stats.requests += 1
                         self.stats.methods[method] = self.stats.methods.get(method, 0) + 1
+                        self.stats.in_flight += 1
+                        self.stats.max_in_flight = max(
+                            self.stats.max_in_flight, self.stats.in_flight
+                        )
                     if self.latency > 0:
                         time.sleep(self.latency)
                 with self.stats.lock:
@@ -205,9 +213,11 @@ class LatencyProxy:
                 data = server.recv(1 << 16)
                 if not data:
                     break
-                state["answered"] = True
                 with self.stats.lock:
+                    if not state["answered"]:
+                        self.stats.in_flight -= 1
                     self.stats.bytes_down += len(data)
+                state["answered"] = True
                 client.sendall(data)
         except OSError:
             pass

@@ -3,6 +3,7 @@ atomic commits and errors — all through real files, the real engine and real d
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -116,9 +117,11 @@ def test_lazy_isel_reads_only_touched_chunks(url):
     reset_io_stats()
     back = xr.open_dataset(url, engine="arrayds")  # no dask
     # opening reads manifests, then xarray loads the index coordinates: time (6
-    # chunks, chunked like the data), lat (1), lon (2), station (1), plus two single
-    # chunk reads by xarray's CF time decoder, which peeks at the first and last time
-    assert io_stats()["records_read"] == 6 + 1 + 2 + 1 + 2
+    # chunks, chunked like the data), lat (1), lon (2), station (1), plus single chunk
+    # reads by xarray's CF time decoder, which peeks at the first and last time (and,
+    # with cftime installed, once more)
+    peeks = 3 if importlib.util.find_spec("cftime") is not None else 2
+    assert io_stats()["records_read"] == 6 + 1 + 2 + 1 + peeks
     reset_io_stats()
     sub = back.t2m.isel(time=slice(5, 7), lon=[4])
     assert io_stats()["records_read"] == 0  # still lazy
@@ -291,7 +294,7 @@ def test_mode_w_replaces_and_w_dash_refuses(url):
 
 def test_unsupported_dtype_names_the_variable(url):
     ds = xr.Dataset({"ok": ("x", [1, 2]), "bad": ("x", np.array([{"a": 1}, None], dtype=object))})
-    with pytest.raises(TypeError, match="variable 'bad'"):
+    with pytest.raises((TypeError, ValueError), match="variable 'bad'"):
         arrayds.to_arrayrecord(ds, url)
     assert not os.path.exists(url)
     with pytest.raises(TypeError, match="attribute 'when'"):

@@ -58,3 +58,23 @@ def test_ragged_bag_on_workers(tmp_path, client):
     lengths = arrayds.from_arrayrecord(url).map(lambda a: a.shape[1]).compute()
     assert lengths == sizes
     assert arrayds.open_ragged(url)[3, 1, 140:].tolist() == list(range(290, 300))
+
+
+def test_open_mfdataset_parallel_and_a_pickled_lazy_dataset_on_workers(tmp_path, client):
+    """``open_mfdataset(parallel=True)`` opens every file in a worker process (the
+    opened datasets travel back pickled), and a lazily opened dataset (no dask)
+    computes on a worker."""
+    time = pd.date_range("2000-01-01", periods=12, freq="D")
+    full = xr.Dataset(
+        {"v": (("time", "x"), np.arange(12 * 4, dtype="f8").reshape(12, 4))},
+        coords={"time": time, "x": np.arange(4)},
+    )
+    for i in range(3):
+        arrayds.to_arrayrecord(full.isel(time=slice(4 * i, 4 * i + 4)), str(tmp_path / f"p{i}.ads"))
+    glob = str(tmp_path / "p*.ads")
+    mf = xr.open_mfdataset(glob, engine="arrayds", parallel=True, combine="by_coords")
+    assert mf.v.chunks[0] == (4, 4, 4)
+    xr.testing.assert_identical(mf.compute(), full)
+    lazy = xr.open_dataset(str(tmp_path / "p1.ads"), engine="arrayds")
+    total = client.submit(lambda ds: float(ds.v.sum()), lazy).result()
+    assert total == float(full.v.isel(time=slice(4, 8)).sum())
