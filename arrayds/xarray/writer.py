@@ -437,7 +437,10 @@ def write_dataset(
         try:
             enc = conventions.encode_cf_variable(var, name=key)
         except (ValueError, TypeError, OverflowError) as e:
-            raise type(e)(f"{vwhat}: {e}") from None
+            # xarray before 2025.1 raises ValueError for objects it cannot infer a
+            # dtype for; the data's type is what is wrong (as _storable says later)
+            kind = TypeError if var.dtype.kind == "O" else type(e)
+            raise kind(f"{vwhat}: {e}") from None
         data, dtype, vlen = _storable(name, enc, what)
         if _is_dask(data) and any(c != c for cs in data.chunks for c in cs):  # NaN sizes
             raise ValueError(
