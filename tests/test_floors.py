@@ -70,8 +70,7 @@ def test_floors_are_pyprojects_lower_bounds():
 def test_no_exact_pins_outside_constraints():
     for req in _declared():
         assert not any(s.operator in ("==", "===") for s in req.specifier), (
-            f"pyproject.toml pins {req} exactly: give a range, pin in "
-            f"requirements/constraints.txt"
+            f"pyproject.toml pins {req} exactly: give a range, pin in requirements/constraints.txt"
         )
 
 
