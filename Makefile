@@ -71,12 +71,18 @@ docs: install
 # The oldest supported dependency versions (requirements/floors.txt, exact pins) in a
 # venv of their own, on a quick subset: the dataset layer (with the fused write graph
 # on dask's private task spec), ArrayRecord files against the official reader, xarray,
-# and a write on a LocalCluster (docs/development.md "Dependency floors"). dask's array
-# query planning (experimental) is not supported at the floor: its tests are left out.
+# a write on a LocalCluster and the graph helpers' examples (docs/development.md
+# "Dependency floors"); not the engine's corruption sweep, the quickstart script nor
+# the kill-and-race tests of test_crash.py (timing, no dependency takes part in them).
+# dask's array query planning (experimental) is not supported at the floor: its tests
+# are left out.
 FLOORS_VENV  := .venv-floors
 FLOORS_PY    := $(FLOORS_VENV)/bin/python
 FLOORS_TESTS := tests/dataset tests/arrayrecord tests/xarray/test_xarray.py \
-                tests/cluster/test_write_locality.py
+                tests/cluster/test_write_locality.py tests/test_floors.py \
+                'tests/test_docstrings.py::test_docstring_examples[arrayds.dask.array]' \
+                --ignore=tests/arrayrecord/test_corruption.py --ignore=tests/dataset/test_crash.py \
+                --deselect tests/arrayrecord/test_docs_and_example.py::test_quickstart_runs
 
 $(FLOORS_VENV)/.floors: requirements/floors.txt
 	rm -rf $(FLOORS_VENV)
