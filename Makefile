@@ -9,7 +9,7 @@ PIP    := $(PY) -m pip
 SYSTEM_PACKAGES := g++ cmake pkg-config libzstd-dev libbrotli-dev libsnappy-dev
 EXTRAS ?= test,ml
 
-.PHONY: demo test install system-deps native lint format bench docs clean sanitize
+.PHONY: demo test install system-deps native lint format bench docs clean sanitize test-floors
 
 demo: install
 	$(PY) examples/quickstart.py
@@ -19,6 +19,7 @@ test: install
 	$(PY) -m ruff format --check arrayds tests examples benchmarks
 	$(MAKE) dist-test
 	ARRAYDS_FULL_TEST=1 $(PY) -m pytest -q
+	$(MAKE) test-floors
 
 system-deps:
 	@missing=""; for p in $(SYSTEM_PACKAGES); do \
@@ -79,5 +80,38 @@ dist: install
 dist-test: dist
 	$(PY) tests/dist/dist_test.py
 
+# The oldest supported dependency versions (requirements/floors.txt, exact pins) in a
+# venv of their own, on a quick subset: the dataset layer (with the fused write graph
+# on dask's private task spec), ArrayRecord files against the official reader, xarray,
+# a write on a LocalCluster and the graph helpers' examples (docs/development.md
+# "Dependency floors"); not the engine's corruption sweep, the quickstart script nor
+# the kill-and-race tests of test_crash.py (timing, no dependency takes part in them).
+# dask's array query planning (experimental) is not supported at the floor: its tests
+# are left out.
+FLOORS_VENV  := .venv-floors
+FLOORS_PY    := $(FLOORS_VENV)/bin/python
+FLOORS_TESTS := tests/dataset tests/arrayrecord tests/xarray/test_xarray.py \
+                tests/cluster/test_write_locality.py tests/test_floors.py \
+                'tests/test_docstrings.py::test_docstring_examples[arrayds.dask.array]' \
+                --ignore=tests/arrayrecord/test_corruption.py --ignore=tests/dataset/test_crash.py \
+                --deselect tests/arrayrecord/test_docs_and_example.py::test_quickstart_runs
+
+$(FLOORS_VENV)/.floors: requirements/floors.txt
+	rm -rf $(FLOORS_VENV)
+	$(PYTHON) -m venv $(FLOORS_VENV)
+	$(FLOORS_PY) -m pip install -q --upgrade pip
+	$(FLOORS_PY) -m pip install -q -r requirements/floors.txt
+	touch $@
+
+# The engine in build/floors (the extension does not depend on the numpy version);
+# rebuilt when the C++ changes, Python files are the work tree's (editable install).
+$(FLOORS_VENV)/.engine: $(FLOORS_VENV)/.floors pyproject.toml native/CMakeLists.txt \
+                        $(shell find native/src -name '*.cc' -o -name '*.h')
+	$(FLOORS_PY) -m pip install -q --no-build-isolation --no-deps -C build-dir=build/floors -e .
+	touch $@
+
+test-floors: system-deps $(FLOORS_VENV)/.engine
+	$(FLOORS_PY) -m pytest -q -x -p no:cacheprovider -k "not query_planning" $(FLOORS_TESTS)
+
 clean:
-	rm -rf build dist $(VENV) .pytest_cache .hypothesis
+	rm -rf build dist $(VENV) $(FLOORS_VENV) .pytest_cache .hypothesis

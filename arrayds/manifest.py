@@ -191,6 +191,17 @@ def make_fill_value(value: Any, dtype: np.dtype, name: str = "array") -> np.ndar
         and dtype.kind in "SUVMm"
     ):
         return np.zeros((), dtype=dtype)
+    if (
+        dtype.kind in "iu"
+        and isinstance(value, (int, np.integer))
+        and not isinstance(value, (bool, np.bool_))
+    ):
+        info = np.iinfo(dtype)
+        if not info.min <= int(value) <= info.max:  # numpy would wrap a numpy integer
+            raise ValueError(  # around (and a Python int too before numpy 2)
+                f"{name}: fill_value {value!r} cannot be stored as dtype {dtype.str} "
+                f"(out of its range {info.min}..{info.max})"
+            )
     try:
         arr = np.array(value)
         if dtype.kind in "Mm" and arr.dtype.kind in "iu":

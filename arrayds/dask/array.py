@@ -292,8 +292,8 @@ def joint_graph(xs: Sequence[Any]) -> dict[Any, Any] | None:
         from dask.base import collections_to_expr
 
         g = dict(collections_to_expr(list(xs), True).optimize().__dask_graph__())
-    except Exception:  # noqa: BLE001 - a dask without this internal: optimize one by one
-        return None
+    except Exception:  # noqa: BLE001 - a later dask without this internal (dask.base,
+        return None  # not documented; in dask >= 2025.4, the floor): optimize one by one
     for x in xs:
         if not all(k in g for k in _flatten(x.__dask_keys__(), len(x.numblocks) or 1)):
             return None
@@ -325,6 +325,8 @@ def write_graph(
     >>> list(dict(g)), get_sync(g, "s").tolist()
     (['s'], [2.0, 2.0])
     """
+    # dask's task spec is private and has no public counterpart: dask >= 2025.1 has all
+    # of it used here (Task's _data_producer), and the floor is tested (make test-floors)
     from dask._task_spec import Task, TaskRef, convert_legacy_graph
     from dask.highlevelgraph import HighLevelGraph
 

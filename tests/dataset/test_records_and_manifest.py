@@ -133,6 +133,10 @@ def test_default_fill_is_zero_bytes_for_every_kind():
 def test_fill_value_errors_name_the_array():
     with pytest.raises(ValueError, match="arr: fill_value 300 cannot be stored as dtype"):
         make_fill_value(300, np.dtype("u1"), "arr")
+    for value, dt in [(-1, "u1"), (np.int64(-5), "u4"), (2**63, "i8"), (np.uint64(2**63), "i8")]:
+        with pytest.raises(ValueError, match="out of its range"):
+            make_fill_value(value, np.dtype(dt), "arr")
+    assert make_fill_value(np.int64(-128), np.dtype("i1"), "arr") == -128
     with pytest.raises(ValueError, match="is not an integer"):
         make_fill_value(1.5, np.dtype("i4"), "arr")
     with pytest.raises(ValueError, match="does not fit"):
