@@ -941,9 +941,22 @@ PYBIND11_MODULE(_native, m) {
   }, "Which codecs this build can read and write.");
   m.def("highway_hash", &py_highway_hash, py::arg("data"), py::arg("key") = py::none(),
         "HighwayHash-64 of data; key: four 64-bit words (default: the Riegeli key).");
-  m.def("highway_hash_implementation", [] { return std::string(highway_hash_implementation()); });
-  m.def("_highway_hash_force_portable", &highway_hash_force_portable, py::arg("force"),
-        "Testing aid: use the portable HighwayHash even where AVX2 is available.");
+  m.def("highway_hash_implementation", &highway_hash_implementation,
+        "The HighwayHash library's implementation in use (\"AVX2\", \"SSE41\", \"Portable\").");
+  m.def("_highway_hash_targets", &highway_hash_targets,
+        "Testing aid: the HighwayHash implementations this CPU can run, best first.");
+  m.def(
+      "_highway_hash_force_target",
+      [](const std::string& name) {
+        try {
+          return highway_hash_force_target(name);
+        } catch (const std::invalid_argument& e) {
+          throw py::value_error(e.what());
+        }
+      },
+      py::arg("name"),
+      "Testing aid: use the named implementation (\"\" restores the library's choice); "
+      "returns the previous setting.");
   m.def("canonical_writer_options",
         [](const std::string& options) { return WriterOptions::parse(options).canonical(); },
         py::arg("options"),
