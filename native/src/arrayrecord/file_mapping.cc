@@ -21,8 +21,10 @@ static_assert(std::atomic<pid_t>::is_always_lock_free);
 
 // The mappings the handler knows about. Fixed size; a file that finds no free slot is
 // read with pread. A slot is written only by the thread that owns it (claimed with
-// `used`); the handler reads it like a seqlock: `seq` is odd while begin/end change,
-// and a read that saw `seq` change is retried.
+// `used`), seqlock style: `seq` is odd while begin/end change. The handler skips a slot
+// whose `seq` is odd or changes while it reads begin/end: that slot is being published
+// (no reader has the mapping yet) or withdrawn (no reader uses it any more), so it is
+// never the one that faulted, and a torn (old begin, new end) pair is never matched.
 constexpr size_t kSlots = 4096;
 
 struct Slot {
@@ -49,15 +51,13 @@ void publish(Slot& s, uintptr_t begin, uintptr_t end) {
 // The slot whose mapping holds addr, or nullptr.
 Slot* slot_of(uintptr_t addr) {
   for (Slot& s : g_slots) {
-    for (;;) {
-      const uint64_t q0 = s.seq.load(std::memory_order_acquire);
-      const uintptr_t b = s.begin.load(std::memory_order_relaxed);
-      const uintptr_t e = s.end.load(std::memory_order_relaxed);
-      std::atomic_thread_fence(std::memory_order_acquire);
-      if ((q0 & 1) != 0 || s.seq.load(std::memory_order_relaxed) != q0) continue;
-      if (addr >= b && addr < e) return &s;
-      break;
-    }
+    const uint64_t q0 = s.seq.load(std::memory_order_acquire);
+    if ((q0 & 1) != 0) continue;
+    const uintptr_t b = s.begin.load(std::memory_order_relaxed);
+    const uintptr_t e = s.end.load(std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (s.seq.load(std::memory_order_relaxed) != q0) continue;
+    if (addr >= b && addr < e) return &s;
   }
   return nullptr;
 }
