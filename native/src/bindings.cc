@@ -223,6 +223,14 @@ py::bytes new_bytes(const uint8_t* data, uint64_t size) {
   return py::reinterpret_steal<py::bytes>(b);
 }
 
+bool interpreter_finalizing() {
+#if PY_VERSION_HEX >= 0x030D0000
+  return Py_IsFinalizing() != 0;
+#else
+  return _Py_IsFinalizing() != 0;
+#endif
+}
+
 // A bytes object of the given size whose contents are filled later (without the GIL,
 // before anyone else can see it).
 py::bytes uninitialized_bytes(uint64_t size) {
@@ -383,8 +391,14 @@ class PyWriter {
   }
 
   ~PyWriter() {
-    // Finish the file if close() was never called (Writer's destructor does it).
-    writer_.reset();
+    // Finish the file if close() was never called (Writer's destructor does it: drain
+    // the encoders, write the footer), like close() without the GIL. The destructor
+    // runs with the GIL held; nothing else can reach this object any more. During
+    // interpreter shutdown the GIL is kept (other threads may no longer take it).
+    if (writer_ != nullptr && writer_->is_open() && !interpreter_finalizing()) {
+      py::gil_scoped_release release;
+      writer_.reset();
+    }
   }
 
   void write(const py::handle& record) {
@@ -453,11 +467,20 @@ class PyWriter {
     writer_->close();
   }
 
+  // One bytes object, built on the first call: allocated with the GIL, filled (and the
+  // writer's buffer freed) without it. If the allocation fails the file stays here for
+  // another try.
   py::bytes getvalue() {
     GilAwareLock lock(mu_, owner_, "this Writer");
     if (!value_) {
-      ByteBuffer data = writer_->take_memory();
-      value_ = new_bytes(data.data(), data.size());
+      if (!memory_) memory_ = std::make_unique<ByteBuffer>(writer_->take_memory());
+      py::bytes out = uninitialized_bytes(memory_->size());
+      {
+        py::gil_scoped_release release;
+        if (memory_->size() != 0) std::memcpy(bytes_data(out), memory_->data(), memory_->size());
+        memory_.reset();
+      }
+      value_ = std::move(out);
     }
     return *value_;
   }
@@ -470,6 +493,7 @@ class PyWriter {
   std::mutex mu_;
   std::atomic<std::thread::id> owner_{};
   std::unique_ptr<Writer> writer_;
+  std::unique_ptr<ByteBuffer> memory_;  // the in-memory file, between take_memory and value_
   std::optional<py::bytes> value_;
 };
 
@@ -941,9 +965,22 @@ PYBIND11_MODULE(_native, m) {
   }, "Which codecs this build can read and write.");
   m.def("highway_hash", &py_highway_hash, py::arg("data"), py::arg("key") = py::none(),
         "HighwayHash-64 of data; key: four 64-bit words (default: the Riegeli key).");
-  m.def("highway_hash_implementation", [] { return std::string(highway_hash_implementation()); });
-  m.def("_highway_hash_force_portable", &highway_hash_force_portable, py::arg("force"),
-        "Testing aid: use the portable HighwayHash even where AVX2 is available.");
+  m.def("highway_hash_implementation", &highway_hash_implementation,
+        "The HighwayHash library's implementation in use (\"AVX2\", \"SSE41\", \"Portable\").");
+  m.def("_highway_hash_targets", &highway_hash_targets,
+        "Testing aid: the HighwayHash implementations this CPU can run, best first.");
+  m.def(
+      "_highway_hash_force_target",
+      [](const std::string& name) {
+        try {
+          return highway_hash_force_target(name);
+        } catch (const std::invalid_argument& e) {
+          throw py::value_error(e.what());
+        }
+      },
+      py::arg("name"),
+      "Testing aid: use the named implementation (\"\" restores the library's choice); "
+      "returns the previous setting.");
   m.def("canonical_writer_options",
         [](const std::string& options) { return WriterOptions::parse(options).canonical(); },
         py::arg("options"),

@@ -1,4 +1,6 @@
-"""HighwayHash-64 against every vector of spec section 6.3, for both implementations."""
+"""HighwayHash-64 (Google's HighwayHash library) against every vector of spec section 6.3,
+for every implementation the CPU can run (the library's AVX2 and SSE4.1 code, and its
+portable code compiled into the engine)."""
 
 from __future__ import annotations
 
@@ -34,11 +36,27 @@ VECTORS = [
 ]
 
 
-@pytest.fixture(params=["best", "portable"])
+TARGETS = _native._highway_hash_targets()
+
+
+@pytest.fixture(params=["chosen", *TARGETS])
 def implementation(request: pytest.FixtureRequest):
-    old = _native._highway_hash_force_portable(request.param == "portable")
+    old = _native._highway_hash_force_target("" if request.param == "chosen" else request.param)
     yield request.param
-    _native._highway_hash_force_portable(old)
+    _native._highway_hash_force_target(old)
+
+
+def test_targets_and_choice() -> None:
+    assert TARGETS[-1] == "Portable"
+    assert _native.highway_hash_implementation() in TARGETS
+    old = _native._highway_hash_force_target("Portable")
+    try:
+        assert _native.highway_hash_implementation() == "Portable"
+        assert _native._highway_hash_force_target("Portable") == "Portable"
+    finally:
+        _native._highway_hash_force_target(old)
+    with pytest.raises(ValueError, match="no HighwayHash implementation 'MMX'"):
+        _native._highway_hash_force_target("MMX")
 
 
 @pytest.mark.parametrize("data,key,expected", VECTORS)
@@ -58,13 +76,33 @@ def test_implementations_agree() -> None:
     rng = random.Random(7)
     sizes = list(range(0, 130)) + [255, 256, 1000, 4095, 65536, 65537, 1 << 20]
     data = [rng.randbytes(n) for n in sizes]
-    best = [_native.highway_hash(d) for d in data]
-    old = _native._highway_hash_force_portable(True)
-    try:
-        portable = [_native.highway_hash(d) for d in data]
-    finally:
-        _native._highway_hash_force_portable(old)
-    assert best == portable
+    results = {}
+    for target in TARGETS:
+        old = _native._highway_hash_force_target(target)
+        try:
+            results[target] = [_native.highway_hash(d) for d in data]
+        finally:
+            _native._highway_hash_force_target(old)
+    chosen = [_native.highway_hash(d) for d in data]
+    for target in TARGETS:
+        assert results[target] == chosen, target
+
+
+def test_pieces_hash_like_their_concatenation(implementation: str, tmp_path) -> None:
+    """A chunk whose data crosses block boundaries is hashed in pieces (HighwayHashCat): a
+    file with a 200 KiB record is written and read back, and a flipped byte in its second
+    block is caught."""
+    data = random.Random(3).randbytes(200_000)
+    path = tmp_path / "big.array_record"
+    w = _native.Writer(str(path), "group_size:1,uncompressed")
+    w.write(data)
+    w.close()
+    assert _native.Reader(str(path)).read(0) == data
+    raw = bytearray(path.read_bytes())
+    raw[70_000] ^= 1
+    path.write_bytes(bytes(raw))
+    with pytest.raises(_native.CorruptionError, match="chunk data hash mismatch"):
+        _native.Reader(str(path)).read(0)
 
 
 def test_accepts_buffers() -> None:

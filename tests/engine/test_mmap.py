@@ -5,6 +5,8 @@ not take pytest down)."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -134,3 +136,41 @@ def test_truncated_while_open_is_an_error_not_a_crash(tmp_path: Path) -> None:
     assert set(report["concurrent"]) <= {"ok", "CorruptionError"}
     assert report["concurrent"].get("CorruptionError", 0) > 0
     assert report["handler_replaced"] == {"error": "CorruptionError", "other_reader_ok": True}
+
+
+def run_sigbus_chain(tmp_path: Path, scenario: str, order: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(HERE / "sigbus_chain.py"), str(tmp_path), scenario, order],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.mark.parametrize("order", ["before", "after"])
+def test_threads_fault_at_once(tmp_path: Path, order: str) -> None:
+    """Eight threads fault in eight truncated mappings at the same moment, faulthandler
+    enabled before or after the engine's handler (which is re-installed meanwhile)."""
+    proc = run_sigbus_chain(tmp_path, "threads", order)
+    assert proc.returncode == 0, f"crashed ({proc.returncode}):\n{proc.stderr[-3000:]}"
+    report = json.loads(proc.stdout)
+    assert report["errors"] == ["CorruptionError"] * 8
+    assert report["repaired_faults"] >= 8
+    assert report["intact"] is True
+
+
+@pytest.mark.parametrize("scenario", ["foreign", "raise"])
+@pytest.mark.parametrize("order", ["before", "after"])
+def test_foreign_sigbus_reaches_faulthandler_once(tmp_path: Path, scenario: str, order: str):
+    """A SIGBUS the engine does not own goes to faulthandler and ends the process; with
+    faulthandler and the engine chained to each other ("after") it does not go round."""
+    proc = run_sigbus_chain(tmp_path, scenario, order)
+    if "libasan" in os.environ.get("LD_PRELOAD", "") and order == "before":
+        # `make sanitize`: AddressSanitizer's SIGBUS handler, installed at start-up, is
+        # what faulthandler chains to, so ASan reports the signal and aborts
+        assert proc.returncode == -signal.SIGABRT, (proc.returncode, proc.stderr[-2000:])
+        assert "AddressSanitizer: BUS" in proc.stderr
+    else:
+        assert proc.returncode == -signal.SIGBUS, (proc.returncode, proc.stderr[-2000:])
+    assert proc.stdout.strip() in ("faulting", "raising")
+    assert proc.stderr.count("Fatal Python error: Bus error") == 1, proc.stderr[-2000:]

@@ -9,9 +9,17 @@
 // case, asks `damaged()` after decoding and raises CorruptionError. Faults anywhere else
 // go to the previous handler (faulthandler, or the default: the process dies as before).
 //
+// The handler is async-signal-safe and may run in several threads at once: its state
+// is lock-free atomics in static storage (no lock, no allocation, no thread_local).
+// A re-entry guard ends chaining loops: when the previous handler hands the signal back
+// (faulthandler enabled after our first mapping chains to us, and our re-installation
+// chains to it), the second arrival takes the default action, so the process dies after
+// one faulthandler traceback instead of looping.
+//
 // Remaining risk: code that replaces the SIGBUS handler after a mapping was made (and
 // does not chain to ours) turns a truncation during a read into a crash again. The
-// handler is re-installed, if needed, every time a file is mapped.
+// handler is re-installed, if needed, every time a file is mapped (at most 256 times;
+// after that, files are read with pread while ours is not the current handler).
 #pragma once
 
 #include <cstddef>

@@ -1,9 +1,13 @@
-// HighwayHash-64 (spec section 6.2), written from the algorithm description.
-// A portable implementation plus an AVX2 one chosen at run time (same results).
+// HighwayHash-64 (spec section 6.2), computed by Google's HighwayHash library (Debian
+// libhighwayhash-dev). The library picks the AVX2, SSE4.1 or portable implementation
+// for the CPU at run time; all give the same results.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace arrayds {
 
@@ -15,35 +19,32 @@ struct HighwayKey {
 constexpr HighwayKey kRiegeliKey = {{0x2f696c6567656952ULL, 0x0a7364726f636572ULL,
                                      0x2f696c6567656952ULL, 0x0a7364726f636572ULL}};
 
-struct alignas(32) HighwayState {
-  uint64_t v0[4];
-  uint64_t v1[4];
-  uint64_t mul0[4];
-  uint64_t mul1[4];
-};
-
 // One-shot hash.
 uint64_t highway_hash64(const HighwayKey& key, const void* data, size_t size);
 inline uint64_t riegeli_hash(const void* data, size_t size) {
   return highway_hash64(kRiegeliKey, data, size);
 }
 
-// Incremental hash: the same result as hashing the concatenation of all pieces.
+// Hash of the concatenation of several pieces. update() records a piece, finish() hashes
+// them all with the library's HighwayHashCat: every piece must stay valid and unchanged
+// until finish() returns.
 class HighwayHasher {
  public:
-  explicit HighwayHasher(const HighwayKey& key = kRiegeliKey);
+  explicit HighwayHasher(const HighwayKey& key = kRiegeliKey) : key_(key) {}
   void update(const void* data, size_t size);
   uint64_t finish();  // call once
 
  private:
-  HighwayState state_;
-  uint8_t buffer_[32];
-  size_t buffered_ = 0;
+  HighwayKey key_;
+  std::vector<std::pair<const char*, size_t>> pieces_;
 };
 
-// Name of the implementation in use ("avx2" or "portable"), for tests/benchmarks.
-const char* highway_hash_implementation();
-// Forces the portable implementation (tests compare both); returns the old setting.
-bool highway_hash_force_portable(bool force);
+// The library's name of the implementation the engine uses ("AVX2", "SSE41", "Portable").
+std::string highway_hash_implementation();
+// The names of every implementation this CPU can run, best first.
+std::vector<std::string> highway_hash_targets();
+// Testing aid: use the named implementation (one of highway_hash_targets()) instead of the
+// library's choice; "" restores the choice. Returns the previous setting ("" if none).
+std::string highway_hash_force_target(const std::string& name);
 
 }  // namespace arrayds
