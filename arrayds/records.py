@@ -1084,6 +1084,7 @@ def data_source(
 
 # ------------------------------------------------- ArrayRecordDataSource resolver
 
+
 class _RefusedDecoder:
     """Stands in for a decoder this process may not use (pickle without consent).
     ``ArrayRecordDataSource(decode=True)`` raises its ``refusal`` at once; with
