@@ -492,14 +492,15 @@ class ArrayRecordReader:
     ``0`` (read at each open), are read with ``pread``. A file truncated while open
     raises :class:`CorruptionError` at the next read of the lost part, not a crash.
 
-    Where this differs from the official 0.8.6 reader, on purpose: errors in the
-    file raise at open, not at the first read; ``read(a, a)`` is ``[]`` instead of
-    ``IndexError``; ``read([...])`` accepts negative indices and costs O(len(list))
-    (the official one costs O(num_records) per call); ``seek(i)`` rejects a negative
-    position (seeking past the end stays allowed); after ``close()`` reads raise
-    ``ValueError`` ("... is closed") instead of ``RuntimeError``, while
-    ``num_records()`` still answers; ``close()`` during an iteration ends it at the
-    next batch boundary.
+    Where this differs from the official 0.8.6 reader, on purpose (the reasons are in
+    docs/arrayrecord.md): errors in the file raise at open, not at the first read;
+    ``read(a, a)`` is ``[]`` instead of ``IndexError``; ``read([...])`` accepts
+    negative indices and costs O(len(list)) (the official one costs O(num_records)
+    per call); ``seek(i)`` rejects a negative position (seeking past the end stays
+    allowed); after ``close()`` reads raise ``ValueError`` ("... is closed") instead
+    of ``RuntimeError``, while ``num_records()`` still answers; ``close()`` during an
+    iteration ends it at the next batch boundary; ``file_reader_buffer_size``
+    defaults to exact reads and must be a non-negative int.
 
     >>> import os, tempfile, arrayds, numpy as np
     >>> path = os.path.join(tempfile.mkdtemp(), "example.array_record")
