@@ -1129,8 +1129,9 @@ def _instruction_shard(fi: Any) -> _Shard:
 def _expand_paths(
     paths: Any,
     storage_options: Mapping[str, Any] | None,
-    allow_pickle: bool = False,
-    serializer: Any = None,
+    *,
+    allow_pickle: bool,
+    serializer: Any,
 ) -> tuple[list[_Shard], Callable[[bytes], Any] | None, bool]:
     """-> (shards, decoder, any_resolved)."""
     if isinstance(paths, (str, os.PathLike)) or _is_file_instruction(paths):
