@@ -1,16 +1,19 @@
 """Remote ``ArrayRecordReader`` reads with and without ``file_reader_buffer_size``.
 
-    python benchmarks/bench_reader_buffer.py
+    python benchmarks/bench_reader_buffer.py            # 2000 cursor reads
+    python benchmarks/bench_reader_buffer.py --quick    # 500
 
 moto's S3 server on 127.0.0.1 behind a proxy that adds 5 ms to every request and
 counts requests and bytes (tests/s3/s3server.py). One file of 4000 records of 1 KB
 (``group_size:1,zstd:3``); for each buffer size (none, 32 KiB, 1 MiB): 2000 ``read()``
-cursor reads from the start, then 200 random ``r[i]``. Requests and bytes are exact;
-seconds depend on the machine. The figures are in docs/arrayrecord.md.
+cursor reads from the start, then 200 random ``r[i]``; prints a markdown table.
+Requests and bytes are exact; seconds depend on the machine. The figures are in
+docs/arrayrecord.md.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import resource
 import sys
@@ -31,8 +34,15 @@ def _cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def main() -> None:
+def main(argv: list[str]) -> int:
     import s3fs
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="500 cursor reads")
+    args, _ = parser.parse_known_args(argv)
+    cursor = 500 if args.quick else 2000
+    print("| file_reader_buffer_size | reads | requests | MB fetched | wall s | CPU s |")
+    print("|---|---|---|---|---|---|")
 
     server = start_moto()
     try:
@@ -53,9 +63,9 @@ def main() -> None:
                     file_reader_buffer_size=size,
                 )
                 runs = {
-                    "2000 read() in order": (
-                        lambda r=r: [r.read() for _ in range(2000)],
-                        records[:2000],
+                    f"{cursor} read() in order": (
+                        lambda r=r: [r.read() for _ in range(cursor)],
+                        records[:cursor],
                     ),
                     "200 random r[i]": (
                         lambda r=r: [r[i] for i in picks],
@@ -68,16 +78,15 @@ def main() -> None:
                     assert run() == expected
                     wall, cpu = time.perf_counter() - t0, _cpu() - c0
                     print(
-                        f"file_reader_buffer_size={size!s:>7}  {name:21}  "
-                        f"{proxy.stats.requests:5d} requests  "
-                        f"{proxy.stats.bytes_down / 1e6:7.2f} MB  "
-                        f"wall {wall:6.2f} s  cpu {cpu:5.2f} s"
+                        f"| {size} | {name} | {proxy.stats.requests} | "
+                        f"{proxy.stats.bytes_down / 1e6:.2f} | {wall:.2f} | {cpu:.2f} |"
                     )
                 r.close()
     finally:
         server.stop()
-    print(f"load average {os.getloadavg()[0]:.1f}")
+    print(f"\nload average {os.getloadavg()[0]:.1f}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main(sys.argv[1:]))
