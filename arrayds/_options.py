@@ -153,5 +153,11 @@ readahead_buffer_size, max_parallelism, index_storage_option, footer_prefetch_by
                 f"{where}: reader option 'index_storage_option' is "
                 f"{seen['index_storage_option']!r}; expected 'in_memory' or 'offloaded'"
             )
+    if storage == "offloaded" and prefetch != 0:
+        # The official reader's rule: the footer prefetch (1M unless 0) keeps the index.
+        raise ValueError(
+            f"{where}: reader option 'footer_prefetch_bytes' > 0 is only supported with "
+            "index_storage_option:in_memory (give footer_prefetch_bytes:0 with offloaded)"
+        )
     string = ",".join(f"{k}:{v.strip()}" if v.strip() else k for k, v in seen.items())
     return ReaderOptions(string, readahead, parallelism, storage, prefetch)

@@ -376,7 +376,8 @@ def open_array(
     ``"r"`` (default) and ``"r+"`` need an existing array. To create one (modes
     ``"w"``, ``"w-"``, or ``"a"`` when it does not exist) pass ``shape``, ``dtype``
     and ``chunks`` (and optionally ``fill_value``, ``compression``, ``dims``,
-    ``attrs``), as for :meth:`Group.create_array`.
+    ``attrs``), as for :meth:`Group.create_array`. ``"w-"`` on an existing node is
+    ``FileExistsError`` naming it, whatever the other arguments.
 
     >>> import arrayds
     >>> a = arrayds.open_array("memory://doc-oa", "x/y", mode="w", shape=(3,), dtype="f4", chunks=2)
@@ -407,6 +408,8 @@ def open_array(
         return create_array_node(store, node, m, mode)
 
     if mode in ("w", "w-"):
+        if mode == "w-":
+            _node_to_replace(store, node, mode)  # an existing node: FileExistsError first
         return create()
     m = _read_node(store, node)
     if m is None:

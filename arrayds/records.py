@@ -36,7 +36,6 @@ Example:
 
 from __future__ import annotations
 
-import contextvars
 import os
 import random
 import re
@@ -928,18 +927,14 @@ class RecordsDataset:
         reader_options: Mapping[str, str] | str | None = None,
     ) -> ArrayRecordDataSource:
         """Random access across all shards (see :func:`data_source`)."""
-        token = _RESOLVE_WITH.set(
-            {"allow_pickle": self._allow_pickle, "serializer": self._override}
+        return ArrayRecordDataSource(
+            self.url,
+            reader_options,
+            storage_options=self._store.storage_options or None,
+            decode=decode,
+            allow_pickle=self._allow_pickle,
+            serializer=self._override,
         )
-        try:
-            return ArrayRecordDataSource(
-                self.url,
-                reader_options,
-                storage_options=self._store.storage_options or None,
-                decode=decode,
-            )
-        finally:
-            _RESOLVE_WITH.reset(token)
 
     def __getitem__(self, key: Any) -> Any:
         """Decoded record(s) by global index: an int, a slice, a list or an array.
@@ -1089,10 +1084,6 @@ def data_source(
 
 # ------------------------------------------------- ArrayRecordDataSource resolver
 
-_RESOLVE_WITH: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
-    "arrayds_records_resolve_with", default=None
-)
-
 
 class _RefusedDecoder:
     """Stands in for a decoder this process may not use (pickle without consent).
@@ -1106,7 +1097,13 @@ class _RefusedDecoder:
         raise ValueError(self.refusal)
 
 
-def _resolve_source(path: str, storage_options: Mapping[str, Any] | None) -> _ResolvedSource | None:
+def _resolve_source(
+    path: str,
+    storage_options: Mapping[str, Any] | None,
+    *,
+    allow_pickle: bool,
+    serializer: SerializerSpec | None,
+) -> _ResolvedSource | None:
     """ArrayRecordDataSource hook: the shards and decoder of a records dataset URL."""
     if any(c in path for c in "*?["):
         return None
@@ -1130,19 +1127,15 @@ def _resolve_source(path: str, storage_options: Mapping[str, Any] | None) -> _Re
         )
         for s in m.shards
     ]
-    ctx = _RESOLVE_WITH.get() or {}
     try:
         ser = _ser.resolve_for_read(
-            m.serializer,
-            override=ctx.get("serializer"),
-            allow_pickle=bool(ctx.get("allow_pickle")),
-            where=where,
+            m.serializer, override=serializer, allow_pickle=allow_pickle, where=where
         )
         decoder: Any = ser.decode
     except ValueError as exc:
         decoder = _RefusedDecoder(
-            f"{exc} (use arrayds.records.data_source(url, decode=True, allow_pickle=..., "
-            "serializer=...))"
+            f"{exc} (ArrayRecordDataSource(url, decode=True) takes allow_pickle= and "
+            "serializer= too)"
         )
     if not shards:
         raise ValueError(f"records dataset {where} has no shards yet")

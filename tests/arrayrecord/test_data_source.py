@@ -173,11 +173,14 @@ def test_close_and_context_manager(shards) -> None:
     assert src[1] == records[1]  # reopens lazily, like the official source
 
 
-def test_repr(shards) -> None:
+def test_repr_and_str(shards) -> None:
     paths, records = shards
-    text = repr(arrayds.ArrayRecordDataSource(paths))
+    src = arrayds.ArrayRecordDataSource(paths)
+    text = str(src)
     assert "5 files" in text and f"{len(records)} records" in text
     assert "part-00000" in text and "2 more" in text
+    assert repr(src) == f"ArrayRecordDataSource(hash_of_paths={src.hash_of_paths()})"
+    assert text.endswith(f"hash_of_paths={src.hash_of_paths()})")
 
 
 def _child_reads(src, queue) -> None:

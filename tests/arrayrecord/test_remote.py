@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import threading
 
 import fsspec
 import numpy as np
@@ -28,20 +29,22 @@ class CountingMemoryFS(MemoryFileSystem):
             path = path[len("countmem://") :]
         return super()._strip_protocol(path)
 
-    nested = False  # cat_ranges is implemented with cat_file: log only the outer call
+    # cat_ranges is implemented with cat_file: log only the outer call (per thread, so
+    # that readers in several threads are counted right)
+    inside = threading.local()
 
     def cat_file(self, path, start=None, end=None, **kwargs):
-        if not CountingMemoryFS.nested:
+        if not getattr(CountingMemoryFS.inside, "cat_ranges", False):
             CountingMemoryFS.log.append(("cat_file", path, start, end))
         return super().cat_file(path, start=start, end=end, **kwargs)
 
     def cat_ranges(self, paths, starts, ends, **kwargs):
         CountingMemoryFS.log.append(("cat_ranges", list(zip(starts, ends, strict=True))))
-        CountingMemoryFS.nested = True
+        CountingMemoryFS.inside.cat_ranges = True
         try:
             return super().cat_ranges(paths, starts, ends, **kwargs)
         finally:
-            CountingMemoryFS.nested = False
+            CountingMemoryFS.inside.cat_ranges = False
 
     def pipe_file(self, path, value, **kwargs):
         CountingMemoryFS.log.append(("pipe_file", path, len(value)))

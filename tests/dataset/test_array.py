@@ -349,6 +349,14 @@ def test_modes(url):
     a[:] = 1
     with pytest.raises(FileExistsError, match="already exists"):
         arrayds.open_array(url, "x", mode="w-", shape=(4,), dtype="i8", chunks=2)
+    # The node exists: that is the answer, before any complaint about the arguments.
+    with pytest.raises(FileExistsError, match=r"/x' already exists") as info:
+        arrayds.open_array(url, "x", mode="w-")
+    assert info.value.filename.endswith("/x")
+    with pytest.raises(FileExistsError, match="already exists"):
+        arrayds.open_array(url, mode="w-")  # the root group
+    with pytest.raises(TypeError, match="pass shape="):
+        arrayds.open_array(url, "y", mode="w-")  # nothing there: the arguments are missing
     with pytest.raises(FileExistsError):
         g.create_array("x", (4,), "i8", 2)
     assert arrayds.open_array(url, "x")[...].tolist() == [1, 1, 1, 1]
