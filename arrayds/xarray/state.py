@@ -187,9 +187,13 @@ def read_state(store: Store, node: str, max_tries: int = 8) -> DatasetState:
         state.children[name] = _stamp(raw)
         entry = group_entry(root, name)
         if entry is not None:  # a subgroup of a DataTree commit
-            state.groups[name] = newer(raw, entry)  # type: ignore[assignment]
-            state.others.append(name)
-            continue
+            eff = newer(raw, entry)
+            if eff is not None and eff.get("kind") == "group":
+                state.groups[name] = eff
+                state.others.append(name)
+                continue
+            # replaced later (a larger generation) by a node of another kind: that
+            # node is read as a child the snapshot does not list
         child: Any = None
         if raw is not None:
             try:
@@ -198,7 +202,7 @@ def read_state(store: Store, node: str, max_tries: int = 8) -> DatasetState:
                 if name not in snap_members:
                     raise
                 child = None
-        in_snap = snap_members.get(name)
+        in_snap = snap_members.get(name) if entry is None else None
         if in_snap is not None:
             m_s = ArrayManifest.from_json(in_snap, f"{what} snapshot of {name!r}")
             if isinstance(child, ArrayManifest) and child.generation >= m_s.generation:

@@ -18,7 +18,7 @@ import xarray as xr
 
 import arrayds
 import arrayds.xarray.tree as xtree
-from arrayds.manifest import ArrayManifest
+from arrayds.manifest import ArrayManifest, CommitConflictError
 from arrayds.store import Store
 
 DataTree = pytest.importorskip("xarray").DataTree
@@ -298,3 +298,27 @@ def test_dataset_write_to_a_tree_root_keeps_the_groups(tmp_path, no_roll_forward
     assert back.w.values.tolist() == [0, 0, 1]
     xr.testing.assert_identical(back["set1"].to_dataset(False), tree()["set1"].to_dataset(False))
     assert sorted(xr.open_groups(url, engine="arrayds")) == ["/", "/empty", "/set1", "/set1/set2"]
+
+
+def test_a_group_changed_during_the_write_is_a_conflict(tmp_path):
+    url = str(tmp_path / "t.ads")
+    arrayds.to_arrayrecord(tree(), url, attrs={"history": "first"})
+    assert xr.open_datatree(url, engine="arrayds").attrs["history"] == "first"
+    d = arrayds.to_arrayrecord(other_tree(), url, mode="w", compute=False)
+    # another writer commits to a group of the tree between planning and commit
+    arrayds.to_arrayrecord(xr.Dataset({"e": ("x", [1, 2])}), url, "set1", mode="a")
+    with pytest.raises(CommitConflictError, match="set1"):
+        d.compute()
+    back = xr.open_datatree(url, engine="arrayds")
+    assert back.attrs["title"] == "root" and back["set1"].e.values.tolist() == [1, 2]
+
+
+def test_a_subgroup_replaced_by_an_array_later(tmp_path, no_roll_forward):
+    url = str(tmp_path / "t.ads")
+    with pytest.raises(no_roll_forward):
+        arrayds.to_arrayrecord(tree(), url)
+    # the array API replaces the pending subgroup "empty" by an array: a larger
+    # generation, so the array wins over the snapshot's group copy
+    arrayds.to_arrayrecord(np.arange(3), url, "empty", mode="w", dims=("n",))
+    back = xr.open_datatree(url, engine="arrayds")
+    assert "empty" not in back.children and back["empty"].values.tolist() == [0, 1, 2]
