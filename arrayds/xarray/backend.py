@@ -38,7 +38,7 @@ from xarray.core import indexing
 from xarray.core.utils import FrozenDict
 
 from ..array import Array
-from ..manifest import ArrayManifest, parse_node
+from ..manifest import ArrayManifest, CommitConflictError, parse_node
 from ..store import MANIFEST, Store, check_component, join_component
 from .attrs import decode_attrs
 from .state import chain_stamps, read_state
@@ -280,7 +280,7 @@ class ArrayDSBackendEntrypoint(BackendEntrypoint):
             )
         store = Store.get(url, storage_options)
         top = check_component(group)
-        for _ in range(8):
+        for _ in range(16):
             before = chain_stamps(store, top)
             out: dict[str, Any] = {}
             pending = [(top, "/")]
@@ -292,8 +292,10 @@ class ArrayDSBackendEntrypoint(BackendEntrypoint):
                     pending.append((join_component(node, name), f"{path.rstrip('/')}/{name}"))
             # a tree commit at or above ``group`` while the groups were read: again
             if chain_stamps(store, top) == before:
-                break
-        return out
+                return out
+        raise CommitConflictError(  # pragma: no cover - needs commits faster than reads
+            f"tree {store.display(top)!r}: the tree kept changing while it was read"
+        )
 
     def open_datatree(  # type: ignore[override]
         self, filename_or_obj: Any, **kwargs: Any

@@ -322,3 +322,43 @@ def test_a_subgroup_replaced_by_an_array_later(tmp_path, no_roll_forward):
     arrayds.to_arrayrecord(np.arange(3), url, "empty", mode="w", dims=("n",))
     back = xr.open_datatree(url, engine="arrayds")
     assert "empty" not in back.children and back["empty"].values.tolist() == [0, 1, 2]
+
+
+def test_readers_see_one_tree_while_trees_are_committed(tmp_path):
+    """A writer replaces the tree again and again (attributes only: no shard that
+    a reader might still want is deleted); every ``open_groups`` shows all groups of
+    one commit."""
+    import threading
+
+    url = str(tmp_path / "t.ads")
+
+    def version(i: int) -> xr.DataTree:
+        return DataTree.from_dict(
+            {p: xr.Dataset(attrs={"v": i}) for p in ("/", "/a", "/a/b", "/c")}
+        )
+
+    arrayds.to_arrayrecord(version(0), url)
+    done = threading.Event()
+    errors: list[BaseException] = []
+
+    def writer() -> None:
+        try:
+            for i in range(1, 16):
+                arrayds.to_arrayrecord(version(i), url, mode="w")
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+        finally:
+            done.set()
+
+    t = threading.Thread(target=writer)
+    t.start()
+    seen = set()
+    while not done.is_set():
+        groups = xr.open_groups(url, engine="arrayds")
+        assert sorted(groups) == ["/", "/a", "/a/b", "/c"]
+        versions = {ds.attrs["v"] for ds in groups.values()}
+        assert len(versions) == 1, versions
+        seen |= versions
+    t.join()
+    assert not errors
+    assert xr.open_datatree(url, engine="arrayds").attrs["v"] == 15 and seen
