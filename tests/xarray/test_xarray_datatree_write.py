@@ -362,3 +362,27 @@ def test_readers_see_one_tree_while_trees_are_committed(tmp_path):
     t.join()
     assert not errors
     assert xr.open_datatree(url, engine="arrayds").attrs["v"] == 15 and seen
+
+
+def test_s3_round_trip_and_crash_after_the_commit(xr_s3, monkeypatch):
+    """On an object store (moto on loopback): the same commit, and the parallel
+    root-to-group manifest reads of a pending roll forward."""
+    so = xr_s3.storage_options()
+    url = "s3://arrayds-xr-conformance/datatree-write"  # the bucket xr_s3 creates
+    arrayds.to_arrayrecord(tree(), url, mode="w", storage_options=so)
+    back = xr.open_datatree(url, engine="arrayds", storage_options=so)
+    xr.testing.assert_identical(back, tree())
+
+    class Crash(BaseException):
+        pass
+
+    def crash(store, node, doc):
+        raise Crash
+
+    monkeypatch.setattr(xtree, "roll_forward", crash)
+    with pytest.raises(Crash):
+        arrayds.to_arrayrecord(tree(2.0), url, mode="w", storage_options=so)
+    back = xr.open_datatree(url, engine="arrayds", storage_options=so)
+    xr.testing.assert_identical(back, tree(2.0))
+    ds = xr.open_dataset(url, engine="arrayds", group="set1/set2", storage_options=so)
+    xr.testing.assert_identical(ds, tree(2.0)["set1/set2"].to_dataset(inherit=False))
