@@ -315,7 +315,7 @@ def _commit_task(job: _TreeJob, results: list[list[dict[str, Any]]]) -> dict[str
         ensure_parents(store, job.node)
     store.write_manifest(job.node, root)  # the commit point
     roll_forward(store, job.node, root)
-    for rel, g in job.groups.items():
+    for g in job.groups.values():
         for name in g["remove_children"]:
             try:
                 store.remove(g["node"], name)
@@ -326,7 +326,6 @@ def _commit_task(job: _TreeJob, results: list[list[dict[str, Any]]]) -> dict[str
                 store.remove_files(join_component(g["node"], name), sorted(set(paths)))
             except Exception:  # noqa: BLE001 - best effort: unreferenced shards are orphans
                 pass
-        del rel
     return root
 
 
