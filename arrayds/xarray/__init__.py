@@ -5,9 +5,12 @@
   point group (pyproject.toml).
 * ``arrayds.to_arrayrecord(ds, url, ...)`` — :func:`arrayds.xarray.writer.write_dataset`,
   registered with the ``to_arrayrecord`` dispatcher here.
-* ``ds.arrayds.to_arrayrecord(url, ...)`` and ``da.arrayds.to_arrayrecord(url, ...)``
-  — accessors, registered as soon as both arrayds and xarray are imported (in either
-  order) without importing xarray on ``import arrayds``.
+* ``arrayds.to_arrayrecord(dt, url, ...)`` for an ``xarray.DataTree`` —
+  :func:`arrayds.xarray.tree.write_datatree` (the whole tree in one commit).
+* ``ds.arrayds.to_arrayrecord(url, ...)``, ``da.arrayds.to_arrayrecord(url, ...)`` and
+  ``dt.arrayds.to_arrayrecord(url, ...)`` — accessors, registered as soon as both
+  arrayds and xarray are imported (in either order) without importing xarray on
+  ``import arrayds``.
 
 This module itself does not import xarray.
 
@@ -37,10 +40,17 @@ def _is_xarray(obj: Any) -> bool:
     xr = sys.modules.get("xarray")
     if xr is None:
         return False
-    return isinstance(obj, (xr.Dataset, xr.DataArray))
+    tree = getattr(xr, "DataTree", ())
+    return isinstance(obj, (xr.Dataset, xr.DataArray, tree))
 
 
 def _write(data: Any, store: Store, node: str, **options: Any) -> Any:
+    import xarray as xr
+
+    if isinstance(data, getattr(xr, "DataTree", ())):
+        from .tree import write_datatree
+
+        return write_datatree(data, store, node, **options)
     from .writer import write_dataset
 
     return write_dataset(data, store, node, **options)
@@ -57,7 +67,7 @@ def open_dataset(url: str, component: str | None = None, **kwargs: Any) -> Any:
 
 
 class ArrayDSAccessor:
-    """``ds.arrayds`` / ``da.arrayds``: arrayds methods on xarray objects."""
+    """``ds.arrayds`` / ``da.arrayds`` / ``dt.arrayds``: arrayds methods on xarray objects."""
 
     def __init__(self, obj: Any) -> None:
         self._obj = obj
@@ -88,7 +98,7 @@ _lock = threading.Lock()
 
 
 def register_accessors() -> None:
-    """Register ``.arrayds`` on ``xarray.Dataset`` and ``xarray.DataArray`` (once)."""
+    """Register ``.arrayds`` on ``xarray.Dataset``, ``DataArray`` and ``DataTree`` (once)."""
     global _registered
     with _lock:
         if _registered:
@@ -101,6 +111,8 @@ def register_accessors() -> None:
             warnings.simplefilter("ignore")  # re-registration after reload
             xr.register_dataset_accessor("arrayds")(ArrayDSAccessor)
             xr.register_dataarray_accessor("arrayds")(ArrayDSAccessor)
+            if hasattr(xr, "register_datatree_accessor"):  # xarray >= 2024.10
+                xr.register_datatree_accessor("arrayds")(ArrayDSAccessor)
         _registered = True
 
 

@@ -11,7 +11,8 @@ the stored grid. CF decoding (times, ``_FillValue``, ``scale_factor``/``add_offs
 is xarray's own, exactly as for netCDF and zarr. Opened datasets pickle (each
 array as its URL and manifest snapshot); ``Dataset.load_async`` reads variables
 concurrently (``async_getitem``); ``xr.open_datatree`` / ``xr.open_groups`` map the
-groups below a node to a tree (``supports_groups``).
+groups below a node to a tree (``supports_groups``), read again when a tree commit
+(docs/spec.md section 10.4) happened meanwhile.
 
 >>> import numpy as np, xarray as xr, arrayds
 >>> ds = xr.Dataset({"t": ("x", np.arange(4.0))}, attrs={"title": "demo"})
@@ -37,10 +38,10 @@ from xarray.core import indexing
 from xarray.core.utils import FrozenDict
 
 from ..array import Array
-from ..manifest import ArrayManifest, parse_node
+from ..manifest import ArrayManifest, CommitConflictError, parse_node
 from ..store import MANIFEST, Store, check_component, join_component
 from .attrs import decode_attrs
-from .state import read_state
+from .state import chain_stamps, read_state
 
 __all__ = ["INTERNAL", "ArrayDSBackendArray", "ArrayDSBackendEntrypoint", "ArrayDSDataStore"]
 
@@ -155,11 +156,7 @@ class ArrayDSDataStore(AbstractDataStore):
                 name: (f"{node}/{name}" if node else name, m) for name, m in state.members.items()
             }
             self._attrs = decode_attrs(state.attrs)
-            self._groups = [
-                n
-                for n in state.others
-                if (store.read_manifest(join_component(node, n)) or {}).get("kind") == "group"
-            ]
+            self._groups = list(state.groups)
         else:
             raise ValueError(
                 f"{what} is a {state.kind!r} node; xarray opens groups and arrays (pass "
@@ -282,15 +279,23 @@ class ArrayDSBackendEntrypoint(BackendEntrypoint):
                 f"{type(filename_or_obj).__name__}"
             )
         store = Store.get(url, storage_options)
-        out: dict[str, Any] = {}
-        pending = [(check_component(group), "/")]
-        while pending:
-            node, path = pending.pop(0)
-            ds_store = ArrayDSDataStore(store, node)
-            out[path] = self.open_dataset(ds_store, **decode)
-            for name in ds_store.child_groups():
-                pending.append((join_component(node, name), f"{path.rstrip('/')}/{name}"))
-        return out
+        top = check_component(group)
+        for _ in range(16):
+            before = chain_stamps(store, top)
+            out: dict[str, Any] = {}
+            pending = [(top, "/")]
+            while pending:
+                node, path = pending.pop(0)
+                ds_store = ArrayDSDataStore(store, node)
+                out[path] = self.open_dataset(ds_store, **decode)
+                for name in ds_store.child_groups():
+                    pending.append((join_component(node, name), f"{path.rstrip('/')}/{name}"))
+            # a tree commit at or above ``group`` while the groups were read: again
+            if chain_stamps(store, top) == before:
+                return out
+        raise CommitConflictError(  # pragma: no cover - needs commits faster than reads
+            f"tree {store.display(top)!r}: the tree kept changing while it was read"
+        )
 
     def open_datatree(  # type: ignore[override]
         self, filename_or_obj: Any, **kwargs: Any

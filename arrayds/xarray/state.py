@@ -20,6 +20,11 @@ only if its commit id is newer than the snapshot's (it was added later); older o
 are leftovers of a replaced dataset. A reader therefore sees the state before a
 commit or after it, never a mix.
 
+A DataTree commit (:mod:`arrayds.xarray.tree`) also lists *subgroups* in the tree
+root's snapshot, each a group manifest with its own snapshot: reading any group
+therefore resolves its manifest from the root down, at each level the newer of the
+node's own manifest and the copy the level above lists (docs/spec.md section 10.4).
+
 >>> import numpy as np
 >>> from arrayds.store import Store
 >>> from arrayds.manifest import ArrayManifest
@@ -42,7 +47,16 @@ from ..arrayrecord import CorruptionError
 from ..manifest import FORMAT, FORMAT_VERSION, ArrayManifest, CommitConflictError, parse_node
 from ..store import Store, io_pool, join_component, new_write_id
 
-__all__ = ["SNAPSHOT", "DatasetState", "commit_snapshot", "new_write_id", "read_state"]
+__all__ = [
+    "SNAPSHOT",
+    "DatasetState",
+    "chain_stamps",
+    "commit_snapshot",
+    "group_entry",
+    "new_write_id",
+    "newer",
+    "read_state",
+]
 
 SNAPSHOT = "snapshot"
 """The key of the group manifest holding the snapshot."""
@@ -61,6 +75,9 @@ class DatasetState:
     children: dict[str, tuple[int, str] | None] = field(default_factory=dict)
     stale: set[str] = field(default_factory=set)
     others: list[str] = field(default_factory=list)
+    groups: dict[str, dict[str, Any]] = field(default_factory=dict)
+    own: tuple[int, str] | None = None
+    chain: list[tuple[int, str] | None] = field(default_factory=list)
 
     @property
     def exists(self) -> bool:
@@ -79,6 +96,53 @@ def _stamp(raw: Mapping[str, Any] | None) -> tuple[int, str] | None:
     return (raw.get("generation", 0), str(raw.get("commit", "")))
 
 
+def _gen(raw: Mapping[str, Any] | None) -> int:
+    g = raw.get("generation", 0) if raw is not None else -1
+    return g if isinstance(g, int) else 0
+
+
+def group_entry(raw: Mapping[str, Any] | None, name: str) -> dict[str, Any] | None:
+    """The group manifest that the snapshot of the group manifest ``raw`` lists for
+    its child ``name`` (a DataTree commit, docs/spec.md section 10.4), or ``None``."""
+    snap = raw.get(SNAPSHOT) if isinstance(raw, Mapping) else None
+    members = snap.get("members") if isinstance(snap, dict) else None
+    entry = members.get(name) if isinstance(members, dict) else None
+    if isinstance(entry, dict) and entry.get("kind") == "group":
+        return entry
+    return None
+
+
+def newer(own: dict[str, Any] | None, copy: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A node's own manifest, unless the copy an ancestor's snapshot lists is newer
+    (a larger ``generation``: its roll forward is pending)."""
+    if copy is None or (own is not None and _gen(own) >= _gen(copy)):
+        return own
+    return copy
+
+
+def _resolve(store: Store, node: str) -> tuple[list[tuple[int, str] | None], dict[str, Any] | None]:
+    """The manifests of the root, every group down to ``node`` and ``node`` itself
+    (their stamps, for the re-read check) and the effective manifest of ``node``: at
+    each level the newer of its own manifest and the copy in the level above's
+    snapshot. The root (``node == ""``) is one read, as for a dataset."""
+    segs = node.split("/") if node else []
+    paths = [""] + ["/".join(segs[: i + 1]) for i in range(len(segs))]
+    if store.local or len(paths) <= 1:
+        raws = [store.read_manifest(p) for p in paths]
+    else:
+        raws = list(io_pool().map(store.read_manifest, paths))
+    eff = raws[0]
+    for seg, own in zip(segs, raws[1:], strict=True):
+        eff = newer(own, group_entry(eff, seg))
+    return [_stamp(r) for r in raws], eff
+
+
+def chain_stamps(store: Store, node: str) -> list[tuple[int, str] | None]:
+    """The ``(generation, commit)`` of the manifests of the root and every group down
+    to ``node``: unchanged between two calls, no commit at or above ``node`` happened."""
+    return _resolve(store, node)[0]
+
+
 def _read_children(store: Store, node: str, names: Iterable[str]) -> dict[str, Any]:
     names = list(names)
 
@@ -93,13 +157,13 @@ def _read_children(store: Store, node: str, names: Iterable[str]) -> dict[str, A
 def read_state(store: Store, node: str, max_tries: int = 8) -> DatasetState:
     """The consistent state of the group ``node`` (see the module docstring)."""
     what = f"dataset {store.display(node)!r}"
-    root = store.read_manifest(node)
+    chain, root = _resolve(store, node)
     for _ in range(max_tries):
         if root is None:
-            return DatasetState(kind=None, root=None)
+            return DatasetState(kind=None, root=None, own=chain[-1], chain=chain)
         kind = root.get("kind")
         if kind != "group":
-            return DatasetState(kind=kind, root=root)
+            return DatasetState(kind=kind, root=root, own=chain[-1], chain=chain)
         snap = root.get(SNAPSHOT)
         snap_members: dict[str, Any] = {}
         if isinstance(snap, dict) and isinstance(snap.get("members"), dict):
@@ -107,19 +171,29 @@ def read_state(store: Store, node: str, max_tries: int = 8) -> DatasetState:
         # snapshot order first (the order the variables were written), then the rest
         names = list(snap_members) + sorted(set(store.child_nodes(node)) - set(snap_members))
         raw_children = _read_children(store, node, names)
-        again = store.read_manifest(node)
-        if _stamp(again) == _stamp(root):
+        again_chain, again = _resolve(store, node)
+        if again_chain == chain:
             break
-        root = again
+        chain, root = again_chain, again
     else:  # pragma: no cover - needs a writer committing faster than we read
         raise CommitConflictError(f"{what}: the dataset kept changing while it was read")
-    state = DatasetState(kind="group", root=root)
+    state = DatasetState(kind="group", root=root, own=chain[-1], chain=chain)
     attrs = root.get("attrs", {})
     state.attrs = dict(attrs) if isinstance(attrs, dict) else {}
     snap_commit = str(snap.get("commit", "")) if isinstance(snap, dict) else None
+    tree = isinstance(snap, dict) and snap.get("tree") is True
     for name in names:
         raw = raw_children.get(name)
         state.children[name] = _stamp(raw)
+        entry = group_entry(root, name)
+        if entry is not None:  # a subgroup of a DataTree commit
+            eff = newer(raw, entry)
+            if eff is not None and eff.get("kind") == "group":
+                state.groups[name] = eff
+                state.others.append(name)
+                continue
+            # replaced later (a larger generation) by a node of another kind: that
+            # node is read as a child the snapshot does not list
         child: Any = None
         if raw is not None:
             try:
@@ -128,7 +202,7 @@ def read_state(store: Store, node: str, max_tries: int = 8) -> DatasetState:
                 if name not in snap_members:
                     raise
                 child = None
-        in_snap = snap_members.get(name)
+        in_snap = snap_members.get(name) if entry is None else None
         if in_snap is not None:
             m_s = ArrayManifest.from_json(in_snap, f"{what} snapshot of {name!r}")
             if isinstance(child, ArrayManifest) and child.generation >= m_s.generation:
@@ -141,6 +215,12 @@ def read_state(store: Store, node: str, max_tries: int = 8) -> DatasetState:
                 state.members[name] = child
         elif child is not None:
             state.others.append(name)
+            if (
+                isinstance(raw, dict)
+                and raw.get("kind") == "group"
+                and (not tree or str(raw.get("commit", "")) > str(snap_commit))
+            ):
+                state.groups[name] = raw
     return state
 
 
@@ -183,7 +263,7 @@ def commit_snapshot(
     what = f"dataset {store.display(node)!r}"
     changed = set(changed)
     cur_root = store.read_manifest(node)
-    if _stamp(cur_root) != _stamp(expected.root):
+    if _stamp(cur_root) != (expected.own if expected.chain else _stamp(expected.root)):
         raise CommitConflictError(
             f"{what}: another writer committed to the dataset after this write started; "
             f"nothing of this write is visible"
@@ -195,10 +275,7 @@ def commit_snapshot(
                 f"{what}: variable {name!r} was changed by another writer after this write "
                 f"started; nothing of this write is visible"
             )
-    gen = 1
-    if cur_root is not None:
-        g = cur_root.get("generation", 0)
-        gen = (g if isinstance(g, int) and g >= 0 else 0) + 1
+    gen = max(0, _gen(cur_root), _gen(expected.root)) + 1
     final: dict[str, ArrayManifest] = {}
     for name, m in members.items():
         if name in changed:
@@ -211,6 +288,14 @@ def commit_snapshot(
             m = m.with_(generation=old_gen + 1, commit=write_id)
         final[name] = m
     doc = _group_json(gen, write_id, attrs, {n: m.to_json() for n, m in final.items()})
+    # the subgroups a DataTree commit listed stay listed (their roll forward may be
+    # pending), unless this write removes them
+    gone = set(remove_children)
+    carried = {n: g for n, g in expected.groups.items() if n not in gone and n not in final}
+    old_snap = expected.root.get(SNAPSHOT) if expected.root is not None else None
+    if carried and isinstance(old_snap, dict) and old_snap.get("tree") is True:
+        doc[SNAPSHOT]["members"].update(carried)
+        doc[SNAPSHOT]["tree"] = True
     if node:
         from ..dataset import ensure_parents
 

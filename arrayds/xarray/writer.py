@@ -279,6 +279,22 @@ def _graph(ys: list[Any], name: str, layer: dict[Any, Any], joint: Any = None) -
     return write_graph(ys, name, layer, joint)
 
 
+class WritePlan:
+    """The checked arrays of one dataset write: ``plans`` are ``(name, dask array,
+    member node, chunk offset, base manifest, index)``, ``bases`` the base manifests
+    (JSON) by name, ``remove_files`` the shard files the commit makes unreferenced."""
+
+    def __init__(
+        self,
+        plans: list[tuple[Any, ...]],
+        bases: dict[str, dict[str, Any]],
+        remove_files: dict[str, list[str]],
+    ) -> None:
+        self.plans = plans
+        self.bases = bases
+        self.remove_files = remove_files
+
+
 class _CommitJob:
     """Everything the commit task needs besides the shard entries (one opaque
     object, so dask never looks inside it for keys)."""
@@ -639,17 +655,21 @@ def store_encoded(
     attrs: Mapping[str, Any] | None = None,
     compute: bool = True,
     progress: bool = False,
+    write_id: str | None = None,
+    plan_only: bool = False,
 ) -> Any:
     """Write CF-encoded ``variables`` (and global ``gattrs``) to the group ``node``
     with one commit, planned from ``state`` (what :func:`read_state` returned before
     any check). ``kinds[name]`` is ``"full"``, ``"append"`` (along ``append_dim``) or
     ``"region"`` (``region``: dimension -> slice). Every check runs before the first
-    shard is written."""
+    shard is written. ``plan_only``: return the checked :class:`WritePlan` (the
+    arrays to write, with write id ``write_id``) instead of writing; a DataTree
+    write (:mod:`arrayds.xarray.tree`) commits the plans of all its groups at once."""
     what = f"dataset {store.display(node)!r}"
     region_d = dict(region or {})
     dim_chunks = dim_chunks or {}
     existing: dict[str, ArrayManifest] = dict(state.members) if mode != "w" else {}
-    write_id = new_write_id()
+    write_id = write_id or new_write_id()
     bases: dict[str, dict[str, Any]] = {}
     tasks: dict[str, list[Any]] = {}
     remove_files: dict[str, list[str]] = {}
@@ -779,6 +799,8 @@ def store_encoded(
         bases[name] = base.to_json()
 
     # nothing was written so far: every check above raised before any task ran
+    if plan_only:
+        return WritePlan(plans, bases, remove_files)
     layer_name = f"arrayds-xr-write-{write_id}"
     layer: dict[Any, Any] = {}
     ys = []

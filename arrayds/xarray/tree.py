@@ -1,0 +1,351 @@
+"""Writing an xarray ``DataTree`` in one atomic commit (docs/spec.md section 10.4).
+
+Every node of the tree becomes a group written as a dataset (docs/spec.md section
+11), and the whole tree is committed by **one** manifest write: the tree root's group
+manifest, whose snapshot lists every array *and every subgroup* — a subgroup entry is
+itself a group manifest with its own snapshot, recursively. Afterwards each subgroup's
+and each array's own manifest is rolled forward, top-down (:func:`roll_forward`).
+Readers (:func:`arrayds.xarray.state.read_state`) take, at every level from the root
+down, the newer of a node's own manifest and the copy its parent's snapshot lists, so
+a tree is seen before the commit or after it, never a mix, whether the roll forward
+has run or not.
+
+Modes: ``"w-"`` (default) refuses an existing node (``FileExistsError``), ``"w"``
+replaces the whole tree (nodes not in the new tree are removed after the commit).
+Appending to a tree (``"a"``, ``"r+"``, ``append_dim=``, ``region=``) is a
+``NotImplementedError``: write the groups one by one with
+``arrayds.to_arrayrecord(dt[path].to_dataset(inherit=False), url, path, mode="a")``.
+
+>>> import numpy as np, xarray as xr, arrayds
+>>> dt = xr.DataTree.from_dict({"/": xr.Dataset({"x": ("x", [1, 2])}),
+...                             "/a": xr.Dataset({"v": ("x", [3.0, 4.0])})})
+>>> _ = dt.arrayds.to_arrayrecord("memory://doc-tree")
+>>> back = xr.open_datatree("memory://doc-tree", engine="arrayds")
+>>> back["a"].v.values.tolist(), back["a"].x.values.tolist()
+([3.0, 4.0], [1, 2])
+"""
+
+from __future__ import annotations
+
+import errno
+import warnings
+from collections.abc import Hashable, Mapping
+from typing import Any
+
+from ..array import stack_entries
+from ..dask.array import joint_graph, run, shard_tasks, write_graph
+from ..manifest import (
+    ArrayManifest,
+    CommitConflictError,
+    ShardEntry,
+    check_compression,
+    writer_options,
+)
+from ..store import Store, check_component, join_component
+from .attrs import encode_attrs
+from .state import SNAPSHOT, DatasetState, _gen, _group_json, new_write_id, read_state
+from .writer import (
+    ENCODING_KEYS,
+    _check_encoding,
+    _name,
+    encode_dataset,
+    store_encoded,
+)
+
+__all__ = ["roll_forward", "write_datatree"]
+
+
+def _check_tree(dt: Any, what: str) -> list[tuple[str, Any]]:
+    """``(relative path, node)`` of every node, top-down; a node name that is not one
+    node-name segment, or a variable named like a child group, is a ``ValueError``."""
+    out = []
+    pending = [("", dt)]
+    while pending:
+        rel, node = pending.pop(0)
+        gwhat = f"{what} node {'/' + rel!r}"
+        own = {_name(k, gwhat) for k in node.to_dataset(inherit=not rel).variables}
+        clash = sorted(own & {str(c) for c in node.children})
+        if clash:
+            raise ValueError(
+                f"{gwhat}: variables named like its child groups {clash}; nothing was written"
+            )
+        out.append((rel, node))
+        for name, child in node.children.items():
+            seg = name if isinstance(name, str) else None
+            ok = seg is not None and "/" not in seg and bool(seg)
+            if ok:
+                try:
+                    ok = check_component(seg, f"{gwhat}: child") == seg
+                except (TypeError, ValueError):
+                    ok = False
+            if not ok:
+                raise ValueError(
+                    f"{gwhat}: child name {name!r} is not a node name (one segment, no '/', "
+                    f"'.', '..' or reserved names); nothing was written"
+                )
+            pending.append((f"{rel}/{seg}" if rel else seg, child))
+    return out
+
+
+class _TreeJob:
+    """What the commit task needs besides the shard entries (opaque to dask)."""
+
+    def __init__(self, **kw: Any) -> None:
+        self.__dict__.update(kw)
+
+
+def write_datatree(
+    dt: Any,
+    store: Store,
+    node: str,
+    *,
+    mode: str = "w-",
+    compression: str = "zstd:3",
+    shard_size: Any = None,
+    region: Any = None,
+    attrs: Mapping[str, Any] | None = None,
+    dims: Any = None,
+    serializer: str = "auto",
+    group_size: int = 1,
+    compute: bool = True,
+    progress: bool = False,
+    append_dim: Hashable | None = None,
+    encoding: Mapping[str, Mapping[Hashable, Mapping[str, Any]]] | None = None,
+) -> Any:
+    """Write the ``xarray.DataTree`` ``dt`` to the group ``node`` of ``store`` with
+    one commit (see the module docstring; ``arrayds.to_arrayrecord`` dispatches
+    here). ``encoding``: node path (``"/"``, ``"/a/b"``) -> variable -> encoding, as
+    for ``DataTree.to_zarr``; ``attrs``: extra attributes of the tree's root. Returns
+    the written :class:`arrayds.Group`, or with ``compute=False`` a
+    ``dask.delayed.Delayed`` that writes and commits."""
+    what = f"datatree {store.display(node)!r}"
+    if mode in ("a", "r+") or append_dim is not None or region is not None:
+        raise NotImplementedError(
+            f"{what}: a DataTree is written whole (mode 'w-' or 'w'); to append or write a "
+            f"region, write its groups one by one: arrayds.to_arrayrecord("
+            f"dt[path].to_dataset(inherit=False), url, path, mode='a', ...)"
+        )
+    if mode not in ("w-", "w"):
+        raise ValueError(f"{what}: mode must be 'w-' or 'w' for a DataTree, got {mode!r}")
+    if dims is not None:
+        raise ValueError(f"{what}: dims= is for arrays; xarray variables carry their own dims")
+    if serializer not in ("auto", None) or group_size != 1:
+        raise ValueError(f"{what}: serializer= and group_size= apply to records, not xarray")
+    compression = check_compression(compression, what)
+    nodes = _check_tree(dt, what)
+    enc_by_path: dict[str, Any] = {}
+    for path, enc in (encoding or {}).items():
+        rel = check_component(str(path).strip("/") or None, f"{what}: encoding path")
+        if rel not in dict(nodes):
+            raise KeyError(f"{what}: encoding names node {path!r}, which is not in the tree")
+        enc_by_path[rel] = enc
+
+    root_state = read_state(store, node)
+    if root_state.exists and mode == "w-":
+        raise FileExistsError(
+            errno.EEXIST,
+            f"{what} already exists (mode 'w-'); use mode 'w' to replace the whole tree",
+            store.display(node),
+        )
+    write_id = new_write_id()
+    groups: dict[str, dict[str, Any]] = {}
+    for gi, (rel, tnode) in enumerate(nodes):
+        gnode = join_component(node, rel) if rel else node
+        gwhat = f"dataset {store.display(gnode)!r}"
+        # the tree's root keeps the coordinates it inherits (a subtree written on its
+        # own), as xarray's DataTree.to_zarr does; below it they are inherited again
+        ds = tnode.to_dataset(inherit=not rel)
+        user_enc = _check_encoding(enc_by_path.get(rel), ds, gwhat)
+        names = {k: _name(k, gwhat) for k in ds.variables}
+        state = root_state if not rel else read_state(store, gnode)
+        ds2 = ds.copy(deep=False)
+        for key, var in ds2.variables.items():
+            var.encoding = {k: v for k, v in var.encoding.items() if k in ENCODING_KEYS}
+            var.encoding.update(user_enc.get(key, {}))
+        variables, gattrs = encode_dataset(ds2, gwhat)
+        dim_chunks: dict[Hashable, tuple[int, ...]] = {}
+        for var in ds.variables.values():
+            if var.chunks is not None:
+                for d, c in zip(var.dims, var.chunks, strict=True):
+                    dim_chunks.setdefault(d, tuple(c))
+        plan = store_encoded(
+            store,
+            gnode,
+            variables,
+            gattrs,
+            state=state,
+            mode="w",
+            names=names,
+            kinds={n: "full" for n in names.values()},
+            explicit_chunks={names[k] for k, e in user_enc.items() if "chunks" in e},
+            dim_chunks=dim_chunks,
+            compression=compression,
+            shard_size=shard_size,
+            write_id=write_id,
+            plan_only=True,
+        )
+        gattrs_json = encode_attrs(gattrs, gwhat)
+        if attrs and not rel:
+            gattrs_json.update(encode_attrs(dict(attrs), gwhat))
+        children = [str(c) for c in tnode.children]
+        keep = set(plan.bases) | set(children)
+        remove_children = []
+        if state.kind == "group":
+            old = (*state.children, *state.others, *state.groups)
+            remove_children = sorted({n for n in old if n not in keep})
+        groups[rel] = {
+            "gi": gi,
+            "node": gnode,
+            "plan": plan,
+            "state": state,
+            "attrs": gattrs_json,
+            "children": children,
+            "remove_children": remove_children,
+        }
+
+    # nothing was written so far: every check above raised before any task ran
+    layer_name = f"arrayds-xr-tree-{write_id}"
+    layer: dict[Any, Any] = {}
+    ys = []
+    all_plans = [(rel, p) for rel, g in groups.items() for p in g["plan"].plans]
+    joint = joint_graph([p[1] for _rel, p in all_plans])
+    keys: dict[tuple[str, str], list[Any]] = {}
+    for rel, (name, x, member, offset, base, idx) in all_plans:
+        gi = groups[rel]["gi"]
+        y, keys[(rel, name)] = shard_tasks(
+            x,
+            store,
+            member,
+            write_id,
+            offset,
+            base.dtype,
+            writer_options(base.compression),
+            shard_size,
+            f"dataset {store.display(groups[rel]['node'])!r} variable {name!r}",
+            f"arrayds-xr-shard-{write_id}-{gi}-{idx}",
+            layer,
+            optimize=joint is None,
+        )
+        ys.append(y)
+    order = list(keys)
+    job = _TreeJob(
+        url=store.url,
+        storage_options=store.storage_options,
+        node=node,
+        write_id=write_id,
+        order=order,
+        groups={
+            rel: {k: v for k, v in g.items() if k != "plan"}
+            | {"bases": g["plan"].bases, "remove_files": g["plan"].remove_files}
+            for rel, g in groups.items()
+        },
+    )
+    from dask.delayed import Delayed
+
+    commit_key = f"arrayds-xr-tree-commit-{write_id}"
+    layer[commit_key] = (_commit_task, job, [list(keys[k]) for k in order])
+    commit = Delayed(commit_key, write_graph(ys, layer_name, layer, joint), layer=layer_name)
+    if not compute:
+        return commit
+    run(commit, progress)
+    from ..dataset import open_group
+
+    return open_group(store.url, node or None, storage_options=store.storage_options or None)
+
+
+def _array_generation(state: DatasetState, name: str) -> int:
+    """The generation a rewritten child ``name`` of the group read as ``state`` needs:
+    above its own manifest's and above any copy the group's snapshot holds."""
+    g = 0
+    st = state.children.get(name)
+    if st is not None and isinstance(st[0], int):
+        g = st[0]
+    if name in state.members:
+        g = max(g, state.members[name].generation)
+    if name in state.groups:
+        g = max(g, _gen(state.groups[name]))
+    return g + 1
+
+
+def _commit_task(job: _TreeJob, results: list[list[dict[str, Any]]]) -> dict[str, Any]:
+    """The one commit of the whole tree, after every shard task succeeded."""
+    store = Store.get(job.url, job.storage_options)
+    what = f"datatree {store.display(job.node)!r}"
+    by_key = dict(zip(job.order, results, strict=True))
+    # the conflict check: no group of the tree changed since the write was planned
+    for g in job.groups.values():
+        st: DatasetState = g["state"]
+        cur = store.read_manifest(g["node"])
+        stamp = None if cur is None else (cur.get("generation", 0), str(cur.get("commit", "")))
+        if stamp != st.own:
+            raise CommitConflictError(
+                f"{what}: group {store.display(g['node'])!r} was changed by another writer "
+                f"after this write started; nothing of this write is visible"
+            )
+
+    def build(rel: str) -> dict[str, Any]:
+        g = job.groups[rel]
+        st: DatasetState = g["state"]
+        members: dict[str, Any] = {}
+        for name, base_json in g["bases"].items():
+            base = ArrayManifest.from_json(base_json, f"{what} variable {name!r}")
+            new = [
+                ShardEntry(e["path"], tuple(e["start"]), tuple(e["stop"]), 0, e.get("bytes"))
+                for e in by_key.get((rel, name), [])
+            ]
+            m = base.with_(
+                shards=stack_entries(base.shards, new),
+                generation=_array_generation(st, name),
+                commit=job.write_id,
+            )
+            members[name] = m.to_json()
+        for child in g["children"]:
+            doc = build(f"{rel}/{child}" if rel else child)
+            doc["generation"] = max(doc["generation"], _array_generation(st, child))
+            members[child] = doc
+        gen = max(0, _gen(st.root), st.own[0] if st.own else 0) + 1
+        doc = _group_json(gen, job.write_id, g["attrs"], members)
+        doc[SNAPSHOT]["tree"] = True
+        return doc
+
+    root = build("")
+    if job.node:
+        from ..dataset import ensure_parents
+
+        ensure_parents(store, job.node)
+    store.write_manifest(job.node, root)  # the commit point
+    roll_forward(store, job.node, root)
+    for g in job.groups.values():
+        for name in g["remove_children"]:
+            try:
+                store.remove(g["node"], name)
+            except Exception:  # noqa: BLE001 - best effort: leftovers are ignored by readers
+                pass
+        for name, paths in g["remove_files"].items():
+            try:
+                store.remove_files(join_component(g["node"], name), sorted(set(paths)))
+            except Exception:  # noqa: BLE001 - best effort: unreferenced shards are orphans
+                pass
+    return root
+
+
+def roll_forward(store: Store, node: str, doc: Mapping[str, Any]) -> None:
+    """Write the own manifest of every member the snapshot of the committed group
+    manifest ``doc`` (at ``node``) lists, top-down: a subgroup's manifest before its
+    members'. The tree is committed already: a failure is a warning, not the write's
+    failure (readers use the snapshots, and the next tree write rolls forward again)."""
+    members = (doc.get(SNAPSHOT) or {}).get("members") or {}
+    for name, entry in members.items():
+        child = join_component(node, name)
+        try:
+            store.write_manifest(child, entry)
+        except Exception as e:  # noqa: BLE001
+            warnings.warn(
+                f"datatree {store.display(node)!r}: committed, but the manifest of "
+                f"{name!r} could not be brought up to date ({type(e).__name__}: {e}); "
+                f"readers are not affected",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+        if entry.get("kind") == "group":
+            roll_forward(store, child, entry)
