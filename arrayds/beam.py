@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import math
 import secrets
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
@@ -341,25 +342,26 @@ class _ArrayRecordSource(iobase.BoundedSource):
         return reader
 
     def read(self, range_tracker: OffsetRangeTracker) -> Iterator[Any]:
-        pos = range_tracker.start_position()
+        def stop() -> int:  # moves when the runner splits this range dynamically
+            return math.ceil(range_tracker.stop_position())
+
+        pos = int(range_tracker.start_position())
         decode = self._decode
         k = bisect.bisect_right(self._starts, pos) - 1
-        while k < len(self._files) and pos < range_tracker.stop_position():
+        while k < len(self._files) and pos < stop():
             base, end = self._starts[k], self._starts[k + 1]
-            if pos >= end:
-                k += 1
-                continue
-            reader = self._reader(k)
-            try:
-                while pos < min(end, range_tracker.stop_position()):
-                    hi = min(end, range_tracker.stop_position(), pos + _READ_BATCH)
-                    for rec in reader.read(pos - base, hi - base):
-                        if not range_tracker.try_claim(pos):
-                            return
-                        yield rec if decode is None else decode(rec)
-                        pos += 1
-            finally:
-                reader.close()
+            if pos < end:
+                reader = self._reader(k)
+                try:
+                    while pos < min(end, stop()):
+                        hi = min(end, stop(), pos + _READ_BATCH)
+                        for rec in reader.read(pos - base, hi - base):
+                            if not range_tracker.try_claim(pos):
+                                return
+                            yield rec if decode is None else decode(rec)
+                            pos += 1
+                finally:
+                    reader.close()
             k += 1
 
 
