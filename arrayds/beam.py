@@ -50,6 +50,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import math
+import os
 import secrets
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
@@ -105,9 +106,9 @@ class _WriteBundleShards(beam.DoFn):
         self._bytes = 0
 
     def _flush(self) -> dict[str, Any]:
-        plan = dataclasses.replace(self._plan, stem=f"{self._plan.stem}-{secrets.token_hex(6)}")
+        stem = f"{self._plan.stem}-{secrets.token_hex(6)}"  # unique to this attempt
         items, self._items, self._bytes = self._items, [], 0
-        return _records.write_shard(items, 0, dataclasses.replace(plan, total=1))
+        return _records.write_shard(items, 0, dataclasses.replace(self._plan, stem=stem, total=1))
 
     def process(self, item: Any) -> Iterator[dict[str, Any]]:
         self._items.append(item)
@@ -414,6 +415,8 @@ class ReadFromArrayRecord(beam.PTransform):
     ) -> None:
         super().__init__()
         so = dict(storage_options) if storage_options else None
+        if isinstance(url_or_paths, os.PathLike):
+            url_or_paths = os.fspath(url_or_paths)
         if isinstance(url_or_paths, str) and _records.is_records(
             url_or_paths, component, storage_options=so
         ):
