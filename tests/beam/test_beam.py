@@ -404,39 +404,3 @@ def test_tfrecord_conversion_bad_input(tmp_path):
     assert not records.is_records(str(tmp_path / "o"))
     with pytest.raises(ValueError, match="num_shards"):
         abeam.tfrecord_to_arrayrecord(None, path, str(tmp_path / "o"), num_shards=-2)
-
-
-# ---------------------------------------------------------------------------- S3
-
-
-def test_s3_write_and_read(s3_url, s3_opts, tmp_path):
-    want = [_dict(i) for i in range(30)]
-    with beam.Pipeline() as p:
-        _ = (
-            p
-            | beam.Create(range(30))
-            | beam.Map(_dict)
-            | abeam.WriteToArrayRecord(s3_url, num_shards=2, storage_options=s3_opts)
-        )
-    ds = records.open_records(s3_url, storage_options=s3_opts)
-    assert ds.num_shards == 2
-    _same_dicts(list(ds), want)
-    got = source_test_utils.read_from_source(
-        abeam.ReadFromArrayRecord(s3_url, storage_options=s3_opts).source
-    )
-    _same_dicts(got, want)
-    with pytest.raises(FileExistsError):
-        _ = (
-            beam.Pipeline()
-            | beam.Create([1])
-            | abeam.WriteToArrayRecord(s3_url, storage_options=s3_opts)
-        )
-    # plain files on S3 by glob
-    plain = [s3_url + "/plain/" + p.rsplit("/", 1)[-1] for p in ds.shard_paths]
-    import s3fs
-
-    fs = s3fs.S3FileSystem(**s3_opts)
-    for src, dst in zip(ds.shard_paths, plain, strict=True):
-        fs.copy(src, dst)
-    src = abeam.ReadFromArrayRecord(s3_url + "/plain/*.array_record-*", storage_options=s3_opts)
-    assert len(source_test_utils.read_from_source(src.source)) == 30
