@@ -504,36 +504,12 @@ def tfrecord_to_arrayrecord(
     in_so = storage_options if input_storage_options is None else input_storage_options
     in_so = dict(in_so) if in_so else None
     files = [_url_of(fs, p) for fs, p in expand_paths(src_glob, storage_options=in_so)]
+    args = (files, url, component, num_shards, mode, compression, group_size)
+    args += (storage_options, in_so, input_compression, verify)
     if isinstance(pipeline_or_options, beam.Pipeline):
-        return _convert(
-            pipeline_or_options,
-            files,
-            url,
-            component,
-            num_shards,
-            mode,
-            compression,
-            group_size,
-            storage_options,
-            in_so,
-            input_compression,
-            verify,
-        )
+        return _convert(pipeline_or_options, *args)
     with beam.Pipeline(options=pipeline_or_options) as p:
-        _convert(
-            p,
-            files,
-            url,
-            component,
-            num_shards,
-            mode,
-            compression,
-            group_size,
-            storage_options,
-            in_so,
-            input_compression,
-            verify,
-        )
+        _convert(p, *args)
     return _records.open_records(url, component, storage_options=storage_options)
 
 

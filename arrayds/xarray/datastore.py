@@ -95,11 +95,11 @@ class ArrayDSWritableStore(WritableCFDataStore):
     def encode(self, variables: Mapping[Hashable, Any], attributes: Mapping[str, Any]) -> Any:
         """xarray's CF encoding, after checking that integer ``dtype`` encodings hold
         the values (:func:`arrayds.xarray.writer.encode_dataset` does the same)."""
-        from .writer import _check_fits
+        from .writer import check_fits
 
         what = f"dataset {self._store.display(self._node)!r}"
         for k, v in variables.items():
-            _check_fits(k, v, what)
+            check_fits(k, v, what)
         return super().encode(variables, attributes)
 
     def encode_variable(self, v: Any, name: Hashable = None) -> Any:
@@ -128,10 +128,10 @@ class ArrayDSWritableStore(WritableCFDataStore):
         """Write and commit everything buffered, as one commit."""
         if not self._variables and not self._attrs:
             return
-        from .writer import _name, store_encoded
+        from .writer import store_encoded, variable_name
 
         what = f"dataset {self._store.display(self._node)!r}"
-        names = {k: _name(k, what) for k in self._variables}
+        names = {k: variable_name(k, what) for k in self._variables}
         state = read_state(self._store, self._node)
         if state.version != self._state.version:
             from ..manifest import CommitConflictError

@@ -96,7 +96,8 @@ def _stamp(raw: Mapping[str, Any] | None) -> tuple[int, str] | None:
     return (raw.get("generation", 0), str(raw.get("commit", "")))
 
 
-def _gen(raw: Mapping[str, Any] | None) -> int:
+def generation_of(raw: Mapping[str, Any] | None) -> int:
+    """The ``generation`` of the manifest ``raw`` (-1 for a missing one)."""
     g = raw.get("generation", 0) if raw is not None else -1
     return g if isinstance(g, int) else 0
 
@@ -115,7 +116,7 @@ def group_entry(raw: Mapping[str, Any] | None, name: str) -> dict[str, Any] | No
 def newer(own: dict[str, Any] | None, copy: dict[str, Any] | None) -> dict[str, Any] | None:
     """A node's own manifest, unless the copy an ancestor's snapshot lists is newer
     (a larger ``generation``: its roll forward is pending)."""
-    if copy is None or (own is not None and _gen(own) >= _gen(copy)):
+    if copy is None or (own is not None and generation_of(own) >= generation_of(copy)):
         return own
     return copy
 
@@ -224,9 +225,10 @@ def read_state(store: Store, node: str, max_tries: int = 8) -> DatasetState:
     return state
 
 
-def _group_json(
+def group_json(
     generation: int, write_id: str, attrs: Mapping[str, Any], members: Mapping[str, Any]
 ) -> dict[str, Any]:
+    """A group manifest at ``generation`` whose snapshot lists ``members`` (JSON)."""
     return {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
@@ -236,6 +238,21 @@ def _group_json(
         "attrs": dict(attrs),
         SNAPSHOT: {"commit": write_id, "members": dict(members)},
     }
+
+
+def next_generation(state: DatasetState, name: str) -> int:
+    """The generation a rewritten child ``name`` of the group read as ``state`` needs:
+    above its own manifest's and above any copy the group's snapshot holds (of an
+    array, or of a group a DataTree commit listed)."""
+    g = 0
+    st = state.children.get(name)
+    if st is not None and isinstance(st[0], int):
+        g = st[0]
+    if name in state.members:
+        g = max(g, state.members[name].generation)
+    if name in state.groups:
+        g = max(g, generation_of(state.groups[name]))
+    return g + 1
 
 
 def commit_snapshot(
@@ -275,19 +292,13 @@ def commit_snapshot(
                 f"{what}: variable {name!r} was changed by another writer after this write "
                 f"started; nothing of this write is visible"
             )
-    gen = max(0, _gen(cur_root), _gen(expected.root)) + 1
+    gen = max(0, generation_of(cur_root), generation_of(expected.root)) + 1
     final: dict[str, ArrayManifest] = {}
     for name, m in members.items():
         if name in changed:
-            old_gen = 0
-            st = expected.children.get(name)
-            if st is not None and isinstance(st[0], int):
-                old_gen = st[0]
-            if name in expected.members:
-                old_gen = max(old_gen, expected.members[name].generation)
-            m = m.with_(generation=old_gen + 1, commit=write_id)
+            m = m.with_(generation=next_generation(expected, name), commit=write_id)
         final[name] = m
-    doc = _group_json(gen, write_id, attrs, {n: m.to_json() for n, m in final.items()})
+    doc = group_json(gen, write_id, attrs, {n: m.to_json() for n, m in final.items()})
     # the subgroups a DataTree commit listed stay listed (their roll forward may be
     # pending), unless this write removes them
     gone = set(remove_children)

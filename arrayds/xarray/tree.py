@@ -33,23 +33,31 @@ from collections.abc import Hashable, Mapping
 from typing import Any
 
 from ..array import stack_entries
-from ..dask.array import joint_graph, run, shard_tasks, write_graph
+from ..dask.array import joint_graph, run, write_graph
 from ..manifest import (
     ArrayManifest,
     CommitConflictError,
     ShardEntry,
     check_compression,
-    writer_options,
 )
 from ..store import Store, check_component, join_component
 from .attrs import encode_attrs
-from .state import SNAPSHOT, DatasetState, _gen, _group_json, new_write_id, read_state
+from .state import (
+    SNAPSHOT,
+    DatasetState,
+    generation_of,
+    group_json,
+    new_write_id,
+    next_generation,
+    read_state,
+)
 from .writer import (
     ENCODING_KEYS,
-    _check_encoding,
-    _name,
+    check_encoding,
     encode_dataset,
+    plan_shard_tasks,
     store_encoded,
+    variable_name,
 )
 
 __all__ = ["roll_forward", "write_datatree"]
@@ -63,7 +71,7 @@ def _check_tree(dt: Any, what: str) -> list[tuple[str, Any]]:
     while pending:
         rel, node = pending.pop(0)
         gwhat = f"{what} node {'/' + rel!r}"
-        own = {_name(k, gwhat) for k in node.to_dataset(inherit=not rel).variables}
+        own = {variable_name(k, gwhat) for k in node.to_dataset(inherit=not rel).variables}
         clash = sorted(own & {str(c) for c in node.children})
         if clash:
             raise ValueError(
@@ -155,8 +163,8 @@ def write_datatree(
         # the tree's root keeps the coordinates it inherits (a subtree written on its
         # own), as xarray's DataTree.to_zarr does; below it they are inherited again
         ds = tnode.to_dataset(inherit=not rel)
-        user_enc = _check_encoding(enc_by_path.get(rel), ds, gwhat)
-        names = {k: _name(k, gwhat) for k in ds.variables}
+        user_enc = check_encoding(enc_by_path.get(rel), ds, gwhat)
+        names = {k: variable_name(k, gwhat) for k in ds.variables}
         state = root_state if not rel else read_state(store, gnode)
         ds2 = ds.copy(deep=False)
         for key, var in ds2.variables.items():
@@ -210,21 +218,12 @@ def write_datatree(
     all_plans = [(rel, p) for rel, g in groups.items() for p in g["plan"].plans]
     joint = joint_graph([p[1] for _rel, p in all_plans])
     keys: dict[tuple[str, str], list[Any]] = {}
-    for rel, (name, x, member, offset, base, idx) in all_plans:
-        gi = groups[rel]["gi"]
-        y, keys[(rel, name)] = shard_tasks(
-            x,
-            store,
-            member,
-            write_id,
-            offset,
-            base.dtype,
-            writer_options(base.compression),
-            shard_size,
-            f"dataset {store.display(groups[rel]['node'])!r} variable {name!r}",
-            f"arrayds-xr-shard-{write_id}-{gi}-{idx}",
-            layer,
-            optimize=joint is None,
+    for rel, plan in all_plans:
+        g = groups[rel]
+        what = f"dataset {store.display(g['node'])!r}"
+        key = f"arrayds-xr-shard-{write_id}-{g['gi']}-{plan[5]}"
+        y, keys[(rel, plan[0])] = plan_shard_tasks(
+            plan, store, write_id, shard_size, what, key, layer, joint
         )
         ys.append(y)
     order = list(keys)
@@ -251,20 +250,6 @@ def write_datatree(
     from ..dataset import open_group
 
     return open_group(store.url, node or None, storage_options=store.storage_options or None)
-
-
-def _array_generation(state: DatasetState, name: str) -> int:
-    """The generation a rewritten child ``name`` of the group read as ``state`` needs:
-    above its own manifest's and above any copy the group's snapshot holds."""
-    g = 0
-    st = state.children.get(name)
-    if st is not None and isinstance(st[0], int):
-        g = st[0]
-    if name in state.members:
-        g = max(g, state.members[name].generation)
-    if name in state.groups:
-        g = max(g, _gen(state.groups[name]))
-    return g + 1
 
 
 def _commit_task(job: _TreeJob, results: list[list[dict[str, Any]]]) -> dict[str, Any]:
@@ -295,16 +280,16 @@ def _commit_task(job: _TreeJob, results: list[list[dict[str, Any]]]) -> dict[str
             ]
             m = base.with_(
                 shards=stack_entries(base.shards, new),
-                generation=_array_generation(st, name),
+                generation=next_generation(st, name),
                 commit=job.write_id,
             )
             members[name] = m.to_json()
         for child in g["children"]:
             doc = build(f"{rel}/{child}" if rel else child)
-            doc["generation"] = max(doc["generation"], _array_generation(st, child))
+            doc["generation"] = max(doc["generation"], next_generation(st, child))
             members[child] = doc
-        gen = max(0, _gen(st.root), st.own[0] if st.own else 0) + 1
-        doc = _group_json(gen, job.write_id, g["attrs"], members)
+        gen = max(0, generation_of(st.root), st.own[0] if st.own else 0) + 1
+        doc = group_json(gen, job.write_id, g["attrs"], members)
         doc[SNAPSHOT]["tree"] = True
         return doc
 

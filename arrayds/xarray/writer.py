@@ -137,7 +137,7 @@ def _as_dataset(data: Any) -> Any:
     return data.to_dataset()
 
 
-def _name(name: Hashable, what: str) -> str:
+def variable_name(name: Hashable, what: str) -> str:
     """The node name of variable ``name``; the errors are xarray's for netCDF names
     (``TypeError`` for a non-str name, ``ValueError`` for an empty one); ``None``
     (a ``Dataset`` key xarray allows) is stored as ``__values__``, as netCDF does."""
@@ -162,7 +162,7 @@ def _name(name: Hashable, what: str) -> str:
     return node
 
 
-def _check_encoding(encoding: Any, ds: Any, what: str) -> dict[str, dict[str, Any]]:
+def check_encoding(encoding: Any, ds: Any, what: str) -> dict[str, dict[str, Any]]:
     """``encoding=`` checked as xarray's writers check it: a name that is not a
     variable is a ``KeyError``, a value that is not a dict or a key arrayds does not
     apply a ``ValueError`` (each naming the variable)."""
@@ -293,6 +293,36 @@ class WritePlan:
         self.plans = plans
         self.bases = bases
         self.remove_files = remove_files
+
+
+def plan_shard_tasks(
+    plan: tuple[Any, ...],
+    store: Store,
+    write_id: str,
+    shard_size: Any,
+    what: str,
+    key: str,
+    layer: dict[Any, Any],
+    joint: Any,
+) -> tuple[Any, list[Any]]:
+    """The shard tasks (added to ``layer``, named after ``key``) that write one
+    planned variable of :class:`WritePlan` ``plans``; ``joint`` is the graph all
+    variables were optimized in together (or ``None``)."""
+    name, x, member, offset, base, _idx = plan
+    return shard_tasks(
+        x,
+        store,
+        member,
+        write_id,
+        offset,
+        base.dtype,
+        writer_options(base.compression),
+        shard_size,
+        f"{what} variable {name!r}",
+        key,
+        layer,
+        optimize=joint is None,
+    )
 
 
 class _CommitJob:
@@ -444,8 +474,8 @@ def write_dataset(
     if mode == "r+" and region is None:
         raise ValueError(f"{what}: mode 'r+' overwrites a region: pass region={{dim: slice}}")
     compression = check_compression(compression, what)
-    user_enc = _check_encoding(encoding, ds, what)
-    names = {k: _name(k, what) for k in ds.variables}
+    user_enc = check_encoding(encoding, ds, what)
+    names = {k: variable_name(k, what) for k in ds.variables}
 
     state = read_state(store, node)
     if state.exists and mode == "w-":
@@ -560,7 +590,7 @@ def write_dataset(
     )
 
 
-def _check_fits(key: Hashable, var: Any, what: str) -> None:
+def check_fits(key: Hashable, var: Any, what: str) -> None:
     """An integer ``dtype`` encoding of numeric in-memory data: every finite value,
     after ``add_offset``/``scale_factor``, must lie in the range of that dtype (or
     its unsigned twin with ``_Unsigned``). xarray's encoder would wrap it around (300
@@ -613,7 +643,7 @@ def encode_dataset(ds: Any, what: str) -> tuple[dict[Hashable, Any], dict[str, A
     variables, gattrs = conventions.encode_dataset_coordinates(ds)
     out: dict[Hashable, Any] = {}
     for key, var in variables.items():
-        _check_fits(key, var, what)
+        check_fits(key, var, what)
         try:
             enc = conventions.encode_cf_variable(var, name=key)
             out[key] = encode_strings(ensure_dtype_not_object(enc, name=key), key)
@@ -807,20 +837,10 @@ def store_encoded(
     # the variables optimized together, so a dask input several of them share stays
     # one task (optimized one by one, each would fuse its own copy of it)
     joint = joint_graph([p[1] for p in plans])
-    for name, x, member, offset, base, idx in plans:
-        y, tasks[name] = shard_tasks(
-            x,
-            store,
-            member,
-            write_id,
-            offset,
-            base.dtype,
-            writer_options(base.compression),
-            shard_size,
-            f"{what} variable {name!r}",
-            f"arrayds-xr-shard-{write_id}-{idx}",
-            layer,
-            optimize=joint is None,
+    for plan in plans:
+        key = f"arrayds-xr-shard-{write_id}-{plan[5]}"
+        y, tasks[plan[0]] = plan_shard_tasks(
+            plan, store, write_id, shard_size, what, key, layer, joint
         )
         ys.append(y)
     written = set(bases)
