@@ -206,6 +206,12 @@ def _forgeries() -> dict[str, tuple[bytes, int]]:
         forge([(simple_data([RECORD]), 1, 10, 10)], footer_n=1 << 40),
         FOOTER,
     )
+    # Not a size, but the first thing the fuzzer found: writer options that are not
+    # text raised UnicodeDecodeError (a ValueError) from writer_options_string().
+    f["writer_options_not_utf8"] = (
+        forge([(simple_data([RECORD]), 1, 10, 10)], options=b"zstd:3,\x9f\xff"),
+        FOOTER,
+    )
     f["postscript_dds_2e40"] = (
         forge([(simple_data([RECORD]), 1, 10, 10)], postscript_dds=1 << 40),
         BLOCK,

@@ -36,6 +36,7 @@ def native_paths(path: str, data: bytes) -> dict[str, object]:
         def run() -> object:
             r = _native.Reader(path, **kw)
             n = r.num_records()
+            r.writer_options_string()
             r.read(0)
             r.read_range(0, n)
             r.read_batch([0])

@@ -278,6 +278,10 @@ void ReaderCore::load_index(const ParsedChunk& fc, uint64_t fo) {
     throw_corruption(name, fo, "Unrecognized version number " + at(meta.version) +
                                    " in the footer metadata");
   }
+  if (meta.writer_options && !is_valid_utf8(*meta.writer_options)) {
+    throw_corruption(name, fo, "Failed to read RiegeliFooterMetadata: the writer options "
+                               "are not valid UTF-8 text");
+  }
   const uint64_t entries = d->num_records() - 1;
   if (meta.num_chunks != entries) {
     throw_corruption(name, fo, "the footer metadata says " + at(meta.num_chunks) +
