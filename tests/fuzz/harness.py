@@ -160,11 +160,10 @@ def _remote(native: ModuleType, file: bytes, name: str) -> None:
     if n:
         idx = list(range(min(n, MAX_READ)))
         spans = [(a, file[a:b]) for a, b in r.chunk_spans(idx)]
-        r.decode_spans(idx, spans)
-        bufs = []
-        for rec in r.decode_spans(idx, spans):
-            bufs.append(bytearray(len(rec)))
+        records = r.decode_spans(idx, spans)
+        bufs = [bytearray(len(rec)) for rec in records]
         r.read_into(idx, bufs, spans=spans)
+        assert [bytes(b) for b in bufs] == records
 
 
 def run(native: ModuleType, data: bytes, scratch: str) -> None:
