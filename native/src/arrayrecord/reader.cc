@@ -294,7 +294,7 @@ void ReaderCore::load_index(const ParsedChunk& fc, uint64_t fo) {
   if (meta.writer_options) {
     try {
       ratio = max_expansion(WriterOptions::parse(*meta.writer_options).compression.type);
-    } catch (const OptionsError&) {
+    } catch (const std::logic_error&) {  // OptionsError and kin: options not understood
     }
   }
   offsets_.assign(entries + 1, 0);
