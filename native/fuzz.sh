@@ -8,6 +8,7 @@
 #
 #   native/fuzz.sh                 # FUZZ_SECONDS=300
 #   FUZZ_SECONDS=1200 native/fuzz.sh -jobs=2 -workers=2
+#   native/fuzz.sh merge DIR       # DIR += inputs of build/fuzz/corpus reaching new code
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
@@ -22,10 +23,20 @@ NATIVE=$(ls "$PWD/$BUILD"/_native*.so)
 mkdir -p "$BUILD/corpus" "$BUILD/crashes"
 ATHERIS=$("$PY" -c "import atheris; print(atheris.path())")
 export ARRAYDS_FUZZ_NATIVE="$NATIVE"
+# -merge, -fork and -jobs start the target again as an executable: its shebang must
+# find this Python.
+PATH="$(cd "$(dirname "$PY")" && pwd):$PATH"
+export PATH
 export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:handle_segv=1
 # Allocations up to the 4 GiB chunk cap are allowed (a valid zstd/brotli bomb may claim
 # it); anything larger, or 3 GiB of resident memory, is a finding.
-LD_PRELOAD="$ATHERIS/asan_with_fuzzer.so" exec "$PY" tests/fuzz/fuzz_reader.py \
-  "$BUILD/corpus" tests/fuzz/corpus -max_total_time="${FUZZ_SECONDS:-300}" \
-  -timeout=10 -rss_limit_mb=3072 -malloc_limit_mb=4200 -max_len=70000 \
+LIMITS=(-timeout=10 -rss_limit_mb=3072 -malloc_limit_mb=4200 -max_len=70000)
+export LD_PRELOAD="$ATHERIS/asan_with_fuzzer.so"
+if [ "${1:-}" = merge ]; then
+  # native/fuzz.sh merge DIR: adds to DIR the inputs of build/fuzz/corpus that reach
+  # code DIR's inputs do not.
+  exec "$PY" tests/fuzz/fuzz_reader.py -merge=1 "${LIMITS[@]}" "$2" "$BUILD/corpus"
+fi
+exec "$PY" tests/fuzz/fuzz_reader.py "$BUILD/corpus" tests/fuzz/corpus \
+  -max_total_time="${FUZZ_SECONDS:-300}" "${LIMITS[@]}" \
   -artifact_prefix="$BUILD/crashes/" -print_final_stats=1 "$@"

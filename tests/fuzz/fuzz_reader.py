@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """Coverage-guided fuzz target over the native reader (atheris + libFuzzer).
 
 Run by ``make fuzz`` (native/fuzz.sh), which builds the engine with clang

@@ -1,7 +1,8 @@
 """Writes the seeds of tests/fuzz/corpus: the golden files of tests/data/arrayrecord
 (all but the four largest, to keep the corpus small) and the forged files of
 tests/engine/forge.py, as fuzz inputs (harness.compact). Inputs the fuzzer found are
-added beside them by hand, named ``crash-*`` (see docs/development.md).
+added beside them by hand: ``crash-*`` (findings, fixed) and ``found-*`` (inputs that
+reach new code), see docs/development.md.
 
     .venv/bin/python tests/fuzz/seed.py
 """
