@@ -9,7 +9,7 @@ PIP    := $(PY) -m pip
 SYSTEM_PACKAGES := g++ cmake pkg-config libzstd-dev libhighwayhash-dev libbrotli-dev libsnappy-dev
 EXTRAS ?= test,ml
 
-.PHONY: demo test install system-deps native lint format bench docs clean sanitize test-floors
+.PHONY: demo test install system-deps native lint format bench docs clean sanitize test-floors fuzz
 
 demo: install
 	$(PY) examples/quickstart.py
@@ -63,6 +63,15 @@ bench: install
 # against it (docs/development.md).
 sanitize: install
 	PY=$(PY) native/sanitize.sh tests/engine tests/arrayrecord
+
+# Coverage-guided fuzzing of the reader (docs/development.md): a clang ASan + libFuzzer
+# build of the engine in build/fuzz, then atheris for FUZZ_SECONDS from the committed
+# corpus tests/fuzz/corpus (which `make test` replays on the normal build).
+FUZZ_SECONDS ?= 300
+fuzz: SYSTEM_PACKAGES += clang libclang-rt-14-dev
+fuzz: install
+	$(PIP) install -q --no-build-isolation $(CONSTRAINTS) -e ".[$(EXTRAS),fuzz]"
+	FUZZ_SECONDS=$(FUZZ_SECONDS) PY=$(PY) native/fuzz.sh
 
 # The documentation site (guide, CLI, format, API reference from the docstrings) in
 # site/; warnings are errors. `make test` builds it too (tests/docs).

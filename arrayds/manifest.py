@@ -58,6 +58,24 @@ class CommitConflictError(RuntimeError):
 
 # ------------------------------------------------------------------ compression
 
+MAX_CHUNK_BYTES = (1 << 32) - (1 << 16)
+"""The most data bytes one chunk may hold: its record (the data and a ``.npy`` header
+of well under 64 KiB) must fit in one ArrayRecord chunk, which the engine caps at
+4 GiB (docs/spec.md, "Bounds"). A manifest whose grid or ``chunk_shape`` exceeds it
+is refused when it is opened, before anything of that size is allocated."""
+
+
+def _largest_chunk_error(dtype: np.dtype, shape: Sequence[int]) -> str | None:
+    """Why a chunk of this shape cannot be stored, or None if it can."""
+    nbytes = math.prod(int(n) for n in shape) * dtype.itemsize
+    if nbytes <= MAX_CHUNK_BYTES:
+        return None
+    return (
+        f"a chunk of shape {tuple(shape)} and dtype {dtype.str} holds {nbytes} bytes, more "
+        f"than the {MAX_CHUNK_BYTES} one chunk may hold (docs/spec.md, Bounds)"
+    )
+
+
 _LEVELS = {"zstd": (-131072, 22, 3), "brotli": (0, 11, 6), "snappy": (1, 2, None)}
 
 
@@ -644,6 +662,11 @@ class ArrayManifest:
         grid = ChunkGrid.from_chunks(chunks)
         if grid.shape != shape:
             raise ValueError(f"{name}: chunks {tuple(chunks)} do not match shape {shape}")
+        too_big = _largest_chunk_error(
+            dt, [max((r[0] for r in a.runs), default=0) for a in grid.axes]
+        )
+        if too_big:
+            raise ValueError(f"{name}: {too_big}; choose smaller chunks")
         m = cls(
             dtype=dt,
             grid=grid,
@@ -737,6 +760,13 @@ class ArrayManifest:
             or not all(isinstance(x, int) and x >= 0 for x in chunk_shape)
         ):
             raise CorruptionError(f"{what}: manifest chunk_shape {chunk_shape!r} is invalid")
+        for field_name, cshape in (
+            ("chunks", [max((r[0] for r in a.runs), default=0) for a in grid.axes]),
+            ("chunk_shape", chunk_shape),
+        ):
+            too_big = _largest_chunk_error(dtype, cshape)
+            if too_big:
+                raise CorruptionError(f"{what}: manifest {field_name}: {too_big}")
         shards = _parse_shards(_require(d, "shards", list, what), grid, what)
         return cls(
             dtype=dtype,

@@ -56,6 +56,7 @@ from .arrayrecord import CorruptionError
 from .manifest import (
     FORMAT,
     FORMAT_VERSION,
+    MAX_CHUNK_BYTES,
     CommitConflictError,
     check_compression,
     check_json_value,
@@ -581,7 +582,26 @@ class RaggedArray(Node):
         shapes = np.array(shapes, dtype=np.int64)
         if (shapes < 0).any():
             raise CorruptionError(f"{what} holds a negative length")
-        pieces = _pieces(shapes[:, self._m.axis], self._m.piece_len)
+        # Bounds (docs/spec.md): no item longer than the shard's pieces can hold (so
+        # the piece counts cannot overflow), no piece larger than a chunk may be.
+        lengths, plen = shapes[:, self._m.axis], self._m.piece_len
+        if sh.items and int(lengths.max()) > (sh.records - 1) * plen:
+            raise CorruptionError(
+                f"{what}: an item of length {int(lengths.max())} needs more pieces than the "
+                f"{sh.records - 1} the shard holds"
+            )
+        piece_bytes = (
+            np.prod(np.delete(shapes, self._m.axis, axis=1).astype(np.float64), axis=1)
+            * np.minimum(lengths, plen)
+            * self._m.dtype.itemsize
+        )
+        if sh.items and float(piece_bytes.max()) > MAX_CHUNK_BYTES:
+            j = int(piece_bytes.argmax())
+            raise CorruptionError(
+                f"{what}: item {sh.start + j} of shape {tuple(shapes[j].tolist())} makes pieces "
+                f"of more than the {MAX_CHUNK_BYTES} bytes a chunk may hold"
+            )
+        pieces = _pieces(lengths, plen)
         first = np.zeros(sh.items, dtype=np.int64)
         np.cumsum(pieces[:-1], out=first[1:])
         if int(pieces.sum()) + 1 != sh.records:

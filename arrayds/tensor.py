@@ -46,6 +46,9 @@ __all__ = [
 MAGIC = b"\x93NUMPY"
 ALIGN = 64
 POOL_MIN_BYTES = 1 << 20
+MAX_HEADER_BYTES = 10000
+"""The longest ``.npy`` header parsed, numpy's own default (``max_header_size``): a
+longer one is a CorruptionError before it is decoded (docs/spec.md, "Bounds")."""
 """Buffers from this size on come from the engine's pool of reused memory blocks."""
 
 
@@ -189,6 +192,11 @@ def _decode_slow(
         start = 12
     else:
         raise CorruptionError(f"{what}: unsupported .npy format version {major}.{mv[7]}")
+    if hlen > MAX_HEADER_BYTES:
+        raise CorruptionError(
+            f"{what}: .npy header of {hlen} bytes is longer than the {MAX_HEADER_BYTES} "
+            f"allowed (numpy's own limit)"
+        )
     end = start + hlen
     if end > len(mv):
         raise CorruptionError(f"{what}: .npy header runs past the record ({len(mv)} bytes)")

@@ -95,6 +95,40 @@ void encode_postscript(uint64_t footer_offset, ByteBuffer& out) {
   append_varint(out, kPostscriptMagic);
 }
 
+bool is_valid_utf8(const std::string& s) {
+  const auto* p = reinterpret_cast<const uint8_t*>(s.data());
+  const uint8_t* end = p + s.size();
+  while (p < end) {
+    const uint8_t c = *p;
+    size_t n;
+    uint32_t cp;
+    if (c < 0x80) {
+      ++p;
+      continue;
+    } else if ((c & 0xe0) == 0xc0) {
+      n = 1;
+      cp = c & 0x1f;
+    } else if ((c & 0xf0) == 0xe0) {
+      n = 2;
+      cp = c & 0x0f;
+    } else if ((c & 0xf8) == 0xf0) {
+      n = 3;
+      cp = c & 0x07;
+    } else {
+      return false;
+    }
+    if (static_cast<size_t>(end - p) <= n) return false;
+    for (size_t i = 1; i <= n; ++i) {
+      if ((p[i] & 0xc0) != 0x80) return false;
+      cp = (cp << 6) | (p[i] & 0x3f);
+    }
+    static const uint32_t kMin[4] = {0, 0x80, 0x800, 0x10000};
+    if (cp < kMin[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
+    p += n + 1;
+  }
+  return true;
+}
+
 bool parse_footer_entry(const uint8_t* p, size_t n, FooterEntry& out) {
   return for_each_field(p, n, [&](uint64_t field, uint64_t wire, uint64_t v, const uint8_t*,
                                   size_t) {

@@ -39,6 +39,10 @@ void encode_footer_metadata(uint64_t num_chunks, uint64_t num_records,
                             const std::string& writer_options, ByteBuffer& out);
 void encode_postscript(uint64_t footer_offset, ByteBuffer& out);
 
+// True if s is well-formed UTF-8 (no overlong forms, surrogates or code points past
+// U+10FFFF): the writer options string must be, as Python reads it as text.
+bool is_valid_utf8(const std::string& s);
+
 // Parsers return false when the bytes are not a valid protobuf message.
 bool parse_footer_entry(const uint8_t* p, size_t n, FooterEntry& out);
 bool parse_footer_metadata(const uint8_t* p, size_t n, FooterMetadata& out);

@@ -36,7 +36,18 @@ void decode_into(const std::string& name, const ParsedChunk& c, std::vector<uint
   }
 }
 
+// Refuses a chunk whose decoded_data_size its stored bytes cannot justify (before
+// anything of that size is allocated).
+void check_decoded_size(const std::string& name, const ParsedChunk& c) {
+  try {
+    check_simple_chunk_size(c.data, c.header.decoded_data_size);
+  } catch (const FormatError& e) {
+    throw_corruption(name, c.begin, std::string(e.what()) + " in the chunk at " + at(c.begin));
+  }
+}
+
 std::shared_ptr<DecodedChunk> decode_whole(const std::string& name, const ParsedChunk& c) {
+  check_decoded_size(name, c);
   auto d = std::make_shared<DecodedChunk>();
   d->values.resize(static_cast<size_t>(c.header.decoded_data_size));
   std::vector<uint64_t> sizes;
@@ -267,10 +278,24 @@ void ReaderCore::load_index(const ParsedChunk& fc, uint64_t fo) {
     throw_corruption(name, fo, "Unrecognized version number " + at(meta.version) +
                                    " in the footer metadata");
   }
+  if (meta.writer_options && !is_valid_utf8(*meta.writer_options)) {
+    throw_corruption(name, fo, "Failed to read RiegeliFooterMetadata: the writer options "
+                               "are not valid UTF-8 text");
+  }
   const uint64_t entries = d->num_records() - 1;
   if (meta.num_chunks != entries) {
     throw_corruption(name, fo, "the footer metadata says " + at(meta.num_chunks) +
                                    " chunks, but the footer has " + at(entries) + " entries");
+  }
+  // Before a chunk is read, its decoded size is bounded by the bytes it spans and
+  // the largest expansion of the codec the writer options name (of any codec of
+  // this build when they name none): read() allocates that size before decoding.
+  uint64_t ratio = max_expansion_of_build();
+  if (meta.writer_options) {
+    try {
+      ratio = max_expansion(WriterOptions::parse(*meta.writer_options).compression.type);
+    } catch (const std::logic_error&) {  // OptionsError and kin: options not understood
+    }
   }
   offsets_.assign(entries + 1, 0);
   dds_.assign(entries, 0);
@@ -310,10 +335,19 @@ void ReaderCore::load_index(const ParsedChunk& fc, uint64_t fo) {
   // A chunk spans at least num_records bytes (spec 4.3), so counts are bounded.
   for (uint64_t k = 0; k < entries; ++k) {
     const uint64_t n = k + 1 < entries ? group : total - group * (entries - 1);
-    if (n > offsets_[k + 1] - offsets_[k]) {
+    const uint64_t span = offsets_[k + 1] - offsets_[k];
+    if (n > span) {
       throw_corruption(name, fo, "footer entry " + at(k) + " claims " + at(n) +
-                                     " records for a chunk of " +
-                                     at(offsets_[k + 1] - offsets_[k]) + " bytes");
+                                     " records for a chunk of " + at(span) + " bytes");
+    }
+    const uint64_t stored = span > kChunkHeaderSize ? span - kChunkHeaderSize : 0;
+    const uint64_t bound = max_decoded_size(ratio, stored);
+    if (dds_[k] > bound) {
+      throw_corruption(name, offsets_[k],
+                       "footer entry " + at(k) + " says the chunk at " + at(offsets_[k]) +
+                           " decodes to " + at(dds_[k]) + " bytes, more than the " +
+                           at(bound) + " that its at most " + at(stored) +
+                           " stored bytes can decode to (docs/spec.md, Bounds)");
     }
   }
   if (total != meta.num_records) {
@@ -344,6 +378,7 @@ void ReaderCore::decode_job(const ParsedChunk& pc, ChunkJob& job) const {
                            "; files written with transpose:true are not supported by arrayds");
   }
   require_simple(name_, pc, "data chunk");
+  check_decoded_size(name_, pc);
   if (pc.header.num_records != chunk_records(c) || pc.header.decoded_data_size != dds_[c]) {
     throw_corruption(name_, pc.begin, "the chunk at " + at(pc.begin) + " holds " +
                                           at(pc.header.num_records) + " records and " +

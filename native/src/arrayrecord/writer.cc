@@ -39,6 +39,11 @@ struct EncodeBatch {
     for (size_t end : group_ends) {
       uint64_t group_bytes = 0;
       for (size_t i = first; i < end; ++i) group_bytes += sizes[i];
+      if (group_bytes > kMaxChunkDecodedSize) {  // readers refuse it (docs/spec.md, Bounds)
+        throw UsageError("a chunk of " + std::to_string(end - first) + " records would hold " +
+                         std::to_string(group_bytes) + " bytes, more than the 4 GiB a chunk "
+                         "may hold; use a smaller group_size");
+      }
       const size_t data_offset = encoded.size();
       encode_simple_chunk(compression, sizes.data() + first, end - first,
                           values.data() + value_pos, static_cast<size_t>(group_bytes), encoded);

@@ -265,8 +265,42 @@ void compress(const CompressionOptions& options, const uint8_t* src, size_t size
   require_codec(options.type, "");
 }
 
+uint64_t max_expansion(Compression type) {
+  switch (type) {
+    case Compression::kNone:
+      return 1;
+    case Compression::kZstd:
+      return kMaxZstdRatio;
+    case Compression::kBrotli:
+      return kMaxBrotliRatio;
+    case Compression::kSnappy:
+      return kMaxSnappyRatio;
+  }
+  return kMaxBrotliRatio;
+}
+
+uint64_t max_expansion_of_build() {
+  uint64_t r = kMaxZstdRatio;
+  for (Compression c : {Compression::kBrotli, Compression::kSnappy}) {
+    if (codec_available(c) && max_expansion(c) > r) r = max_expansion(c);
+  }
+  return r;
+}
+
+uint64_t max_decoded_size(uint64_t ratio, uint64_t stored) {
+  if (ratio != 0 && stored > kMaxChunkDecodedSize / ratio) return kMaxChunkDecodedSize;
+  return stored * ratio;
+}
+
 void decompress(Compression type, const uint8_t* src, size_t src_size, uint8_t* dst,
                 size_t size) {
+  if (type != Compression::kNone && size > max_decoded_size(max_expansion(type), src_size)) {
+    throw FormatError(std::string(compression_name(static_cast<uint8_t>(type))) +
+                      " stream of " + std::to_string(src_size) + " bytes claims to decode to " +
+                      std::to_string(size) + " bytes, more than " +
+                      std::to_string(max_decoded_size(max_expansion(type), src_size)) +
+                      " (the codec's maximum expansion, at most 4 GiB per chunk)");
+  }
   switch (type) {
     case Compression::kZstd:
       zstd_decompress(src, src_size, dst, size);

@@ -36,9 +36,34 @@ void require_codec(Compression type, const std::string& context);
 void compress(const CompressionOptions& options, const uint8_t* src, size_t size,
               ByteBuffer& out);
 
+// Bounds on what stored bytes may decode to (docs/spec.md, "Bounds"). A size read
+// from a file is checked against them before anything of that size is allocated.
+//
+// The largest expansion each codec can produce, from its format: a zstd block holds
+// at most 128 KiB and costs at least 4 bytes (a run-length block: 3-byte header + the
+// byte), so zstd stays under 32768:1; a brotli meta-block holds at most 16 MiB and
+// its header alone takes more than 4 bytes, so brotli stays under 2^22:1; a snappy
+// copy element yields at most 64 bytes for 3 bytes, under 22:1.
+constexpr uint64_t kMaxZstdRatio = 32768;
+constexpr uint64_t kMaxBrotliRatio = uint64_t{1} << 22;
+constexpr uint64_t kMaxSnappyRatio = 22;
+// No chunk decodes to more than 4 GiB: every reader (this one and the official one)
+// decodes a whole chunk into memory, and the writer refuses larger chunks.
+constexpr uint64_t kMaxChunkDecodedSize = uint64_t{1} << 32;
+
+// The expansion ratio bound of `type` (1 for kNone).
+uint64_t max_expansion(Compression type);
+// The largest of max_expansion() over the codecs this build can decode.
+uint64_t max_expansion_of_build();
+// The most `stored` bytes may decode to with ratio `ratio`, never above
+// kMaxChunkDecodedSize (no overflow).
+uint64_t max_decoded_size(uint64_t ratio, uint64_t stored);
+
 // Decompresses one stream into exactly `size` bytes at dst. Throws FormatError when
-// the stream is damaged or does not decompress to exactly `size` bytes, and
-// UnsupportedError when the codec is missing. Not for kNone.
+// the stream is damaged or does not decompress to exactly `size` bytes (decoding
+// stops at `size`: a stream that wants more is damaged), or when `size` is more than
+// max_decoded_size(max_expansion(type), src_size) (checked before any output is
+// written), and UnsupportedError when the codec is missing. Not for kNone.
 void decompress(Compression type, const uint8_t* src, size_t src_size, uint8_t* dst,
                 size_t size);
 

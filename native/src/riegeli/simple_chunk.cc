@@ -92,8 +92,28 @@ uint8_t simple_chunk_compression(const Pieces& data) {
   return data.count() == 0 ? 0 : data[0].data[0];
 }
 
+void check_simple_chunk_size(const Pieces& data, uint64_t decoded_data_size) {
+  const uint8_t type_byte = simple_chunk_compression(data);
+  if (!is_known_compression(type_byte)) {
+    throw FormatError("unknown compression type byte " + std::to_string(type_byte));
+  }
+  const Compression type = static_cast<Compression>(type_byte);
+  const uint64_t stored = data.total();
+  const uint64_t bound = max_decoded_size(max_expansion(type), stored);
+  if (decoded_data_size > bound) {
+    throw FormatError(
+        "decoded_data_size " + std::to_string(decoded_data_size) + " is more than the " +
+        std::to_string(bound) + " bytes that " + std::to_string(stored) + " stored bytes " +
+        (type == Compression::kNone
+             ? std::string("hold uncompressed")
+             : std::string("of ") + compression_name(type_byte) +
+                   " can decode to (its maximum expansion, at most 4 GiB per chunk)"));
+  }
+}
+
 void decode_simple_chunk(const Pieces& data, uint64_t num_records, uint64_t decoded_data_size,
                          std::vector<uint64_t>& sizes, uint8_t* values_dst) {
+  check_simple_chunk_size(data, decoded_data_size);
   Scratch& s = scratch();
   TrimOnExit trim;
   PieceCursor cur(data);

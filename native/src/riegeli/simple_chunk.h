@@ -23,6 +23,12 @@ void encode_simple_chunk(const CompressionOptions& compression, const uint64_t* 
 void decode_simple_chunk(const Pieces& data, uint64_t num_records, uint64_t decoded_data_size,
                          std::vector<uint64_t>& sizes, uint8_t* values_dst);
 
+// Throws FormatError unless a simple chunk of `data` can decode to decoded_data_size
+// bytes: at most its stored bytes when uncompressed, at most max_decoded_size() of its
+// codec's ratio when compressed (docs/spec.md, "Bounds"). Call before allocating
+// decoded_data_size bytes; decode_simple_chunk checks it too.
+void check_simple_chunk_size(const Pieces& data, uint64_t decoded_data_size);
+
 // Just the compression byte (0 if the data is empty).
 uint8_t simple_chunk_compression(const Pieces& data);
 
