@@ -69,9 +69,7 @@ class Recorder:
         """Assert the last commit of ``node_folder`` was durable; returns how many
         shards it names."""
         manifest = os.path.join(node_folder, "arrayds.json")
-        commits = [
-            i for i, e in enumerate(self.events) if e[0] == "replace" and e[2] == manifest
-        ]
+        commits = [i for i, e in enumerate(self.events) if e[0] == "replace" and e[2] == manifest]
         assert commits, f"no manifest rename of {manifest}"
         c = commits[-1]
         tmp = self.events[c][1]
