@@ -153,3 +153,161 @@ def test_xarray_write_is_durable(rec, tmp_path):
     arrayds.to_arrayrecord(ds, root)
     # the group snapshot names the members' shards (in <member>/c/): all synced
     assert rec.check_commit(root, root) >= 3
+
+
+# ------------------------------------------------- locks and compare-and-swap (item 7)
+
+from arrayds.manifest import CommitConflictError  # noqa: E402
+from arrayds.store import BlindCommitWarning, CommitLockError, Store  # noqa: E402
+
+
+def _group(gen: int, tag: str = "") -> dict:
+    return {
+        "format": "arrayds",
+        "format_version": 1,
+        "kind": "group",
+        "generation": gen,
+        "commit": tag,
+        "attrs": {"by": tag},
+    }
+
+
+@pytest.fixture
+def no_flock(monkeypatch):
+    """flock fails as on a file system without it (ENOLCK, as NFS without lockd)."""
+    import errno
+    import fcntl
+
+    def flock(fd, op):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(fcntl, "flock", flock)
+
+
+def _race(store: Store, node: str, n: int) -> tuple[list[str], list[BaseException]]:
+    """n threads commit generation 2 of ``node`` at the same moment."""
+    barrier = threading.Barrier(n)
+    won: list[str] = []
+    lost: list[BaseException] = []
+
+    def commit(k: int) -> None:
+        barrier.wait()
+        try:
+            store.write_manifest(node, _group(2, f"w{k}"))
+            won.append(f"w{k}")
+        except BaseException as e:  # noqa: BLE001
+            lost.append(e)
+
+    threads = [threading.Thread(target=commit, args=(k,)) for k in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return won, lost
+
+
+@pytest.mark.parametrize("flock", ["works", "fails"])
+def test_local_commits_stay_compare_and_swap(request, tmp_path, flock):
+    if flock == "fails":
+        request.getfixturevalue("no_flock")
+    store = Store(str(tmp_path / "ds"))
+    for attempt in range(5):
+        node = f"n{attempt}"
+        store.write_manifest(node, _group(1))
+        won, lost = _race(store, node, 8)
+        assert len(won) == 1 and len(lost) == 7, (won, lost)
+        assert all(isinstance(e, CommitConflictError) for e in lost)
+        assert store.read_manifest(node)["attrs"] == {"by": won[0]}
+        assert os.listdir(tmp_path / "ds" / node) == ["arrayds.json"]  # no lock file left
+
+
+def test_lock_file_held_by_a_live_commit_is_waited_for(no_flock, tmp_path, monkeypatch):
+    import socket
+
+    monkeypatch.setenv("ARRAYDS_LOCK_TIMEOUT", "0.3")
+    store = Store(str(tmp_path / "ds"))
+    store.write_manifest("a", _group(1))
+    lock = tmp_path / "ds" / "a" / ".arrayds.json.lock"
+    lock.write_text(f"{os.getpid()} {socket.gethostname()} 0123456789abcdef")  # alive
+    with pytest.raises(CommitLockError, match=f"held by process {os.getpid()} on host"):
+        store.write_manifest("a", _group(2))
+    assert store.read_manifest("a")["generation"] == 1
+    # released while the commit waits: the commit goes ahead
+    monkeypatch.setenv("ARRAYDS_LOCK_TIMEOUT", "10")
+    threading.Timer(0.3, lock.unlink).start()
+    store.write_manifest("a", _group(2))
+    assert store.read_manifest("a")["generation"] == 2 and not lock.exists()
+    # another host's lock cannot be judged: waited for, then the error names it
+    monkeypatch.setenv("ARRAYDS_LOCK_TIMEOUT", "0.2")
+    lock.write_text("4242 some-other-host 0123456789abcdef")
+    with pytest.raises(CommitLockError, match="process 4242 on host some-other-host"):
+        store.write_manifest("a", _group(3))
+
+
+def test_stale_lock_file_of_a_dead_process_is_broken(no_flock, tmp_path, monkeypatch):
+    import socket
+    import subprocess
+    import sys
+
+    monkeypatch.setenv("ARRAYDS_LOCK_TIMEOUT", "5")
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    store = Store(str(tmp_path / "ds"))
+    store.write_manifest("a", _group(1))
+    lock = tmp_path / "ds" / "a" / ".arrayds.json.lock"
+    lock.write_text(f"{dead.stdout.strip()} {socket.gethostname()} 0123456789abcdef")
+    store.write_manifest("a", _group(2))
+    assert store.read_manifest("a")["generation"] == 2
+    assert sorted(os.listdir(tmp_path / "ds" / "a")) == ["arrayds.json"]
+
+
+def test_flock_failure_uses_the_lock_file(no_flock, tmp_path, monkeypatch):
+    """The lock file exists exactly while the commit reads and renames."""
+    seen = []
+    real_replace = os.replace
+
+    def replace(src, dst):
+        if os.path.basename(dst) == "arrayds.json":
+            seen.append(os.path.exists(os.path.join(os.path.dirname(dst), ".arrayds.json.lock")))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", replace)
+    arrayds.to_arrayrecord(np.arange(10), str(tmp_path / "ds"), chunks=5)
+    assert seen and all(seen)
+    assert not (tmp_path / "ds" / ".arrayds.json.lock").exists()
+
+
+@pytest.fixture
+def fresh_warnings(monkeypatch):
+    monkeypatch.setattr(store_mod, "_warned_blind", set())
+
+
+def test_memory_commits_are_compare_and_swap(fresh_warnings):
+    import uuid
+    import warnings
+
+    store = Store(f"memory://cas-{uuid.uuid4().hex}")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", BlindCommitWarning)
+        store.write_manifest("a", _group(1))
+        won, lost = _race(store, "a", 8)
+    assert len(won) == 1 and all(isinstance(e, CommitConflictError) for e in lost)
+    assert len(lost) == 7
+
+
+def test_blind_commits_warn_once(fresh_warnings, tmp_path):
+    so = {"path": str(tmp_path), "target_protocol": "file", "target_options": {"auto_mkdir": True}}
+    with pytest.warns(BlindCommitWarning, match="commits to dir:// are not compare-and-swap"):
+        arrayds.to_arrayrecord(np.arange(10), "dir://ds", "a", storage_options=so, chunks=5)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", BlindCommitWarning)  # once per process and reason
+        arrayds.to_arrayrecord(np.arange(10), "dir://ds", "b", storage_options=so, chunks=5)
+    np.testing.assert_array_equal(
+        arrayds.open_array("dir://ds", "b", storage_options=so)[:], np.arange(10)
+    )
