@@ -179,7 +179,7 @@ def new_write_id() -> str:
 
 def sync_file(path: str) -> None:
     """Flush a file's data (and the size that is needed to read it) to the disk."""
-    fd = os.open(path, os.O_RDONLY)
+    fd = os.open(path, os.O_RDWR if os.name == "nt" else os.O_RDONLY)  # Windows: writable
     try:
         if hasattr(os, "fdatasync"):
             os.fdatasync(fd)
