@@ -7,10 +7,12 @@ place that touches the file system for datasets:
   ``memory://``, and object stores). Only whole-object writes and ranged reads are
   used outside the local fast path: no rename, no append, no in-place edit.
 * :func:`check_component` — node names cannot escape the root.
-* :meth:`Store.write_manifest` — the atomic commit point: a temporary file plus
-  ``os.replace`` on local disks, one whole-object write elsewhere.
+* :meth:`Store.write_manifest` — the atomic, durable commit point: a temporary file
+  plus ``os.replace`` under the node's lock on local disks (compare-and-swap), a
+  conditional PUT on S3 and GCS, one whole-object write elsewhere.
 * :meth:`Store.write_shard` — one immutable ArrayRecord shard, written under a name
-  no other write uses (:func:`new_write_id`).
+  no other write uses (:func:`new_write_id`), synced to the disk before its rename
+  (:func:`local_shard`).
 * :func:`shard_reader` — a per-process LRU cache of open shard readers keyed by
   (file system, path): shards are immutable, so a footer is read once per process.
 * :func:`io_stats` — counters of reader opens and records read, for tests and
