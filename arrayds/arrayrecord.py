@@ -227,6 +227,45 @@ def _raise_closed(what: str) -> Callable[..., Any]:
 
 # --------------------------------------------------------------------------- writer
 
+STREAMED_PROTOCOLS = ("s3", "s3a", "gs", "gcs")
+"""Object stores where an object appears only when its upload completes: a writer to
+them streams the file into fsspec's buffered file (S3 multipart upload, GCS resumable
+upload, parts of :data:`UPLOAD_PART_BYTES`) instead of building it in memory first."""
+UPLOAD_PART_BYTES = 32 << 20
+"""Bytes a streaming writer buffers before uploading a part (files smaller than this
+are one PUT, as before)."""
+
+
+class _Upload:
+    """The fsspec file a streaming writer uploads to. The engine holds ``write``; this
+    object holds no reference to the writer (no cycle through the engine)."""
+
+    def __init__(self, fs: Any, path: str) -> None:
+        self.file = fs.open(path, "wb", block_size=UPLOAD_PART_BYTES)
+        self.aborted = False
+
+    def write(self, data: bytes) -> None:
+        if not self.aborted:  # an abandoned engine writer finishes into nothing
+            self.file.write(data)
+
+    def finish(self) -> None:
+        self.file.close()  # completes the upload: the object appears now
+
+    def abort(self) -> None:
+        """Cancel the upload: no object (not even an empty one) appears."""
+        if self.aborted:
+            return
+        self.aborted = True
+        try:
+            self.file.discard()  # s3fs: abort the multipart upload; gcsfs: delete it
+        finally:
+            self.file.closed = True  # so that closing (or collecting) it uploads nothing
+
+
+def _streamed(fs: Any) -> bool:
+    protocols = (fs.protocol,) if isinstance(fs.protocol, str) else tuple(fs.protocol)
+    return any(p in STREAMED_PROTOCOLS for p in protocols)
+
 
 class ArrayRecordWriter:
     """Write records to an ArrayRecord file.
@@ -240,8 +279,10 @@ class ArrayRecordWriter:
     ``with`` block closes the file when it ends normally and abandons it
     (:meth:`abort`) when it raises, so a failed write never looks complete.
 
-    A local path (or ``file://`` URL) is written directly. Any other fsspec URL is
-    built in memory and uploaded with one whole-object write at ``close()``.
+    A local path (or ``file://`` URL) is written directly. On S3 and GCS the file is
+    uploaded while it is written (:data:`STREAMED_PROTOCOLS`; it appears at
+    ``close()``), so memory stays at about one part, not the file. Any other fsspec URL
+    is built in memory and uploaded with one whole-object write at ``close()``.
 
     >>> import os, tempfile, arrayds
     >>> path = os.path.join(tempfile.mkdtemp(), "example.array_record")
@@ -271,9 +312,18 @@ class ArrayRecordWriter:
         self._failed = False
         self._closed = True  # until the engine writer exists
         self._fs, self._inner = _resolve_fs(self._path, storage_options)
+        self._upload: _Upload | None = None
         try:
-            self._native = _native.Writer(None if self._fs is not None else self._inner, options)
+            if self._fs is not None and _streamed(self._fs):
+                _native.canonical_writer_options(options)  # bad options: no upload begins
+                self._upload = _Upload(self._fs, self._inner)
+                self._native = _native.Writer(None, options, write=self._upload.write)
+            else:
+                path = None if self._fs is not None else self._inner
+                self._native = _native.Writer(path, options)
         except ValueError as e:
+            if self._upload is not None:
+                self._upload.abort()
             raise ValueError(f"ArrayRecordWriter({self._path!r}): {e}") from None
         self._closed = False
         self._options = self._native.options_string()
@@ -355,10 +405,14 @@ class ArrayRecordWriter:
         self._closed = True
         try:
             self._native.close()
-            if self._fs is not None:
+            if self._upload is not None:
+                self._upload.finish()
+            elif self._fs is not None:
                 self._fs.pipe_file(self._inner, self._native.getvalue())
         except BaseException:
             self._failed = True
+            if self._upload is not None:
+                self._upload.abort()
             raise
 
     def ok(self) -> bool:
@@ -409,6 +463,8 @@ class ArrayRecordWriter:
         self._closed = True
         self._failed = True
         native = self._native
+        if self._upload is not None:
+            self._upload.abort()  # before the engine finishes the file into it
         engine_abort = getattr(native, "abort", None)
         if engine_abort is not None:
             engine_abort()
@@ -418,7 +474,8 @@ class ArrayRecordWriter:
             native.close()
             with open(self._inner, "r+b") as f:
                 f.truncate(0)
-        # Remote: the file was built in memory and is simply never uploaded.
+        # Remote: the file was built in memory and is simply never uploaded (or its
+        # streamed upload was cancelled above).
 
     def __del__(self) -> None:
         if getattr(self, "_closed", True):

@@ -30,6 +30,7 @@ import numpy as np
 
 from .arrayrecord import CorruptionError
 from .grid import AxisGrid, ChunkGrid
+from .store import is_reserved_name
 from .tensor import check_dtype
 
 __all__ = [
@@ -357,6 +358,8 @@ def _check_rel_path(p: Any, what: str) -> str:
     for seg in p.split("/"):
         if seg in ("", ".", ".."):
             raise ValueError(f"shard path {p!r} must stay inside the node folder")
+        if is_reserved_name(seg):
+            raise ValueError(f"shard path {p!r} uses the reserved name {seg!r}")
     return p
 
 

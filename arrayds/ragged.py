@@ -70,6 +70,7 @@ from .store import (
     Store,
     check_component,
     io_pool,
+    is_reserved_name,
     new_write_id,
     read_records,
 )
@@ -218,7 +219,7 @@ class RaggedManifest:
                 or path.startswith("/")
                 or "\\" in path
                 or "://" in path
-                or any(seg in ("", ".", "..") for seg in path.split("/"))
+                or any(seg in ("", ".", "..") or is_reserved_name(seg) for seg in path.split("/"))
             ):
                 raise bad(f"shard entry {i}: path {path!r} must be relative to the node folder")
             items = e.get("items")

@@ -39,7 +39,6 @@ from __future__ import annotations
 import os
 import random
 import re
-import secrets
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -59,7 +58,14 @@ from .arrayrecord import (
 from .dataset import ensure_parents, register_node_type
 from .manifest import FORMAT, FORMAT_VERSION, CommitConflictError, parse_node, register_kind
 from .serializers import Serializer, SerializerSpec
-from .store import MANIFEST, Store, check_component, new_write_id
+from .store import (
+    MANIFEST,
+    Store,
+    check_component,
+    is_reserved_name,
+    local_shard,
+    new_write_id,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     import dask.bag
@@ -98,34 +104,29 @@ def _locate(
 def _write_stream(store: Store, node: str, name: str, batches: Iterable[list[bytes]], options: str):
     """Write one immutable shard from batches of records -> (writer options, count, size).
 
-    Local disks: built under a temporary name and renamed into place (a shard name
-    never holds a half-written file); elsewhere the writer uploads the whole object
-    at ``close()``.  A failure removes what was written.
+    Local disks: built under a temporary name, synced to the disk and renamed into
+    place (:func:`arrayds.store.local_shard`: a shard name never holds a half-written
+    file, and a commit naming it never outlives its bytes); elsewhere the writer
+    uploads the object as it is written and completes it at ``close()``.  A failure
+    removes what was written.
     """
     final = store.path(node, name)
-    if store.local:
-        os.makedirs(os.path.dirname(final), exist_ok=True)
-        target = f"{final}.{secrets.token_hex(6)}.tmp"
-        so = None
-    else:
-        target = store.url_of(node, name)
-        so = store.storage_options
     count = 0
-    try:
-        with ArrayRecordWriter(target, options, storage_options=so) as w:
+    if store.local:
+        with local_shard(final) as tmp, ArrayRecordWriter(tmp, options) as w:
             for batch in batches:
                 count += w.write_many(batch)
-        if store.local:
-            os.replace(target, final)
-            size = os.path.getsize(final)
-        else:
-            size = int(store.fs.size(final))
+        return w.options_string(), count, os.path.getsize(final)
+    try:
+        with ArrayRecordWriter(
+            store.url_of(node, name), options, storage_options=store.storage_options
+        ) as w:
+            for batch in batches:
+                count += w.write_many(batch)
+        size = int(store.fs.size(final))
     except BaseException:
         try:
-            if store.local:
-                os.unlink(target)
-            else:
-                store.fs.rm_file(final)
+            store.fs.rm_file(final)
         except Exception:  # noqa: BLE001 - best effort: an orphan shard is harmless
             pass
         raise
@@ -200,6 +201,7 @@ class ShardInfo:
             or "/" in path
             or "\\" in path
             or path in (".", "..")
+            or is_reserved_name(path)
             or not isinstance(n, int)
             or isinstance(n, bool)
             or n < 0

@@ -7,10 +7,12 @@ place that touches the file system for datasets:
   ``memory://``, and object stores). Only whole-object writes and ranged reads are
   used outside the local fast path: no rename, no append, no in-place edit.
 * :func:`check_component` — node names cannot escape the root.
-* :meth:`Store.write_manifest` — the atomic commit point: a temporary file plus
-  ``os.replace`` on local disks, one whole-object write elsewhere.
+* :meth:`Store.write_manifest` — the atomic, durable commit point: a temporary file
+  plus ``os.replace`` under the node's lock on local disks (compare-and-swap), a
+  conditional PUT on S3 and GCS, one whole-object write elsewhere.
 * :meth:`Store.write_shard` — one immutable ArrayRecord shard, written under a name
-  no other write uses (:func:`new_write_id`).
+  no other write uses (:func:`new_write_id`), synced to the disk before its rename
+  (:func:`local_shard`).
 * :func:`shard_reader` — a per-process LRU cache of open shard readers keyed by
   (file system, path): shards are immutable, so a footer is read once per process.
 * :func:`io_stats` — counters of reader opens and records read, for tests and
@@ -32,6 +34,7 @@ import os
 import queue
 import secrets
 import shutil
+import socket
 import threading
 import time
 from collections import OrderedDict
@@ -53,14 +56,22 @@ from .arrayrecord import ArrayRecordReader, ArrayRecordWriter
 __all__ = [
     "MANIFEST",
     "SHARD_DIR",
+    "BlindCommitWarning",
+    "CommitLockError",
     "Store",
     "check_component",
     "io_pool",
     "io_stats",
+    "is_reserved_name",
     "join_component",
+    "local_shard",
+    "make_folders",
+    "manifest_shard_paths",
     "new_write_id",
     "reset_io_stats",
     "shard_reader",
+    "sync_file",
+    "sync_folder",
 ]
 
 MANIFEST = "arrayds.json"
@@ -118,6 +129,18 @@ def check_component(component: str | None, what: str = "component") -> str:
     return name
 
 
+def is_reserved_name(segment: str) -> bool:
+    """Whether a path segment is a name arrayds keeps for itself in node folders (the
+    manifest, its temporary and lock files): no shard may be named so.
+
+    >>> is_reserved_name("arrayds.json"), is_reserved_name(".arrayds.json.lock")
+    (True, True)
+    >>> is_reserved_name("0661702927ec82393c249537-0.array_record")
+    False
+    """
+    return segment == MANIFEST or segment.startswith(f".{MANIFEST}.")
+
+
 def join_component(parent: str, child: str) -> str:
     """``join_component("a", "b/c") == "a/b/c"``; the root is ``""``."""
     child = check_component(child)
@@ -136,6 +159,141 @@ def new_write_id() -> str:
     24
     """
     return f"{time.time_ns() // 1000:014x}{secrets.token_hex(5)}"
+
+
+# ------------------------------------------------------------------ durability
+#
+# A local commit is durable (it survives a power loss, as in SQLite and LMDB) when,
+# before the rename that makes a manifest visible, the bytes and the names of every
+# shard it adds are on the disk, and after it, the rename itself:
+#
+#   1. each shard-writing task syncs its file (fdatasync) before renaming it into place
+#      (local_shard): the tasks run in parallel, so their syncs overlap;
+#   2. every folder a write creates has its parent folder synced by the creator
+#      (make_folders), so the path to a shard and to a manifest is on the disk;
+#   3. the commit syncs once each folder holding a shard the manifest adds (the renames
+#      of step 1), writes and fsyncs the temporary manifest, renames it into place
+#      and syncs the node folder (Store.write_manifest).
+#
+# Object stores need none of this: an object exists once its PUT (or multipart upload)
+# is acknowledged.
+
+
+def sync_file(path: str) -> None:
+    """Flush a file's data (and the size that is needed to read it) to the disk."""
+    fd = os.open(path, os.O_RDWR if os.name == "nt" else os.O_RDONLY)  # Windows: writable
+    try:
+        if hasattr(os, "fdatasync"):
+            os.fdatasync(fd)
+        else:  # macOS, Windows
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def sync_folder(path: str) -> None:
+    """Flush a folder's entries (created, renamed and removed names) to the disk.
+
+    No-op on Windows (folders cannot be opened; NTFS journals its metadata) and on
+    file systems that cannot sync a folder (``EINVAL``)."""
+    if os.name == "nt":
+        return
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    except OSError as e:
+        if e.errno != errno.EINVAL:
+            raise
+    finally:
+        os.close(fd)
+
+
+def make_folders(path: str) -> None:
+    """``os.makedirs(path, exist_ok=True)``, durably: the parent of each folder that
+    was missing is synced after the folder is made (by whoever made it first)."""
+    missing: list[str] = []
+    p = path
+    while not os.path.isdir(p):
+        missing.append(p)
+        parent = os.path.dirname(p)
+        if parent == p:
+            break
+        p = parent
+    for d in reversed(missing):
+        try:
+            os.mkdir(d)
+        except FileExistsError:
+            pass  # made by a concurrent write (not a folder: the next open says so)
+        sync_folder(os.path.dirname(d))
+
+
+@contextlib.contextmanager
+def local_shard(final: str) -> Iterator[str]:
+    """Write a local shard durably: yields a temporary path next to ``final`` (its
+    folder made with :func:`make_folders`) to write the file to; when the block ends
+    normally the file is synced and renamed to ``final``, else removed.
+
+    >>> import os, tempfile
+    >>> final = os.path.join(tempfile.mkdtemp(), "c", "x.array_record")
+    >>> with local_shard(final) as tmp:
+    ...     _ = open(tmp, "wb").write(b"bytes")
+    >>> open(final, "rb").read()
+    b'bytes'
+    """
+    make_folders(os.path.dirname(final))
+    tmp = f"{final}.{secrets.token_hex(6)}.tmp"
+    try:
+        yield tmp
+        sync_file(tmp)
+        os.replace(tmp, final)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def manifest_shard_paths(manifest: Mapping[str, Any]) -> set[str]:
+    """The shard paths (relative to the node folder, ``/``-separated) a manifest
+    names: its ``shards`` and those of a group snapshot's members (``<member>/...``).
+
+    >>> sorted(manifest_shard_paths({"shards": [{"path": "c/a-0.array_record"}],
+    ...     "snapshot": {"members": {"x": {"shards": [{"path": "c/b-0.array_record"}]}}}}))
+    ['c/a-0.array_record', 'x/c/b-0.array_record']
+    """
+    out: set[str] = set()
+    shards = manifest.get("shards")
+    if isinstance(shards, list):
+        for s in shards:
+            if isinstance(s, dict) and isinstance(s.get("path"), str):
+                out.add(s["path"])
+    snap = manifest.get("snapshot")
+    members = snap.get("members") if isinstance(snap, dict) else None
+    if isinstance(members, dict):
+        for name, member in members.items():
+            if isinstance(name, str) and isinstance(member, dict):
+                out |= {f"{name}/{q}" for q in manifest_shard_paths(member)}
+    return out
+
+
+def new_shard_folders(folder: str, manifest: Mapping[str, Any], old: bytes | None) -> set[str]:
+    """The local folders (under the node ``folder``) of the shards ``manifest`` names
+    that the ``old`` manifest bytes did not."""
+    known: set[str] = set()
+    if old is not None:
+        try:
+            prev = json.loads(old.decode("utf8"))
+        except (UnicodeDecodeError, ValueError):
+            prev = None
+        if isinstance(prev, dict):
+            known = manifest_shard_paths(prev)
+    out: set[str] = set()
+    for rel in manifest_shard_paths(manifest) - known:
+        d = os.path.dirname(os.path.join(folder, *rel.split("/")))
+        if os.path.isdir(d):
+            out.add(d)
+    return out
 
 
 # ------------------------------------------------------------------------ stats
@@ -286,19 +444,27 @@ class Store:
         return bool(self.fs.exists(p))
 
     def write_manifest(self, node: str, manifest: Mapping[str, Any]) -> None:
-        """Atomically replace (or create) the manifest of ``node``.
+        """Atomically and durably replace (or create) the manifest of ``node``.
 
-        Local: write a temporary file in the same folder, flush and fsync it, then
-        ``os.replace`` it over the manifest. Elsewhere: one whole-object write, which
-        object stores make visible atomically. Readers see the old or the new
-        manifest, never a mix.
+        Local: sync every folder that holds a shard this manifest adds (so their names
+        are on the disk: the shards' bytes were synced by the tasks that wrote them),
+        write a temporary file in the node folder, flush and fsync it, ``os.replace``
+        it over the manifest under the node's lock (a compare-and-swap, see
+        :func:`is_newer`), then sync the node folder (see "Durability" below).
+        Elsewhere: one whole-object write, which object stores make visible
+        atomically (conditional where the store allows, see :func:`commit_object`).
+        Readers see the old or the new manifest, never a mix.
         """
         data = dump_json(manifest)
         p = self.path(node, MANIFEST)
         if self.local:
             folder = os.path.dirname(p)
-            os.makedirs(folder, exist_ok=True)
+            make_folders(folder)
+            old = self.read_manifest_bytes(node)
+            for f in sorted(new_shard_folders(folder, manifest, old)):
+                sync_folder(f)
             tmp = os.path.join(folder, f".{MANIFEST}.{secrets.token_hex(6)}.tmp")
+            replaced = False
             try:
                 with open(tmp, "wb") as f:
                     f.write(data)
@@ -307,6 +473,7 @@ class Store:
                 with _folder_lock(folder):
                     if is_newer(self, node, self.read_manifest_bytes(node), manifest):
                         os.replace(tmp, p)
+                        replaced = True
                     else:
                         os.unlink(tmp)
             except BaseException:
@@ -315,6 +482,8 @@ class Store:
                 except OSError:
                     pass
                 raise
+            if replaced:
+                sync_folder(folder)
         else:
             try:
                 commit_object(self, node, p, data, manifest)
@@ -407,25 +576,16 @@ class Store:
     def write_shard(self, node: str, relpath: str, records: Sequence[Any], options: str) -> int:
         """Write one immutable shard (one record per chunk) and return its size.
 
-        The shard is built under a temporary name and renamed into place on local
-        disks, so a shard name never holds a half-written file even if two attempts
-        of the same task race; elsewhere the ArrayRecord writer uploads the whole
-        object at ``close()``.
+        On local disks the shard is built under a temporary name, synced to the disk
+        and renamed into place (:func:`local_shard`), so a shard name never holds a
+        half-written file even if two attempts of the same task race, and a commit
+        that names it never outlives its bytes; elsewhere the ArrayRecord writer
+        uploads the object as it is written and completes it at ``close()``.
         """
         if self.local:
             final = self.path(node, relpath)
-            os.makedirs(os.path.dirname(final), exist_ok=True)
-            tmp = f"{final}.{secrets.token_hex(6)}.tmp"
-            try:
-                with ArrayRecordWriter(tmp, options) as w:
-                    w.write_many(records)
-                os.replace(tmp, final)
-            except BaseException:
-                try:
-                    os.unlink(tmp)
-                except OSError:
-                    pass
-                raise
+            with local_shard(final) as tmp, ArrayRecordWriter(tmp, options) as w:
+                w.write_many(records)
             return os.path.getsize(final)
         url = self.url_of(node, relpath)
         try:
@@ -469,23 +629,178 @@ class Store:
 # and nothing of its write becomes visible.
 
 
+def _flock(fd: int) -> bool:
+    """Take an exclusive ``flock`` of ``fd``; ``False`` if the platform or the file
+    system has none."""
+    if fcntl is None:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    except OSError:
+        return False
+    return True
+
+
 @contextlib.contextmanager
 def _folder_lock(folder: str) -> Iterator[None]:
-    """An exclusive ``flock`` of ``folder`` for the length of a commit. Where the
-    platform or file system has no flock (Windows; some network file systems) the
-    commit goes ahead unlocked: still atomic, but no longer a compare-and-swap."""
-    if fcntl is None:
-        yield
-        return
-    fd = os.open(folder, os.O_RDONLY)
+    """An exclusive lock of ``folder`` for the length of a commit: a ``flock`` of the
+    folder, or where the platform or the file system has none (Windows; some network
+    and FUSE file systems: ``flock`` fails) a lock file (:func:`_lock_file`). A lock
+    that cannot be taken is a :class:`CommitLockError`, never an unlocked commit."""
+    fd = os.open(folder, os.O_RDONLY) if fcntl is not None else -1
     try:
+        if fd >= 0 and _flock(fd):
+            yield
+            return
+        with _lock_file(folder):
+            yield
+    finally:
+        if fd >= 0:
+            os.close(fd)  # closing the descriptor releases the flock
+
+
+class CommitLockError(OSError):
+    """A local commit could not lock its node folder (another commit holds the lock
+    file for too long, or the lock file cannot be created). Nothing of the write is
+    visible; retry, or remove the lock file the message names if no write runs."""
+
+
+LOCK_FILE = f".{MANIFEST}.lock"
+"""The lock file of a node folder whose file system has no ``flock``."""
+LOCK_TIMEOUT = 30.0
+"""Seconds a commit waits for another commit's lock file (a commit holds it for one
+read and one rename); ``ARRAYDS_LOCK_TIMEOUT`` overrides it."""
+
+
+def _lock_timeout() -> float:
+    try:
+        return float(os.environ.get("ARRAYDS_LOCK_TIMEOUT", LOCK_TIMEOUT))
+    except ValueError:
+        return LOCK_TIMEOUT
+
+
+@contextlib.contextmanager
+def _lock_file(folder: str) -> Iterator[None]:
+    """Hold ``folder/.arrayds.json.lock``, created with ``O_EXCL`` (atomic on local
+    and NFS file systems) and holding ``<pid> <host> <nonce>``; removed on release.
+
+    A lock file left by a process that died on this host (its pid is gone, or the
+    file predates the last boot) is broken (:func:`_break_stale`); any other lock
+    file is waited for, up to :data:`LOCK_TIMEOUT`, then :class:`CommitLockError`.
+    """
+    path = os.path.join(folder, LOCK_FILE)
+    token = f"{os.getpid()} {socket.gethostname()} {secrets.token_hex(8)}".encode()
+    deadline = time.monotonic() + _lock_timeout()
+    delay = 0.0005
+    while True:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        except OSError:
-            pass
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            if _break_stale(path):
+                continue
+            if time.monotonic() >= deadline:
+                raise CommitLockError(
+                    errno.ENOLCK,
+                    f"cannot lock {folder} for a commit: the lock file {path} is held by "
+                    f"{_lock_owner(path)} (this file system has no flock, so arrayds uses "
+                    f"a lock file); nothing of this write is visible. If no arrayds write "
+                    f"is running on that host, remove the lock file",
+                    path,
+                ) from None
+            time.sleep(delay)
+            delay = min(2 * delay, 0.05)
+            continue
+        except OSError as e:
+            raise CommitLockError(
+                e.errno or errno.ENOLCK,
+                f"cannot lock {folder} for a commit: this file system has no flock and "
+                f"the lock file {path} cannot be created ({e.strerror or e}); nothing of "
+                f"this write is visible",
+                path,
+            ) from e
+        try:
+            os.write(fd, token)
+        finally:
+            os.close(fd)
+        break
+    try:
         yield
     finally:
-        os.close(fd)  # closing the descriptor releases the lock
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+
+
+def _read_lock(path: str) -> tuple[bytes, float] | None:
+    try:
+        with open(path, "rb") as f:
+            return f.read(200), os.fstat(f.fileno()).st_mtime
+    except FileNotFoundError:
+        return None
+
+
+def _lock_owner(path: str) -> str:
+    got = _read_lock(path)
+    parts = got[0].decode("utf8", "replace").split() if got else []
+    if len(parts) < 2:
+        return "a commit that is starting"
+    age = time.time() - got[1] if got else 0.0
+    return f"process {parts[0]} on host {parts[1]} (for {age:.0f} s)"
+
+
+def _boot_time() -> float | None:
+    try:
+        with open("/proc/stat", "rb") as f:
+            for line in f:
+                if line.startswith(b"btime "):
+                    return float(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def _holder_is_dead(content: bytes, mtime: float) -> bool:
+    """Whether the lock file contents name a process of this host that is gone."""
+    parts = content.decode("utf8", "replace").split()
+    if len(parts) != 3 or parts[1] != socket.gethostname() or not parts[0].isdigit():
+        return False  # another host's (or a half-written) lock: only time tells
+    boot = _boot_time()
+    if boot is not None and mtime < boot:
+        return True  # written before this host's last boot
+    try:
+        os.kill(int(parts[0]), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False  # exists (EPERM: another user's process)
+    return False
+
+
+def _break_stale(path: str) -> bool:
+    """Remove the lock file at ``path`` if its holder is dead; ``True`` if removed.
+
+    Breakers serialize on ``<lock>.break`` (created with ``O_EXCL``, held for one
+    read and one unlink) and re-read the lock under it, so a lock file that a live
+    committer created after a stale one was broken is never removed."""
+    got = _read_lock(path)
+    if got is None:
+        return True  # released meanwhile: try again
+    if not _holder_is_dead(*got):
+        return False
+    guard = path + ".break"
+    try:
+        fd = os.open(guard, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    except OSError:
+        return False  # another process is breaking it: wait
+    os.close(fd)
+    try:
+        now = _read_lock(path)
+        if now is not None and now[0] == got[0]:
+            os.unlink(path)
+        return True
+    finally:
+        os.unlink(guard)
 
 
 def is_newer(store: Store, node: str, current: bytes | None, manifest: Mapping[str, Any]) -> bool:
@@ -532,16 +847,55 @@ CONDITIONAL_PROTOCOLS = ("s3", "s3a", "gs", "gcs")
 """fsspec protocols whose PUT can be made conditional: S3 (s3fs passes If-Match /
 If-None-Match to PutObject) and Google Cloud Storage (gcsfs; ``ifGenerationMatch``,
 see :func:`_gcs_put`). ``ARRAYDS_CONDITIONAL_COMMIT=0`` turns the conditional PUT off
-for compatible servers that reject these preconditions."""
+for compatible servers that reject these preconditions (commits are then blind, with
+a :class:`BlindCommitWarning`)."""
 
 GCS_PROTOCOLS = ("gs", "gcs")
 """The fsspec protocols of gcsfs."""
 
+PROCESS_LOCAL_PROTOCOLS = ("memory",)
+"""fsspec file systems that live in one process (``memory://``): a commit there is a
+compare-and-swap under a process-wide lock (:data:`_process_commit_lock`)."""
+
+_process_commit_lock = threading.Lock()
+
+
+class BlindCommitWarning(UserWarning):
+    """A commit that is not a compare-and-swap: the manifest is replaced atomically,
+    but a concurrent writer's commit to the same node can be lost (the last one
+    wins). Issued once per process and reason: for fsspec file systems without
+    conditional writes (not local, ``memory://``, S3 or GCS), and everywhere when
+    ``ARRAYDS_CONDITIONAL_COMMIT=0``."""
+
+
+_warned_blind: set[str] = set()
+
+
+def _warn_blind(store: Store, why: str) -> None:
+    key = f"{store.protocol}:{why}"
+    if key in _warned_blind:
+        return
+    _warned_blind.add(key)
+    import warnings
+
+    warnings.warn(
+        f"{store.url}: commits to {store.protocol}:// are not compare-and-swap ({why}): "
+        f"two writers committing to the same node at once can lose one of the commits; "
+        f"let one writer at a time write to a node",
+        BlindCommitWarning,
+        stacklevel=4,
+    )
+
 
 def _conditional(store: Store) -> bool:
+    """Whether commits to ``store`` use conditional PUTs; warns once when they cannot."""
     if os.environ.get("ARRAYDS_CONDITIONAL_COMMIT", "1").strip().lower() in ("0", "false", "no"):
+        _warn_blind(store, "ARRAYDS_CONDITIONAL_COMMIT=0 turns the conditional PUT off")
         return False
-    return store.protocol in CONDITIONAL_PROTOCOLS
+    if store.protocol in CONDITIONAL_PROTOCOLS:
+        return True
+    _warn_blind(store, "this file system offers no conditional write")
+    return False
 
 
 def _precondition_failed(e: BaseException) -> bool:
@@ -644,8 +998,18 @@ def commit_object(
     store: Store, node: str, path: str, data: bytes, manifest: Mapping[str, Any]
 ) -> None:
     """Write a manifest object: a conditional PUT where the store supports one (see
-    the comment above), else one plain whole-object PUT."""
+    the comment above), a compare-and-swap under a process-wide lock on ``memory://``,
+    else one plain whole-object PUT (with a :class:`BlindCommitWarning`, once)."""
     fs = store.fs
+    if store.protocol in PROCESS_LOCAL_PROTOCOLS:
+        with _process_commit_lock:
+            try:
+                current: bytes | None = fs.cat_file(path)
+            except FileNotFoundError:
+                current = None
+            if is_newer(store, node, current, manifest):
+                fs.pipe_file(path, data)
+        return
     if not _conditional(store):
         fs.pipe_file(path, data)
         return
@@ -655,7 +1019,7 @@ def commit_object(
     gcs = store.protocol in GCS_PROTOCOLS
     fs.invalidate_cache(path)
     # step 1 (and on GCS step 2): the version the PUT will require
-    current: bytes | None = None
+    current = None
     if gcs:
         current, version = _gcs_read(fs, path)
     else:

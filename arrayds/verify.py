@@ -32,6 +32,7 @@ import json
 import math
 import os
 import posixpath
+import re
 import time
 from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -42,8 +43,22 @@ import numpy as np
 
 from . import progress as _progress
 from .arrayrecord import ArrayRecordReader, CorruptionError
-from .manifest import ArrayManifest, GroupManifest, ShardEntry, parse_node
-from .store import MANIFEST, Store, check_component, join_component
+from .manifest import (
+    FORMAT,
+    FORMAT_VERSION,
+    ArrayManifest,
+    GroupManifest,
+    ShardEntry,
+    parse_node,
+)
+from .store import (
+    MANIFEST,
+    SHARD_DIR,
+    Store,
+    check_component,
+    join_component,
+    manifest_shard_paths,
+)
 from .tensor import decode_chunk
 
 __all__ = [
@@ -798,22 +813,36 @@ def _mtime(info: Mapping[str, Any]) -> float | None:
     return None
 
 
-def _references(folder: str, raw: Mapping[str, Any], join: Any) -> set[str]:
-    """Shard paths (absolute, in the store) that one manifest references."""
-    refs: set[str] = set()
-    for s in raw.get("shards") or []:
-        if isinstance(s, dict) and isinstance(s.get("path"), str):
-            refs.add(join(folder, s["path"]))
-    snap = raw.get("snapshot")
-    if isinstance(snap, dict) and isinstance(snap.get("members"), dict):
-        for name, member in snap["members"].items():
-            if isinstance(member, dict):
-                refs |= _references(join(folder, name), member, join)
-    return refs
+# Shard names as the writers produce them (docs/spec.md 6.1, spec-ragged.md and
+# spec-records.md "Shard files"), and the temporary names of local writes: a shard
+# being written is "<shard name>.<12 hex>.tmp", a manifest ".arrayds.json.<12 hex>.tmp".
+# gc removes nothing else, and only in the folders a node owns: records shards and
+# temporary manifests in the node's folder, array and ragged shards in its c/ folder.
+_WRITE_ID = r"[0-9a-f]{24}"
+_NUM = r"(?:0|[1-9][0-9]*)"
+_TMP = r"(?:\.[0-9a-f]{12}\.tmp)?"
+_NODE_FOLDER_NAMES = re.compile(
+    rf"[A-Za-z0-9_.-]+-{_WRITE_ID}\.array_record-[0-9]{{5,}}-of-[0-9]{{5,}}{_TMP}"
+    rf"|\.{re.escape(MANIFEST)}\.[0-9a-f]{{12}}\.tmp"
+)
+_SHARD_FOLDER_NAMES = re.compile(rf"{_WRITE_ID}-{_NUM}(?:-{_NUM})?\.array_record{_TMP}")
+_SHARD_FOLDER_KINDS = ("array", "ragged")
+"""Node kinds whose c/ folder holds their shards (a group's c/ is a child node)."""
+_KNOWN_KINDS = ("group", *_SHARD_FOLDER_KINDS, "records")
 
 
-def _is_shard_name(name: str) -> bool:
-    return ".array_record" in name or (name.startswith(f".{MANIFEST}.") and name.endswith(".tmp"))
+def _is_candidate(rel: str, kind: str) -> bool:
+    """Whether ``rel`` (a file path relative to the folder of a node of ``kind``) is
+    a name that an arrayds write produces there."""
+    parts = rel.split("/")
+    if len(parts) == 1:
+        return _NODE_FOLDER_NAMES.fullmatch(parts[0]) is not None
+    return (
+        len(parts) == 2
+        and parts[0] == SHARD_DIR
+        and kind in _SHARD_FOLDER_KINDS
+        and _SHARD_FOLDER_NAMES.fullmatch(parts[1]) is not None
+    )
 
 
 def collect_garbage(
@@ -823,15 +852,19 @@ def collect_garbage(
     dry_run: bool = False,
     min_age: float = 24 * 3600,
 ) -> GcReport:
-    """Remove the ``.array_record`` files under ``url`` that no manifest references.
+    """Remove the shard files under ``url`` that no manifest references.
 
-    Every manifest under ``url`` is read (group snapshots included); a file is
-    removed when no manifest names it and it is older than ``min_age`` seconds
-    (default 24 hours: a write that is still running has uploaded shards that its
-    commit will reference only at the end — use ``min_age=0`` only when no write is
-    running). Shards below a manifest that cannot be parsed are never removed
-    (``protected``). Stale temporary manifest files of killed local commits are
-    removed too. ``dry_run`` only reports.
+    Every manifest under ``url`` is read (group snapshots included). A file is
+    removed only if its name is one an arrayds write produces in that place
+    (docs/spec.md 6.1: ``c/<write id>-<n>.array_record`` of an array or ragged node,
+    ``<stem>.array_record-<i>-of-<n>`` in a records node's folder, and the temporary
+    files of killed local writes), no manifest names it, and it is older than
+    ``min_age`` seconds (default 24 hours: a write that is still running has uploaded
+    shards that its commit will reference only at the end — use ``min_age=0`` only
+    when no write is running). Other files are never touched, wherever they are.
+    Shards below a manifest that cannot be parsed (or of a kind this arrayds does not
+    know) are never removed (``protected``); a manifest of a newer format version is
+    a ``NotImplementedError`` and nothing is removed. ``dry_run`` only reports.
 
     >>> import arrayds, numpy as np
     >>> _ = arrayds.to_arrayrecord(np.arange(4), "memory://doc-gc", chunks=2)
@@ -843,6 +876,7 @@ def collect_garbage(
     report = GcReport(store.url, dry_run, float(min_age))
     files = _listing(store)
     sep = os.sep if store.local else "/"
+    dirname = os.path.dirname if store.local else posixpath.dirname
 
     def join(folder: str, rel: str) -> str:
         if store.local:
@@ -851,10 +885,11 @@ def collect_garbage(
 
     referenced: set[str] = set()
     protected: list[str] = []
+    nodes: dict[str, str] = {}  # node folder -> kind
     for path, _size, _mt in files:
         if os.path.basename(path) != MANIFEST:
             continue
-        folder = os.path.dirname(path) if store.local else posixpath.dirname(path)
+        folder = dirname(path)
         try:
             if store.local:
                 with open(path, "rb") as f:
@@ -867,14 +902,24 @@ def collect_garbage(
         except (OSError, ValueError, UnicodeDecodeError):
             protected.append(folder)
             continue
-        referenced |= _references(folder, raw, join)
+        version = raw.get("format_version")
+        if raw.get("format") != FORMAT or raw.get("kind") not in _KNOWN_KINDS:
+            protected.append(folder)
+            continue
+        if isinstance(version, int) and version > FORMAT_VERSION:
+            shown = path if store.local else store.fs.unstrip_protocol(path)
+            raise NotImplementedError(
+                f"{shown}: dataset format version {version} is newer than this arrayds supports "
+                f"({FORMAT_VERSION}); upgrade arrayds to collect its garbage (nothing was removed)"
+            )
+        nodes[folder] = raw["kind"]
+        referenced |= {join(folder, rel) for rel in manifest_shard_paths(raw)}
     report.referenced = len(referenced)
     report.protected = [(p if store.local else store.fs.unstrip_protocol(p)) for p in protected]
     now = time.time()
     doomed: list[str] = []
     for path, size, mt in sorted(files):
-        name = os.path.basename(path)
-        if not _is_shard_name(name) or path in referenced:
+        if path in referenced or not _owned_candidate(path, nodes, sep):
             continue
         if any(path.startswith(p.rstrip(sep) + sep) for p in protected):
             continue
@@ -896,3 +941,15 @@ def collect_garbage(
             store.fs.rm(doomed)
             store.fs.invalidate_cache(store.root)
     return report
+
+
+def _owned_candidate(path: str, nodes: Mapping[str, str], sep: str) -> bool:
+    """Whether ``path`` is a shard-grammar name in a folder that a node owns: its own
+    folder or (array, ragged) its c/ folder."""
+    head, _, name = path.rpartition(sep)
+    kind = nodes.get(head)
+    if kind is not None:
+        return _is_candidate(name, kind)
+    parent, _, folder = head.rpartition(sep)
+    kind = nodes.get(parent)
+    return kind is not None and folder == SHARD_DIR and _is_candidate(f"{folder}/{name}", kind)

@@ -379,11 +379,55 @@ std::vector<uint64_t> parse_indices(const py::handle& obj, uint64_t n, const std
 
 // ---- the writer
 
+// The output of a streaming writer (path None, write=callable): the file's bytes in
+// blocks of 1 MiB, handed in order to a Python callable (an fsspec file's write, which
+// uploads parts as they fill). Called by the writer with the GIL released.
+class PyStreamSink final : public ByteSink {
+ public:
+  explicit PyStreamSink(py::object write) : write_(std::move(write)) { buffer_.reserve(kBlock); }
+  ~PyStreamSink() override {
+    py::gil_scoped_acquire gil;
+    write_ = py::object();
+  }
+  void append(const uint8_t* data, size_t size) override {
+    while (size > 0) {
+      const size_t k = std::min(size, kBlock - buffer_.size());
+      buffer_.append(data, k);
+      data += k;
+      size -= k;
+      if (buffer_.size() == kBlock) flush();
+    }
+  }
+  void append_zeros(size_t size) override {
+    while (size > 0) {
+      const size_t k = std::min(size, kBlock - buffer_.size());
+      buffer_.append_zeros(k);
+      size -= k;
+      if (buffer_.size() == kBlock) flush();
+    }
+  }
+  void finish() override { flush(); }
+
+ private:
+  void flush() {
+    if (buffer_.size() == 0) return;
+    py::gil_scoped_acquire gil;
+    write_(py::bytes(reinterpret_cast<const char*>(buffer_.data()), buffer_.size()));
+    buffer_.clear();
+  }
+  static constexpr size_t kBlock = 1u << 20;
+  py::object write_;
+  ByteBuffer buffer_;
+};
+
 class PyWriter {
  public:
-  PyWriter(const py::object& path, const std::string& options) {
+  PyWriter(const py::object& path, const std::string& options, const py::object& write) {
     const WriterOptions opts = WriterOptions::parse(options);
-    if (path.is_none()) {
+    if (!write.is_none()) {
+      if (!path.is_none()) throw py::value_error("give a path or write=, not both");
+      writer_ = std::make_unique<Writer>(std::make_unique<PyStreamSink>(write), "<stream>", opts);
+    } else if (path.is_none()) {
       writer_ = std::make_unique<Writer>(std::string(), true, opts);
     } else {
       writer_ = std::make_unique<Writer>(fspath(path), false, opts);
@@ -989,8 +1033,8 @@ PYBIND11_MODULE(_native, m) {
         py::arg("options"), "Raises ValueError if `options` is not a valid reader options string.");
 
   py::class_<PyWriter>(m, "Writer")
-      .def(py::init<const py::object&, const std::string&>(), py::arg("path"),
-           py::arg("options") = "")
+      .def(py::init<const py::object&, const std::string&, const py::object&>(), py::arg("path"),
+           py::arg("options") = "", py::arg("write") = py::none())
       .def("write", &PyWriter::write, py::arg("record"))
       .def("write_many", &PyWriter::write_many, py::arg("records"))
       .def("close", &PyWriter::close)

@@ -48,7 +48,7 @@ import arrayds
 from arrayds import records
 from arrayds import store as store_mod
 from arrayds.manifest import CommitConflictError
-from arrayds.store import Store
+from arrayds.store import BlindCommitWarning, Store
 
 MISSING_BUCKET = "no-such-bucket-arrayds"
 
@@ -354,7 +354,9 @@ class ObjectStoreConformance:
         with pytest.raises(CommitConflictError, match="another writer committed generation 3"):
             store.write_manifest("", group(2, checked=True))
         monkeypatch.setenv("ARRAYDS_CONDITIONAL_COMMIT", "0")
-        store.write_manifest("", group(2, plain=True))
+        monkeypatch.setattr(store_mod, "_warned_blind", set())
+        with pytest.warns(BlindCommitWarning, match="ARRAYDS_CONDITIONAL_COMMIT=0"):
+            store.write_manifest("", group(2, plain=True))
         assert store.read_manifest("")["attrs"] == {"plain": True}
 
     # -------------------------------------------------------------- bad input

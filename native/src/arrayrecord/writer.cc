@@ -80,7 +80,7 @@ Writer::Writer(const std::string& path, bool in_memory, const WriterOptions& opt
       parallelism_(options.max_parallelism == 0 ? hardware_threads()
                                                 : static_cast<size_t>(options.max_parallelism)) {
   if (options_.compression.type != Compression::kNone) {
-    require_codec(options_.compression.type, name_);
+    require_codec(options_.compression.type, name_);  // before a file is created
   }
   if (in_memory) {
     auto sink = std::make_unique<MemorySink>();
@@ -89,6 +89,24 @@ Writer::Writer(const std::string& path, bool in_memory, const WriterOptions& opt
   } else {
     sink_ = std::make_unique<FileSink>(path);
   }
+  start();
+}
+
+Writer::Writer(std::unique_ptr<ByteSink> sink, const std::string& name,
+               const WriterOptions& options)
+    : name_(name),
+      options_(options),
+      canonical_(options.canonical()),
+      parallelism_(options.max_parallelism == 0 ? hardware_threads()
+                                                : static_cast<size_t>(options.max_parallelism)),
+      sink_(std::move(sink)) {
+  if (options_.compression.type != Compression::kNone) {
+    require_codec(options_.compression.type, name_);
+  }
+  start();
+}
+
+void Writer::start() {
   layout_ = std::make_unique<ChunkLayoutWriter>(*sink_);
   layout_->write_signature();
   current_ = new_batch();

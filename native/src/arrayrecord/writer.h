@@ -25,6 +25,8 @@ class Writer {
  public:
   // path empty + in_memory: the file is built in memory (take_memory() after close()).
   Writer(const std::string& path, bool in_memory, const WriterOptions& options);
+  // Writes to `sink` (a stream the caller provides); `name` names it in messages.
+  Writer(std::unique_ptr<ByteSink> sink, const std::string& name, const WriterOptions& options);
   ~Writer();  // finishes the file if close() was not called (errors are swallowed)
   Writer(const Writer&) = delete;
   Writer& operator=(const Writer&) = delete;
@@ -47,6 +49,7 @@ class Writer {
   ByteBuffer take_memory();
 
  private:
+  void start();  // checks the codec, lays out the signature
   void check_usable() const;
   void close_group();
   std::unique_ptr<EncodeBatch> new_batch();  // reuses the memory of a written batch
