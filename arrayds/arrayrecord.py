@@ -38,7 +38,6 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from concurrent.futures import wait as futures_wait
 from dataclasses import dataclass
-from itertools import islice
 from typing import TYPE_CHECKING, Any, Protocol, SupportsIndex, Union
 
 import numpy as np
@@ -69,8 +68,11 @@ CorruptionError = _native.CorruptionError
 and the byte position."""
 
 _BLOCK = 65536
-# Records handed to the engine per write_many() call when the input is not a list.
+# Records handed to the engine per write_many() call when the input is not a list: at
+# most this many, and no more once they hold this many bytes (so a generator of large
+# records, e.g. a shard of 4 MiB chunks, is never held whole).
 _WRITE_BATCH = 4096
+_WRITE_BATCH_BYTES = 64 << 20
 # Bytes decoded per step of a sequential scan unless readahead_buffer_size says so.
 _SCAN_BYTES = 8 << 20
 # Files kept open after counting records at construction of a data source.
@@ -267,6 +269,15 @@ def _streamed(fs: Any) -> bool:
     return any(p in STREAMED_PROTOCOLS for p in protocols)
 
 
+def _nbytes(record: Any) -> int:
+    """The size of a record in bytes (0 for an object that is no buffer: the engine
+    then names what is wrong with it)."""
+    try:
+        return memoryview(record).nbytes
+    except TypeError:
+        return 0
+
+
 class ArrayRecordWriter:
     """Write records to an ArrayRecord file.
 
@@ -367,7 +378,8 @@ class ArrayRecordWriter:
         """Append every record of an iterable; returns how many were written.
 
         Lists and tuples go to the engine in one call; other iterables in batches of
-        4096 records. Chunks are compressed in parallel with the GIL released.
+        at most 4096 records or 64 MiB, so a generator is never held whole. Chunks are
+        compressed in parallel with the GIL released.
 
         >>> import os, tempfile, arrayds
         >>> w = arrayds.ArrayRecordWriter(os.path.join(tempfile.mkdtemp(), "a.ar"))
@@ -385,12 +397,17 @@ class ArrayRecordWriter:
             if isinstance(records, (list, tuple)):
                 return int(self._native.write_many(records))
             total = 0
-            it = iter(records)
-            while True:
-                batch = list(islice(it, _WRITE_BATCH))
-                if not batch:
-                    return total
+            batch: list[Buffer] = []
+            size = 0
+            for rec in records:
+                batch.append(rec)
+                size += _nbytes(rec)
+                if len(batch) >= _WRITE_BATCH or size >= _WRITE_BATCH_BYTES:
+                    total += int(self._native.write_many(batch))
+                    batch, size = [], 0
+            if batch:
                 total += int(self._native.write_many(batch))
+            return total
         except TypeError:
             raise
         except BaseException:

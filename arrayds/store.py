@@ -38,7 +38,7 @@ import socket
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import quote
@@ -573,7 +573,7 @@ class Store:
 
     # -- shards
 
-    def write_shard(self, node: str, relpath: str, records: Sequence[Any], options: str) -> int:
+    def write_shard(self, node: str, relpath: str, records: Iterable[Any], options: str) -> int:
         """Write one immutable shard (one record per chunk) and return its size.
 
         On local disks the shard is built under a temporary name, synced to the disk

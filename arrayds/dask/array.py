@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -180,22 +180,25 @@ def _write_shard_task(job: ShardJob, blocks: list[Any]) -> dict[str, Any]:
             f"{what}: shard {job.relpath} got {len(blocks)} blocks for {len(shapes)}"
         )
     coords = itertools.product(*(range(a, b) for a, b in zip(job.start, job.stop, strict=True)))
-    records = []
-    for blk, shape, coord in zip(blocks, shapes, coords, strict=True):
-        arr = np.asarray(blk)
-        if arr.shape != tuple(shape):
-            raise ValueError(
-                f"{what}: the dask block for chunk {coord} has shape {arr.shape}, but the "
-                f"array's chunks say {tuple(shape)} (a map_blocks with wrong chunks=?)"
-            )
-        if arr.dtype != dtype and not np.can_cast(arr.dtype, dtype, "same_kind"):
-            raise ValueError(
-                f"{what}: the dask block for chunk {coord} has dtype {arr.dtype}, expected "
-                f"{dtype} (the dask array's dtype)"
-            )
-        records.append(encode_chunk(arr, dtype))
-    del blocks
-    nbytes = store.write_shard(job.node, job.relpath, records, job.options)
+
+    def records() -> Iterator[np.ndarray]:
+        # encoded one at a time as the writer takes them (in batches of at most
+        # 64 MiB), so the shard's encoded chunks never exist all at once
+        for blk, shape, coord in zip(blocks, shapes, coords, strict=True):
+            arr = np.asarray(blk)
+            if arr.shape != tuple(shape):
+                raise ValueError(
+                    f"{what}: the dask block for chunk {coord} has shape {arr.shape}, but "
+                    f"the array's chunks say {tuple(shape)} (a map_blocks with wrong chunks=?)"
+                )
+            if arr.dtype != dtype and not np.can_cast(arr.dtype, dtype, "same_kind"):
+                raise ValueError(
+                    f"{what}: the dask block for chunk {coord} has dtype {arr.dtype}, "
+                    f"expected {dtype} (the dask array's dtype)"
+                )
+            yield encode_chunk(arr, dtype)
+
+    nbytes = store.write_shard(job.node, job.relpath, records(), job.options)
     return ShardEntry(job.relpath, tuple(job.start), tuple(job.stop), 0, nbytes).to_json()
 
 

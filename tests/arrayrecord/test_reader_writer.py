@@ -582,3 +582,32 @@ def test_reader_pickles_by_path(small) -> None:
     assert not r3.is_open()
     with pytest.raises(ValueError, match="is closed"):
         r3[0]
+
+
+def test_write_many_of_a_generator_holds_a_bounded_batch(tmp_file) -> None:
+    """A generator of large records reaches the engine in batches of at most 64 MiB
+    (and 4096 records), so its records are never held all at once: when the 24th
+    8 MiB record is made, at most a batch of the earlier ones is still alive."""
+    import weakref
+
+    from arrayds import arrayrecord as ar
+
+    alive: list[weakref.ref] = []
+    most = 0
+
+    def records():
+        nonlocal most
+        for i in range(24):
+            rec = np.full(8 << 20, i % 251, dtype=np.uint8)
+            alive.append(weakref.ref(rec))
+            most = max(most, sum(r() is not None for r in alive))
+            yield rec
+
+    path = tmp_file()
+    with arrayds.ArrayRecordWriter(path, "uncompressed") as w:
+        assert w.write_many(records()) == 24
+    assert most <= ar._WRITE_BATCH_BYTES // (8 << 20) + 1, most
+    r = arrayds.ArrayRecordReader(path)
+    assert len(r) == 24
+    assert r[23][:3] == bytes([23, 23, 23]) and len(r[17]) == 8 << 20
+    r.close()
