@@ -822,7 +822,8 @@ _WRITE_ID = r"[0-9a-f]{24}"
 _NUM = r"(?:0|[1-9][0-9]*)"
 _TMP = r"(?:\.[0-9a-f]{12}\.tmp)?"
 _NODE_FOLDER_NAMES = re.compile(
-    rf"[A-Za-z0-9_.-]+-{_WRITE_ID}\.array_record-[0-9]{{5,}}-of-[0-9]{{5,}}{_TMP}"
+    rf"[A-Za-z0-9_.-]+-{_WRITE_ID}(?:-[0-9a-f]{{12}})?"  # Beam: one per bundle attempt
+    rf"\.array_record-[0-9]{{5,}}-of-[0-9]{{5,}}{_TMP}"
     rf"|\.{re.escape(MANIFEST)}\.[0-9a-f]{{12}}\.tmp"
 )
 _SHARD_FOLDER_NAMES = re.compile(rf"{_WRITE_ID}-{_NUM}(?:-{_NUM})?\.array_record{_TMP}")
