@@ -30,7 +30,8 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -168,17 +169,14 @@ def _make_job(cls: Any, kw: dict[str, Any]) -> Any:
     return cls(**kw)
 
 
-def _write_shard_task(job: ShardJob, blocks: list[Any]) -> dict[str, Any]:
-    """Encode a box of blocks (C order) as one shard; return its manifest entry."""
+def _write_shard_task(job: ShardJob, blocks: Iterable[Any]) -> dict[str, Any]:
+    """Encode a box of blocks (C order; a list, or an iterator that makes each block
+    when it is taken) as one shard; return its manifest entry."""
     store = Store.get(job.url, job.storage_options)
     dtype = np.dtype(job.dtype)
     what = job.what
     _refuse_committed_shard(store, job)
     shapes = list(itertools.product(*job.box_sizes))
-    if len(shapes) != len(blocks):  # pragma: no cover - graph construction bug
-        raise RuntimeError(
-            f"{what}: shard {job.relpath} got {len(blocks)} blocks for {len(shapes)}"
-        )
     coords = itertools.product(*(range(a, b) for a, b in zip(job.start, job.stop, strict=True)))
 
     def records() -> Iterator[np.ndarray]:
@@ -362,7 +360,9 @@ def write_graph(
     fused: dict[Any, Any] = {}
     for k in layer:
         inner = owned.get(k)
-        fused[k] = _fuse(tasks[k], inner, Task, TaskRef) if inner else tasks[k]
+        spec = layer[k]
+        stream = spec if isinstance(spec, tuple) and spec[0] is _write_shard_task else None
+        fused[k] = _fuse(tasks[k], inner, Task, TaskRef, stream) if inner else tasks[k]
     if not common:
         return HighLevelGraph({name: fused}, {name: set()})
     src_name = name + "-shared"
@@ -372,16 +372,28 @@ def write_graph(
 class _Fused:
     """The inner tasks of a fused shard task in execution order (depth first from the
     shard task, so a block is made right before it is needed), each with the keys it
-    is the last user of; ``inputs``: the keys of the outer dependencies."""
+    is the last user of; ``inputs``: the keys of the outer dependencies. ``stream``:
+    for a shard write, ``(function, job, block keys)``: the function gets its blocks
+    as an iterator that makes each one when the writer takes it (and drops it once
+    taken), so a shard task never holds all its blocks at once; ``keep``: the block
+    keys an inner task still needs after the writer took them."""
 
-    __slots__ = ("steps", "inputs")
+    __slots__ = ("steps", "inputs", "stream", "keep")
 
-    def __init__(self, steps: list[tuple[Any, tuple[Any, ...]]], inputs: tuple[Any, ...]) -> None:
+    def __init__(
+        self,
+        steps: list[tuple[Any, tuple[Any, ...]]],
+        inputs: tuple[Any, ...],
+        stream: tuple[Any, Any, list[Any]] | None = None,
+        keep: frozenset[Any] = frozenset(),
+    ) -> None:
         self.steps = steps
         self.inputs = inputs
+        self.stream = stream
+        self.keep = keep
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_Fused, (self.steps, self.inputs))
+        return (_Fused, (self.steps, self.inputs, self.stream, self.keep))
 
 
 def _run_fused(fused: _Fused, *values: Any) -> Any:
@@ -389,6 +401,9 @@ def _run_fused(fused: _Fused, *values: Any) -> Any:
     (dask's own ``Task.fuse`` orders the inner graph with ``dask.order`` on every
     run, a third of the CPU of a shard of 1024 small blocks.)"""
     cache = dict(zip(fused.inputs, values, strict=True))
+    if fused.stream is not None:
+        func, job, keys = fused.stream
+        return func(job, _stream_blocks(fused, cache, keys))
     node = None
     for node, done in fused.steps:
         cache[node.key] = node(cache)
@@ -398,10 +413,27 @@ def _run_fused(fused: _Fused, *values: Any) -> Any:
     return cache[node.key]
 
 
-def _fuse(root: Any, inner: list[Any], task_cls: Any, ref_cls: Any) -> Any:
+def _stream_blocks(fused: _Fused, cache: dict[Any, Any], keys: list[Any]) -> Iterator[Any]:
+    """The blocks ``keys`` of a streaming fused task, each made (with what it needs)
+    when it is asked for and forgotten once handed over."""
+    steps = iter(fused.steps[:-1])  # the last step is the shard task itself
+    for key in keys:
+        while key not in cache:
+            node, done = next(steps)
+            cache[node.key] = node(cache)
+            for k in done:
+                del cache[k]
+        yield cache[key] if key in fused.keep else cache.pop(key)
+
+
+def _fuse(
+    root: Any, inner: list[Any], task_cls: Any, ref_cls: Any, stream: tuple[Any, ...] | None = None
+) -> Any:
     """One task with the key of ``root`` running ``inner`` (tasks only ``root`` needs,
     directly or not) and then ``root``; its dependencies are the outer keys any of
-    them needs."""
+    them needs. ``stream``: ``root``'s own task tuple ``(_write_shard_task, job,
+    block keys)``, whose blocks are then made one by one as the writer takes them
+    (in the order of the keys)."""
     nodes = {t.key: t for t in inner}
     nodes[root.key] = root
     order: list[Any] = []
@@ -411,7 +443,9 @@ def _fuse(root: Any, inner: list[Any], task_cls: Any, ref_cls: Any) -> Any:
         k = stack[-1]
         if k not in state:
             state[k] = False
-            stack.extend(d for d in nodes[k].dependencies if d in nodes and d not in state)
+            deps = reversed(stream[2]) if stream is not None and k == root.key else None
+            deps = nodes[k].dependencies if deps is None else deps
+            stack.extend(d for d in deps if d in nodes and d not in state)
         else:
             stack.pop()
             if not state[k]:
@@ -426,10 +460,17 @@ def _fuse(root: Any, inner: list[Any], task_cls: Any, ref_cls: Any) -> Any:
     for d, i in last.items():
         done[i].append(d)
     steps = [(nodes[k], tuple(done[i])) for i, k in enumerate(order)]
+    fused = _Fused(steps, tuple(outer))
+    if stream is not None:
+        # blocks still needed after the writer took them: inputs of inner tasks, and
+        # keys listed twice
+        keep = {d for k in order[:-1] for d in nodes[k].dependencies} & set(stream[2])
+        keep |= {k for k, n in Counter(stream[2]).items() if n > 1}
+        fused = _Fused(steps, tuple(outer), stream, frozenset(keep))
     return task_cls(
         root.key,
         _run_fused,
-        _Fused(steps, tuple(outer)),
+        fused,
         *(ref_cls(d) for d in outer),
         _data_producer=any(t.data_producer for t in nodes.values()),
     )

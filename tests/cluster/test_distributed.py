@@ -29,6 +29,7 @@ import pytest
 
 import arrayds
 from arrayds import store as store_mod
+from arrayds.verify import collect_garbage
 
 N = 8192  # 8192 x 8192 float32 = 256 MiB
 CHUNK = 1024  # 4 MiB blocks; the default shard grouping puts 4 in a 16 MiB shard
@@ -158,8 +159,16 @@ def test_worker_killed_mid_write_is_retried_and_the_result_is_complete(tmp_path,
     assert killed["shards"]
     for path, inode in killed["shards"].items():
         assert os.stat(os.path.join(url, "x", path)).st_ino != inode, path
-    # complete: every chunk, every shard named by the manifest, no stray or temporary file
+    # complete: every chunk, every shard named by the manifest, no stray file; the
+    # killed task was writing its shard (blocks are made as the writer takes them), so
+    # its temporary file may remain, never under a shard's name, and gc removes it
     assert a.nchunks_initialized == 64 and a.nshards == 16
+    files = shard_files(url, "x")
+    tmp = {f for f in files if f.endswith(".tmp")}
+    assert files - tmp == {e.path for e in a.manifest.shards}
+    assert len(tmp) <= 1
+    removed = collect_garbage(url, min_age=0).removed
+    assert {os.path.relpath(p, os.path.join(url, "x")) for p in removed} == tmp
     assert shard_files(url, "x") == {e.path for e in a.manifest.shards}
     assert a.generation == 1
     y = arrayds.from_arrayrecord(url, "x")

@@ -275,3 +275,28 @@ def test_blocks_shared_inside_one_shard_are_fused_and_computed_once(tmp_path):
         a = d.compute()
     assert sorted(calls.count.values()) == [1] * 16
     np.testing.assert_array_equal(a[...], 2 * expected(32))
+
+
+def test_a_shard_task_makes_its_blocks_as_the_writer_takes_them(tmp_path):
+    """A fused shard task hands its blocks to the writer one by one, making each when
+    it is taken: while 24 blocks of 8 MiB are written as one shard, at most a writer
+    batch of them (64 MiB) is alive at once; before, all 24 were made first."""
+    import weakref
+
+    alive: list[weakref.ref] = []
+    most = 0
+
+    def make(block_id=None):
+        nonlocal most
+        blk = np.full((1, 8 << 20), block_id[0] % 251, dtype=np.uint8)
+        alive.append(weakref.ref(blk))
+        most = max(most, sum(r() is not None for r in alive))
+        return blk
+
+    x = da.map_blocks(make, chunks=((1,) * 24, (8 << 20,)), dtype=np.uint8)
+    url = str(tmp_path / "s.ads")
+    arrayds.to_arrayrecord(x, url, "a", compression="uncompressed", shard_size="1GiB")
+    a = arrayds.open_array(url, "a")
+    assert len(a.manifest.shards) == 1 and len(alive) == 24
+    assert most <= (64 << 20) // (8 << 20) + 1, most
+    assert a[23, :3].tolist() == [23, 23, 23] and a[5, -1] == 5
