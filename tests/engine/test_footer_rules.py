@@ -7,7 +7,6 @@ footer and postscript. It is checked against a golden file first.
 
 from __future__ import annotations
 
-import struct
 from pathlib import Path
 
 import pytest
@@ -15,41 +14,15 @@ import pytest
 from arrayds import _native
 
 from .conftest import FILES, golden_path
+from .forge import BLOCK, block_header, chunk, padding, varint
 
-BLOCK = 65536
 MAGIC = 0x71930E704FDAE05E
-hh = _native.highway_hash
-
-
-def varint(v: int) -> bytes:
-    out = bytearray()
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
 
 
 def simple_data(records: list[bytes], sizes: bytes | None = None, tail: bytes = b"") -> bytes:
     if sizes is None:
         sizes = b"".join(varint(len(r)) for r in records)
     return b"\x00" + varint(len(sizes)) + sizes + b"".join(records) + tail
-
-
-def chunk(kind: bytes, data: bytes, n: int, dds: int) -> bytes:
-    fields = struct.pack("<QQQQ", len(data), hh(data), kind[0] | (n << 8), dds)
-    return struct.pack("<Q", hh(fields)) + fields + data
-
-
-def block_header(prev: int, nxt: int) -> bytes:
-    fields = struct.pack("<QQ", prev, nxt)
-    return struct.pack("<Q", hh(fields)) + fields
-
-
-def padding(pos: int) -> bytes:
-    """A padding chunk from pos (not near a block end) to the next block boundary."""
-    size = BLOCK - pos % BLOCK - 40
-    return chunk(b"p", bytes(size), 0, 0)
 
 
 def msg_metadata(num_chunks: int, num_records: int, options: bytes, extra: bytes = b"") -> bytes:
