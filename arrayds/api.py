@@ -1,10 +1,10 @@
 """``to_arrayrecord`` / ``from_arrayrecord``: one entry point, dispatch by data type
 (writing) or by the stored node's kind (reading).
 
-Writers are tried in registration order; each is a ``(name, predicate, writer)``.
-This module registers dask arrays and numpy arrays. Later modules (records from bags
-and lists, ragged arrays, xarray) add theirs with :func:`register_writer` and
-:func:`register_reader` without touching the array path.
+Writing asks the node-kind registry for the first writer that accepts the data
+(:func:`arrayds.nodes.kinds.writer_for`, in the documented order
+:data:`arrayds.nodes.kinds.WRITER_ORDER`); reading asks the stored node's kind for its
+``to_dask``. This module holds the two array writers (dask arrays, numpy arrays).
 
 >>> import arrayds, numpy as np
 >>> a = arrayds.to_arrayrecord(np.eye(3), "memory://doc-api", mode="w", chunks=2)
@@ -16,45 +16,17 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from .array import Array
 from .dataset import _missing, _read_node
-from .manifest import ArrayManifest, GroupManifest
+from .manifest import GroupManifest
+from .nodes import kinds
 from .store import Store, check_component
 
-__all__ = ["from_arrayrecord", "register_reader", "register_writer", "to_arrayrecord"]
-
-Writer = Callable[..., Any]
-Reader = Callable[..., Any]
-
-_writers: list[tuple[str, Callable[[Any], bool], Writer]] = []
-_readers: dict[str, Reader] = {}
-
-
-def register_writer(
-    name: str, predicate: Callable[[Any], bool], writer: Writer, *, first: bool = False
-) -> None:
-    """Add a writer for data that ``predicate`` accepts. ``writer(data, store, node,
-    **options)`` receives every keyword of :func:`to_arrayrecord` (``mode``,
-    ``compression``, ``shard_size``, ``region``, ``attrs``, ``dims``, ``serializer``,
-    ``group_size``, ``compute``, ``progress``) plus the extra ``**kwargs``."""
-    entry = (name, predicate, writer)
-    _writers[:] = [w for w in _writers if w[0] != name]
-    if first:
-        _writers.insert(0, entry)
-    else:
-        _writers.append(entry)
-
-
-def register_reader(kind: str, reader: Reader) -> None:
-    """Add a reader for stored nodes of ``kind``: ``reader(store, node, manifest, *,
-    chunks, name, **kwargs)`` returns a dask collection (``kwargs``: the extra keywords
-    of :func:`from_arrayrecord`; a reader that takes none raises ``TypeError``)."""
-    _readers[kind] = reader
+__all__ = ["from_arrayrecord", "to_arrayrecord"]
 
 
 def to_arrayrecord(
@@ -114,14 +86,11 @@ def to_arrayrecord(
         compute=compute,
         progress=progress,
     )
-    for _name, predicate, writer in _writers:
-        if predicate(data):
-            return writer(data, store, node, **options, **kwargs)
-    raise TypeError(
-        f"to_arrayrecord({store.display(node)!r}): cannot write data of type "
-        f"{type(data).__module__}.{type(data).__qualname__} (registered writers: "
-        f"{[w[0] for w in _writers]})"
-    )
+    try:
+        writer = kinds.writer_for(data)
+    except TypeError as e:
+        raise TypeError(f"to_arrayrecord({store.display(node)!r}): {e}") from None
+    return writer.write(data, store, node, **options, **kwargs)
 
 
 def from_arrayrecord(
@@ -157,17 +126,16 @@ def from_arrayrecord(
     m = _read_node(store, node)
     if m is None:
         raise _missing(store, node)
-    kind = getattr(m, "kind", None)
     if isinstance(m, GroupManifest):
         children = store.child_nodes(node)
         raise ValueError(
             f"{store.display(node)!r} is a group; pass component= naming one of its nodes "
             f"{children}"
         )
-    reader = _readers.get(kind)  # type: ignore[arg-type]
-    if reader is None:
-        raise NotImplementedError(f"{store.display(node)!r}: no dask reader for kind {kind!r}")
-    return reader(store, node, m, chunks=chunks, name=name, **kwargs)
+    kind = kinds.get(getattr(m, "kind", None), store.display(node))
+    if kind.to_dask is None:
+        raise NotImplementedError(f"{store.display(node)!r}: no dask reader for kind {kind.name!r}")
+    return kind.to_dask(store, node, m, chunks=chunks, name=name, **kwargs)
 
 
 # ------------------------------------------------------------------ arrays
@@ -254,78 +222,7 @@ def _write_numpy(
     return _write_dask_array(da.from_array(x, chunks=norm), store, node, **options)
 
 
-def no_extra_keywords(what: str, kwargs: Mapping[str, Any]) -> None:
-    """``TypeError`` naming the keywords a kind's dask reader does not take."""
-    if kwargs:
-        raise TypeError(f"from_arrayrecord({what}): unexpected keyword arguments {sorted(kwargs)}")
-
-
-def _read_array(
-    store: Store, node: str, m: ArrayManifest, *, chunks: Any, name: Any, **kwargs: Any
-) -> Any:
-    from .dask.array import array_to_dask
-
-    no_extra_keywords(f"array {store.display(node)!r}", kwargs)
-
-    return array_to_dask(Array(store, node, m, "r"), chunks=chunks, name=name)
-
-
-# ----------------------------------------------------------------- records
-
-
-def _is_records_input(x: Any) -> bool:
-    """A dask bag, or a list/tuple of records (bytes or objects). A list made only
-    of numpy arrays is a ragged array (a later kind), not records."""
-    bag = sys.modules.get("dask.bag")
-    if bag is not None and isinstance(x, bag.Bag):
-        return True
-    if isinstance(x, (list, tuple)):
-        return not (x and all(isinstance(i, np.ndarray) for i in x))
-    return False
-
-
-def _write_records(
-    data: Any,
-    store: Store,
-    node: str,
-    *,
-    shard_size: Any = None,
-    region: Any = None,
-    dims: Any = None,
-    **options: Any,
-) -> Any:
-    from .records import write_records
-
-    what = f"records dataset {store.display(node)!r}"
-    for key, value in (("shard_size", shard_size), ("region", region), ("dims", dims)):
-        if value is not None:
-            raise ValueError(f"{what}: {key}= applies to arrays, not records")
-    return write_records(
-        data,
-        store.url,
-        node or None,
-        storage_options=store.storage_options or None,
-        **options,
-    )
-
-
-_RECORDS_READ_KEYS = ("allow_pickle", "serializer", "decode")
-
-
-def _read_records(store: Store, node: str, m: Any, *, chunks: Any, name: Any, **kwargs: Any) -> Any:
-    from .records import read_records
-
-    what = f"records dataset {store.display(node)!r}"
-    if chunks is not None or name is not None:
-        raise ValueError(f"{what}: chunks= and name= apply to arrays")
-    no_extra_keywords(what, {k: v for k, v in kwargs.items() if k not in _RECORDS_READ_KEYS})
-    return read_records(
-        store.url, node or None, storage_options=store.storage_options or None, **kwargs
-    )
-
-
-register_writer("dask.array", _is_dask_array, _write_dask_array)
-register_writer("numpy", lambda x: isinstance(x, np.ndarray), _write_numpy)
-register_writer("records", _is_records_input, _write_records)
-register_reader("array", _read_array)
-register_reader("records", _read_records)
+kinds.register_writer(kinds.Writer("dask.array", _is_dask_array, _write_dask_array, "array"))
+kinds.register_writer(
+    kinds.Writer("numpy", lambda x: isinstance(x, np.ndarray), _write_numpy, "array")
+)

@@ -57,6 +57,7 @@ from .grid import (
 )
 from .manifest import ArrayManifest, CommitConflictError, ShardEntry, writer_options
 from .node import Node
+from .nodes import kinds
 from .store import (
     SHARD_DIR,
     SHARD_SUFFIX,
@@ -957,3 +958,20 @@ def _restore_array(
                 _restored.clear()
             _restored[key] = m
     return Array(store, node, m, mode)
+
+
+def _to_dask(
+    store: Store, node: str, m: ArrayManifest, *, chunks: Any, name: Any, **kwargs: Any
+) -> Any:
+    """``from_arrayrecord`` of an array: a dask array over its chunks."""
+    from .dask.array import array_to_dask
+
+    kinds.no_extra_keywords(f"array {store.display(node)!r}", kwargs)
+    return array_to_dask(Array(store, node, m, "r"), chunks=chunks, name=name)
+
+
+kinds.register(
+    kinds.NodeKind(
+        "array", parse=ArrayManifest.from_json, open=Array, to_dask=_to_dask, shard_folder=SHARD_DIR
+    )
+)

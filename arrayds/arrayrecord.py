@@ -16,11 +16,12 @@ Paths may be local paths, ``file://`` URLs or any fsspec URL (``memory://``, ``s
 then only the chunk ranges each read needs (``fs.cat_ranges``). Remote files are
 written in memory and uploaded with one whole-object write at ``close()``.
 
-Extension point for records datasets: :class:`ArrayRecordDataSource` asks each function
-registered with :func:`_register_source_resolver` whether a path is the URL of a records
-dataset (API.md section 3). A resolver returns the dataset's shard files (with their
-record counts, so nothing needs to be opened) and its item decoder. Until the dataset
-layer registers one, every path is treated as an ArrayRecord file (or a glob of them).
+Dataset URLs: :class:`ArrayRecordDataSource` asks the node-kind registry
+(:func:`arrayds.nodes.kinds.data_source`, the one call from this file layer up into the
+dataset layer) whether a path is the URL of a dataset whose kind reads as a data source
+(records; API.md section 3). Its kind returns the dataset's shard files (with their
+record counts, so nothing needs to be opened) and its item decoder. Any other path is
+an ArrayRecord file (or a glob of them).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ import numpy as np
 
 from . import _native
 from ._options import ReaderOptions, parse_reader_options
+from .errors import CorruptionError
 
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Buffer  # Python >= 3.12
@@ -63,9 +65,6 @@ __all__ = [
     "codecs",
 ]
 
-CorruptionError = _native.CorruptionError
-"""Raised for a damaged file (a subclass of ``OSError``); the message names the file
-and the byte position."""
 
 _BLOCK = 65536
 # Records handed to the engine per write_many() call when the input is not a list: at
@@ -1110,7 +1109,7 @@ def _unpickle_reader(
 
 
 @dataclass(frozen=True)
-class _Shard:
+class SourceShard:
     """One file of a data source: records ``start..stop-1`` of ``path``
     (``stop=None``: up to the end; the file is opened to count them); ``size``: the
     file's byte size if known (a records manifest says it; see ``file_size``)."""
@@ -1122,40 +1121,14 @@ class _Shard:
 
 
 @dataclass(frozen=True)
-class _ResolvedSource:
-    """What a source resolver returns for the URL of a records dataset."""
+class ResolvedSource:
+    """What a node kind's ``data_source`` returns for the URL of a dataset: its shard
+    files in order (with ``stop`` so they need not be opened, and ``size`` so an object
+    store needs no size request to open them) and the item decoder, which
+    ``ArrayRecordDataSource(..., decode=True)`` applies to each item."""
 
-    shards: list[_Shard]
+    shards: list[SourceShard]
     decoder: Callable[[bytes], Any] | None = None
-
-
-class _SourceResolver(Protocol):
-    def __call__(
-        self,
-        path: str,
-        storage_options: Mapping[str, Any] | None,
-        *,
-        allow_pickle: bool,
-        serializer: Any,
-    ) -> _ResolvedSource | None: ...
-
-
-_source_resolvers: list[_SourceResolver] = []
-
-
-def _register_source_resolver(resolver: _SourceResolver) -> None:
-    """Extension point for the records-dataset layer (API.md section 3).
-
-    ``resolver(path, storage_options, allow_pickle=..., serializer=...)`` returns
-    ``None`` when ``path`` is not the URL of a records dataset, else a
-    :class:`_ResolvedSource` listing the shard files in order (give ``stop`` so they
-    need not be opened, and ``size`` so an object store needs no size request to
-    open them) and the serializer's decoder, which ``ArrayRecordDataSource(...,
-    decode=True)`` applies to each item. ``allow_pickle`` and ``serializer`` are the
-    data source's arguments: the consent to unpickle and the user's serializer.
-    """
-    if resolver not in _source_resolvers:
-        _source_resolvers.append(resolver)
 
 
 class FileInstruction(Protocol):
@@ -1179,7 +1152,7 @@ def _is_file_instruction(item: Any) -> bool:
     )
 
 
-def _instruction_shard(fi: Any) -> _Shard:
+def _instruction_shard(fi: Any) -> SourceShard:
     """The records ``skip .. skip+take-1`` of ``fi.filename``, as the official data
     source selects them; ``take=-1`` (TFDS: "all after skip") reads to the end of the
     file. ``examples_in_shard`` is not used, as in the official data source."""
@@ -1197,7 +1170,7 @@ def _instruction_shard(fi: Any) -> _Shard:
             f"{where}: skip must be >= 0 and take >= 0 (or -1: all records after skip), "
             f"got skip={skip}, take={take}"
         )
-    return _Shard(path, skip, None if take == -1 else skip + take)
+    return SourceShard(path, skip, None if take == -1 else skip + take)
 
 
 def _expand_paths(
@@ -1206,7 +1179,7 @@ def _expand_paths(
     *,
     allow_pickle: bool,
     serializer: Any,
-) -> tuple[list[_Shard], Callable[[bytes], Any] | None, bool]:
+) -> tuple[list[SourceShard], Callable[[bytes], Any] | None, bool]:
     """-> (shards, decoder, any_resolved)."""
     if isinstance(paths, (str, os.PathLike)) or _is_file_instruction(paths):
         items = [paths]
@@ -1219,7 +1192,7 @@ def _expand_paths(
             "ArrayRecordDataSource: paths must be a path, a glob pattern, a file "
             "instruction or a list of them, got " + type(paths).__name__
         )
-    shards: list[_Shard] = []
+    shards: list[SourceShard] = []
     decoders: set[Any] = set()
     resolved_any = False
     for item in items:
@@ -1235,12 +1208,12 @@ def _expand_paths(
             )
         p = _fspath(item, "ArrayRecordDataSource")
         resolved = None
-        for resolver in _source_resolvers:
-            resolved = resolver(
+        if not _GLOB_CHARS.search(p):
+            from .nodes.kinds import data_source  # the dataset layer, above this one
+
+            resolved = data_source(
                 p, storage_options, allow_pickle=allow_pickle, serializer=serializer
             )
-            if resolved is not None:
-                break
         if resolved is not None:
             resolved_any = True
             shards.extend(resolved.shards)
@@ -1253,15 +1226,15 @@ def _expand_paths(
             start, stop = int(m.group(2)), int(m.group(3))
             if stop < start:
                 raise ValueError(f"ArrayRecordDataSource: empty-or-reversed slice in {p!r}")
-            shards.append(_Shard(m.group(1), start, stop))
+            shards.append(SourceShard(m.group(1), start, stop))
             continue
         if _GLOB_CHARS.search(p):
             matches = _glob_paths(p, storage_options)
             if not matches:
                 raise FileNotFoundError(2, "No file matches the glob pattern", p)
-            shards.extend(_Shard(q) for q in matches)
+            shards.extend(SourceShard(q) for q in matches)
             continue
-        shards.append(_Shard(p))
+        shards.append(SourceShard(p))
     if len(decoders) > 1:
         raise ValueError(
             "ArrayRecordDataSource: the paths mix records datasets with different "
@@ -1360,7 +1333,7 @@ class ArrayRecordDataSource:
         self._readers: list[ArrayRecordReader | None] = [None] * len(shards)
         counts = self._count(shards)
         self._shards = [
-            _Shard(s.path, s.start, s.start + c, s.size)
+            SourceShard(s.path, s.start, s.start + c, s.size)
             for s, c in zip(shards, counts, strict=True)
         ]
         ends = np.cumsum(np.asarray(counts, dtype=np.int64))
@@ -1391,7 +1364,7 @@ class ArrayRecordDataSource:
             file_size=shard.size,
         )
 
-    def _count(self, shards: list[_Shard]) -> list[int]:
+    def _count(self, shards: list[SourceShard]) -> list[int]:
         self._shards_or_pending = shards
         todo = [k for k, s in enumerate(shards) if s.stop is None]
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import errno
 import html
 import os
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -37,19 +37,12 @@ from .arrayrecord import CorruptionError
 from .grid import normalize_chunks
 from .manifest import ArrayManifest, GroupManifest, parse_node
 from .node import Node
+from .nodes import kinds
 from .store import SHARD_DIR, Store, check_component, join_component, new_write_id
 
-__all__ = ["Group", "TreeView", "open", "open_array", "open_group", "register_node_type"]
+__all__ = ["Group", "TreeView", "open", "open_array", "open_group"]
 
 MODES = ("r", "r+", "a", "w", "w-")
-
-_NODE_TYPES: dict[str, Callable[[Store, str, Any, str], Any]] = {}
-
-
-def register_node_type(kind: str, factory: Callable[[Store, str, Any, str], Any]) -> None:
-    """Let a later module wrap manifests of another ``kind`` (records, ragged) in its
-    own handle type when a group or :func:`open` meets one."""
-    _NODE_TYPES[kind] = factory
 
 
 def _kind_phrase(kind: str) -> str:
@@ -101,14 +94,7 @@ def _read_array_manifest(store: Store, node: str) -> ArrayManifest:
 
 
 def _wrap(store: Store, node: str, m: Any, mode: str) -> Any:
-    if isinstance(m, GroupManifest):
-        return Group(store, node, m, mode)
-    if isinstance(m, ArrayManifest):
-        return Array(store, node, m, mode)
-    factory = _NODE_TYPES.get(getattr(m, "kind", None))  # type: ignore[arg-type]
-    if factory is None:  # pragma: no cover - parse_node rejects unknown kinds
-        raise NotImplementedError(f"{store.display(node)!r}: no handle for {m!r}")
-    return factory(store, node, m, mode)
+    return kinds.get(getattr(m, "kind", None), store.display(node)).open(store, node, m, mode)
 
 
 def check_parents(store: Store, node: str) -> None:
@@ -656,3 +642,6 @@ def _restore_group(url: str, storage_options: dict[str, Any], node: str, mode: s
     if not isinstance(m, GroupManifest):
         raise _missing(store, node, "group")
     return Group(store, node, m, mode)
+
+
+kinds.register(kinds.NodeKind("group", parse=GroupManifest.from_json, open=Group))

@@ -22,13 +22,13 @@ from __future__ import annotations
 import base64
 import bisect
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
-from .arrayrecord import CorruptionError
+from .errors import CommitConflictError, CorruptionError
 from .grid import AxisGrid, ChunkGrid
 from .store import is_reserved_name
 from .tensor import check_dtype
@@ -45,16 +45,10 @@ __all__ = [
     "decode_fill_value",
     "encode_fill_value",
     "parse_node",
-    "register_kind",
 ]
 
 FORMAT = "arrayds"
 FORMAT_VERSION = 1
-
-
-class CommitConflictError(RuntimeError):
-    """Another writer committed to the same node after this write started; nothing
-    of this write became visible (its shards are orphans)."""
 
 
 # ------------------------------------------------------------------ compression
@@ -853,16 +847,6 @@ def check_json_value(value: Any, name: str) -> None:
 
 # ------------------------------------------------------------- kind dispatch
 
-_KINDS: dict[str, Callable[[Mapping[str, Any], str], Any]] = {
-    "group": GroupManifest.from_json,
-    "array": ArrayManifest.from_json,
-}
-
-
-def register_kind(kind: str, parser: Callable[[Mapping[str, Any], str], Any]) -> None:
-    """Let a later module parse manifests of another ``kind`` (records, ragged)."""
-    _KINDS[kind] = parser
-
 
 def parse_node(d: Mapping[str, Any], what: str) -> Any:
     """Check the common header of a manifest and parse it by ``kind``."""
@@ -880,10 +864,6 @@ def parse_node(d: Mapping[str, Any], what: str) -> Any:
         )
     if version < 1:
         raise CorruptionError(f"{what}: manifest format_version {version} is invalid")
-    kind = d.get("kind")
-    parser = _KINDS.get(kind)  # type: ignore[arg-type]
-    if parser is None:
-        raise NotImplementedError(
-            f"{what}: node kind {kind!r} is not supported by this arrayds (known: {sorted(_KINDS)})"
-        )
-    return parser(d, what)
+    from .nodes import kinds  # the registry imports the kinds' modules, which import this one
+
+    return kinds.get(d.get("kind"), what).parse(d, what)

@@ -60,10 +60,10 @@ from .manifest import (
     CommitConflictError,
     check_compression,
     check_json_value,
-    register_kind,
     writer_options,
 )
 from .node import Node
+from .nodes import kinds
 from .store import (
     SHARD_DIR,
     SHARD_SUFFIX,
@@ -259,9 +259,6 @@ class RaggedManifest:
             generation=gen,
             commit=str(d.get("commit", "")),
         )
-
-
-register_kind(KIND, RaggedManifest.from_json)
 
 
 def _pieces(lengths: np.ndarray, piece_len: int) -> np.ndarray:
@@ -1484,10 +1481,10 @@ def _api_writer(
         first = _first_item(data)
         as_records = not _is_array_item(first)
     if as_records:
-        from .api import _write_records
-
+        # a bag of other objects, or records options: the records writer's input
         extra = {"region": region, "dims": dims, "serializer": serializer}
-        return _write_records(data, store, node, group_size=group_size, **extra, **options)
+        records = kinds.get_writer("records")
+        return records.write(data, store, node, group_size=group_size, **extra, **options)
     where = f"ragged array {store.display(node)!r}"
     for key, value in (("region", region), ("dims", dims)):
         if value is not None:
@@ -1518,22 +1515,13 @@ _RAGGED_WRITE_KEYS = (
 def _api_reader(
     store: Store, node: str, m: RaggedManifest, *, chunks: Any, name: Any, **kwargs: Any
 ) -> Any:
-    from .api import no_extra_keywords
-
-    no_extra_keywords(f"ragged array {store.display(node)!r}", kwargs)
+    kinds.no_extra_keywords(f"ragged array {store.display(node)!r}", kwargs)
     if chunks is not None:
         raise ValueError(
             f"ragged array {store.display(node)!r}: chunks= applies to N-d arrays (a ragged "
             f"array reads as a bag with one partition per shard)"
         )
     return RaggedArray(store, node, m).to_bag()
-
-
-def _register_api() -> None:
-    from .api import register_reader, register_writer
-
-    register_writer("ragged", lambda x: _is_ragged_list(x) or _is_bag(x), _api_writer, first=True)
-    register_reader(KIND, _api_reader)
 
 
 # -------------------------------------------------------------- node handles
@@ -1543,7 +1531,16 @@ def _node_factory(store: Store, node: str, m: RaggedManifest, mode: str) -> Ragg
     return RaggedArray(store, node, m, "r")
 
 
-from .dataset import register_node_type  # noqa: E402 - after the classes it wraps
-
-register_node_type(KIND, _node_factory)  # arrayds.open(url)["clips"] -> RaggedArray
-_register_api()
+kinds.register(
+    kinds.NodeKind(
+        KIND,
+        parse=RaggedManifest.from_json,
+        open=_node_factory,  # arrayds.open(url)["clips"] -> RaggedArray
+        to_dask=_api_reader,
+        shard_folder=SHARD_DIR,
+        phrase="a ragged array",
+    )
+)
+kinds.register_writer(
+    kinds.Writer("ragged", lambda x: _is_ragged_list(x) or _is_bag(x), _api_writer, KIND)
+)

@@ -39,11 +39,14 @@ from __future__ import annotations
 import os
 import random
 import re
+import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from . import serializers as _ser
 from .arrayrecord import (
@@ -51,12 +54,12 @@ from .arrayrecord import (
     ArrayRecordReader,
     ArrayRecordWriter,
     CorruptionError,
-    _register_source_resolver,
-    _ResolvedSource,
-    _Shard,
+    ResolvedSource,
+    SourceShard,
 )
-from .dataset import ensure_parents, register_node_type
-from .manifest import FORMAT, FORMAT_VERSION, CommitConflictError, parse_node, register_kind
+from .dataset import ensure_parents
+from .manifest import FORMAT, FORMAT_VERSION, CommitConflictError, parse_node
+from .nodes import kinds
 from .serializers import Serializer, SerializerSpec
 from .store import (
     MANIFEST,
@@ -296,9 +299,6 @@ class RecordsManifest:
             gen,
             str(man.get("commit", "")),
         )
-
-
-register_kind(KIND, RecordsManifest.from_json)
 
 
 def _load(
@@ -1119,29 +1119,19 @@ class _RefusedDecoder:
         raise ValueError(self.refusal)
 
 
-def _resolve_source(
-    path: str,
-    storage_options: Mapping[str, Any] | None,
+def _data_source(
+    store: Store,
+    node: str,
+    m: RecordsManifest,
     *,
     allow_pickle: bool,
     serializer: SerializerSpec | None,
-) -> _ResolvedSource | None:
-    """ArrayRecordDataSource hook: the shards and decoder of a records dataset URL."""
-    if any(c in path for c in "*?["):
-        return None
-    try:
-        store = Store(path, storage_options)  # not Store.get: plain files come through here
-        node = ""
-        man = store.read_manifest(node)
-    except (OSError, ValueError):
-        return None
-    if man is None or man.get("kind") != KIND:
-        return None
+) -> ResolvedSource:
+    """``ArrayRecordDataSource(url)`` on a records dataset: its shards and decoder."""
     where = store.display(node)
-    m = RecordsManifest.from_json(man, where)
     shards = [
         # object stores: the recorded size spares each shard open a HEAD request
-        _Shard(
+        SourceShard(
             store.url_of(node, s.name),
             0,
             s.num_records,
@@ -1161,7 +1151,7 @@ def _resolve_source(
         )
     if not shards:
         raise ValueError(f"records dataset {where} has no shards yet")
-    return _ResolvedSource(shards, decoder)
+    return ResolvedSource(shards, decoder)
 
 
 def _node_handle(store: Store, node: str, man: RecordsManifest, mode: str) -> RecordsDataset:
@@ -1169,5 +1159,67 @@ def _node_handle(store: Store, node: str, man: RecordsManifest, mode: str) -> Re
     return RecordsDataset._from_parsed(store, node, man)
 
 
-_register_source_resolver(_resolve_source)
-register_node_type(KIND, _node_handle)
+# ------------------------------------------------------- to_arrayrecord / from_arrayrecord
+
+
+def _is_records_input(x: Any) -> bool:
+    """A dask bag, or a list/tuple of records (bytes or objects). A list made only
+    of numpy arrays is a ragged array (another kind), not records."""
+    bag = sys.modules.get("dask.bag")
+    if bag is not None and isinstance(x, bag.Bag):
+        return True
+    if isinstance(x, (list, tuple)):
+        return not (x and all(isinstance(i, np.ndarray) for i in x))
+    return False
+
+
+def _write_input(
+    data: Any,
+    store: Store,
+    node: str,
+    *,
+    shard_size: Any = None,
+    region: Any = None,
+    dims: Any = None,
+    **options: Any,
+) -> Any:
+    """``to_arrayrecord`` of records (a bag or a list)."""
+    what = f"records dataset {store.display(node)!r}"
+    for key, value in (("shard_size", shard_size), ("region", region), ("dims", dims)):
+        if value is not None:
+            raise ValueError(f"{what}: {key}= applies to arrays, not records")
+    return write_records(
+        data,
+        store.url,
+        node or None,
+        storage_options=store.storage_options or None,
+        **options,
+    )
+
+
+_READ_KEYS = ("allow_pickle", "serializer", "decode")
+
+
+def _to_dask(store: Store, node: str, m: Any, *, chunks: Any, name: Any, **kwargs: Any) -> Any:
+    """``from_arrayrecord`` of a records dataset: a bag (see :func:`read_records`)."""
+    what = f"records dataset {store.display(node)!r}"
+    if chunks is not None or name is not None:
+        raise ValueError(f"{what}: chunks= and name= apply to arrays")
+    kinds.no_extra_keywords(what, {k: v for k, v in kwargs.items() if k not in _READ_KEYS})
+    return read_records(
+        store.url, node or None, storage_options=store.storage_options or None, **kwargs
+    )
+
+
+kinds.register(
+    kinds.NodeKind(
+        KIND,
+        parse=RecordsManifest.from_json,
+        open=_node_handle,
+        to_dask=_to_dask,
+        data_source=_data_source,
+        shard_folder=None,
+        phrase="a records dataset",
+    )
+)
+kinds.register_writer(kinds.Writer("records", _is_records_input, _write_input, KIND))

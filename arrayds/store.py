@@ -29,6 +29,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import errno
+import hashlib
 import json
 import os
 import queue
@@ -52,6 +53,12 @@ except ImportError:  # Windows
     fcntl = None  # type: ignore[assignment]
 
 from .arrayrecord import ArrayRecordReader, ArrayRecordWriter
+from .errors import (
+    BlindCommitWarning,
+    CommitConflictError,
+    CommitLockError,
+    PreconditionFailedError,
+)
 
 __all__ = [
     "MANIFEST",
@@ -490,6 +497,179 @@ class Store:
             except (PermissionError, FileNotFoundError) as e:
                 raise self.named_error(e, "cannot commit", p) from e
 
+    # -- versioned objects: the primitives of every commit (arrayds.abc.store.Store)
+
+    def get_versioned(self, key: str) -> tuple[bytes | None, Any]:
+        """The bytes at ``key`` and their version token (``(None, None)`` if there is
+        no object): a digest of the bytes locally and on ``memory://``, the ETag on
+        S3, the object generation on GCS (read with the bytes in one GET)."""
+        p = self.path(key)
+        if self.local:
+            try:
+                with open(p, "rb") as f:
+                    data = f.read()
+            except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+                return None, None
+            except PermissionError as e:
+                raise self.named_error(e, "cannot read", p) from e
+            return data, _digest(data)
+        fs = self.fs
+        try:
+            if self.protocol in GCS_PROTOCOLS and _conditional(self, warn=False):
+                data, version = _gcs_read(fs, p)
+            elif self.protocol in CONDITIONAL_PROTOCOLS and _conditional(self, warn=False):
+                fs.invalidate_cache(p)
+                try:
+                    version = fs.info(p).get("ETag")
+                except FileNotFoundError:
+                    version = None
+                data = None if version is None else fs.cat_file(p)
+            else:
+                try:
+                    data = fs.cat_file(p)
+                except (FileNotFoundError, IsADirectoryError):
+                    data = None
+                version = None if data is None else _digest(data)
+        except FileNotFoundError:
+            data, version = None, None
+        except PermissionError as e:
+            raise self.named_error(e, "cannot read", p) from e
+        if data is None:
+            self.check_bucket()  # object stores: a missing bucket is an error (issue 6)
+            return None, None
+        return bytes(data), version
+
+    def put_if_match(self, key: str, data: bytes, version: Any) -> None:
+        """Replace (or create) the object at ``key`` with ``data`` only if it is still
+        ``version`` (``None``: only if there is none), atomically with the check; else
+        :class:`arrayds.errors.PreconditionFailedError` and nothing changes.
+
+        Local: ``data`` goes to a temporary file that is synced, then renamed over
+        ``key`` under the folder's lock after re-reading the current bytes; the folder
+        is synced after. ``memory://``: the same under a process-wide lock. S3: PUT with
+        ``If-Match: <ETag>`` (``If-None-Match: *`` to create); GCS: upload with
+        ``ifGenerationMatch`` (``0`` to create). A refused PUT whose object now holds
+        exactly ``data`` was this PUT retried by the client after a lost reply: success.
+        Other fsspec file systems: one blind whole-object PUT (with a
+        :class:`BlindCommitWarning`, once)."""
+        p = self.path(key)
+        if self.local:
+            _local_put(p, data, version)
+            return
+        fs = self.fs
+        try:
+            if self.protocol in PROCESS_LOCAL_PROTOCOLS:
+                with _process_commit_lock:
+                    try:
+                        current: bytes | None = fs.cat_file(p)
+                    except FileNotFoundError:
+                        current = None
+                    if (None if current is None else _digest(current)) != version:
+                        raise PreconditionFailedError(
+                            errno.EAGAIN, f"{self.display(key)}: changed since it was read", p
+                        )
+                    fs.pipe_file(p, data)
+                return
+            if not _conditional(self):
+                fs.pipe_file(p, data)
+                return
+            try:
+                if self.protocol in GCS_PROTOCOLS:
+                    _gcs_put(fs, p, data, version or "0")
+                elif version is None:
+                    fs.pipe_file(p, data, mode="create")
+                else:
+                    fs.pipe_file(p, data, IfMatch=version)
+            except OSError as e:
+                if not _precondition_failed(e):
+                    raise
+                fs.invalidate_cache(p)
+                try:
+                    now = fs.cat_file(p)
+                except FileNotFoundError:
+                    now = None
+                if now == data:  # this PUT landed; the client retried it after a lost reply
+                    return
+                raise PreconditionFailedError(
+                    errno.EAGAIN,
+                    f"{self.display(key)}: the conditional PUT was refused (the object "
+                    f"changed since it was read)",
+                    p,
+                ) from None
+            finally:
+                fs.invalidate_cache(p)
+        except (PermissionError, FileNotFoundError) as e:
+            raise self.named_error(e, "cannot commit", p) from e
+
+    def delete(self, keys: Iterable[str]) -> None:
+        """Remove the objects at ``keys``; missing ones are fine."""
+        self.remove_files("", list(keys))
+
+    def delete_prefix(self, prefix: str) -> None:
+        """Remove everything below ``prefix`` (a folder and its contents)."""
+        self.remove(prefix, "")
+
+    def list_dir(self, prefix: str) -> list[str]:
+        """The names (sorted) of the folders directly below ``prefix``."""
+        base = self.path(prefix)
+        if self.local:
+            try:
+                return sorted(e.name for e in os.scandir(base) if e.is_dir())
+            except (FileNotFoundError, NotADirectoryError):
+                return []
+        try:
+            self.fs.invalidate_cache(base)
+            found = self.fs.ls(base, detail=True)
+        except FileNotFoundError:
+            return []
+        finally:
+            self.fs.invalidate_cache(base)
+        return sorted(
+            str(e["name"]).rstrip("/").rsplit("/", 1)[-1]
+            for e in found
+            if e.get("type") == "directory"
+        )
+
+    def list(self, prefix: str) -> list[tuple[str, int, float | None]]:
+        """Every object below ``prefix`` (recursively), as (key, size, mtime)."""
+        base = self.path(prefix)
+        root = self.path("")
+        out: list[tuple[str, int, float | None]] = []
+        if self.local:
+            for dirpath, _dirs, files in os.walk(base):
+                for f in files:
+                    full = os.path.join(dirpath, f)
+                    try:
+                        st = os.stat(full)
+                    except FileNotFoundError:
+                        continue
+                    rel = os.path.relpath(full, root).replace(os.sep, "/")
+                    out.append((rel, st.st_size, st.st_mtime))
+            return sorted(out)
+        try:
+            found = self.fs.find(base, detail=True)
+        except FileNotFoundError:
+            return []
+        finally:
+            self.fs.invalidate_cache(base)
+        cut = len(root.rstrip("/")) + 1 if root else 0
+        for name, info in found.items():
+            mtime = info.get("mtime") or info.get("LastModified") or info.get("updated")
+            t = mtime.timestamp() if hasattr(mtime, "timestamp") else None
+            out.append((str(name)[cut:], int(info.get("size") or 0), t))
+        return sorted(out)
+
+    def flush(self, keys: Iterable[str]) -> None:
+        """Make the names of objects written earlier durable: locally, sync each folder
+        that holds one of ``keys`` once (their bytes were synced by their writers);
+        object stores need nothing."""
+        if not self.local:
+            return
+        folders = {os.path.dirname(self.path(k)) for k in keys}
+        for f in sorted(folders):
+            if os.path.isdir(f):
+                sync_folder(f)
+
     # -- object stores (issue 6: errors naming the URL; commits: see commit_object)
 
     def named_error(self, e: OSError, action: str, path: str) -> OSError:
@@ -659,12 +839,6 @@ def _folder_lock(folder: str) -> Iterator[None]:
             os.close(fd)  # closing the descriptor releases the flock
 
 
-class CommitLockError(OSError):
-    """A local commit could not lock its node folder (another commit holds the lock
-    file for too long, or the lock file cannot be created). Nothing of the write is
-    visible; retry, or remove the lock file the message names if no write runs."""
-
-
 LOCK_FILE = f".{MANIFEST}.lock"
 """The lock file of a node folder whose file system has no ``flock``."""
 LOCK_TIMEOUT = 30.0
@@ -803,6 +977,41 @@ def _break_stale(path: str) -> bool:
         os.unlink(guard)
 
 
+def _digest(data: bytes) -> str:
+    """The version token of bytes kept where the store has no version of its own."""
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def _local_put(path: str, data: bytes, version: Any) -> None:
+    """:meth:`Store.put_if_match` on a local file system (see there)."""
+    folder = os.path.dirname(path)
+    make_folders(folder)
+    tmp = os.path.join(folder, f".{os.path.basename(path)}.{secrets.token_hex(6)}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        with _folder_lock(folder):
+            try:
+                with open(path, "rb") as f:
+                    now: Any = _digest(f.read())
+            except FileNotFoundError:
+                now = None
+            if now != version:
+                raise PreconditionFailedError(
+                    errno.EAGAIN, f"{path}: changed since it was read", path
+                )
+            os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    sync_folder(folder)
+
+
 def is_newer(store: Store, node: str, current: bytes | None, manifest: Mapping[str, Any]) -> bool:
     """Whether to write ``manifest`` over the ``current`` manifest bytes of ``node``:
     ``True`` when its ``generation`` is larger (or there is nothing to compare),
@@ -814,7 +1023,6 @@ def is_newer(store: Store, node: str, current: bytes | None, manifest: Mapping[s
         return True
     if _is_fresh_group(manifest) and _kind(current) == "group":
         return False
-    from .manifest import CommitConflictError
 
     raise CommitConflictError(
         f"{store.display(node)}: another writer committed generation {cur_gen} while this "
@@ -860,14 +1068,6 @@ compare-and-swap under a process-wide lock (:data:`_process_commit_lock`)."""
 _process_commit_lock = threading.Lock()
 
 
-class BlindCommitWarning(UserWarning):
-    """A commit that is not a compare-and-swap: the manifest is replaced atomically,
-    but a concurrent writer's commit to the same node can be lost (the last one
-    wins). Issued once per process and reason: for fsspec file systems without
-    conditional writes (not local, ``memory://``, S3 or GCS), and everywhere when
-    ``ARRAYDS_CONDITIONAL_COMMIT=0``."""
-
-
 _warned_blind: set[str] = set()
 
 
@@ -887,14 +1087,17 @@ def _warn_blind(store: Store, why: str) -> None:
     )
 
 
-def _conditional(store: Store) -> bool:
-    """Whether commits to ``store`` use conditional PUTs; warns once when they cannot."""
+def _conditional(store: Store, warn: bool = True) -> bool:
+    """Whether commits to ``store`` use conditional PUTs; warns once when they cannot
+    (unless ``warn`` is false: a read asks only which version token to take)."""
     if os.environ.get("ARRAYDS_CONDITIONAL_COMMIT", "1").strip().lower() in ("0", "false", "no"):
-        _warn_blind(store, "ARRAYDS_CONDITIONAL_COMMIT=0 turns the conditional PUT off")
+        if warn:
+            _warn_blind(store, "ARRAYDS_CONDITIONAL_COMMIT=0 turns the conditional PUT off")
         return False
     if store.protocol in CONDITIONAL_PROTOCOLS:
         return True
-    _warn_blind(store, "this file system offers no conditional write")
+    if warn:
+        _warn_blind(store, "this file system offers no conditional write")
     return False
 
 
@@ -1013,7 +1216,6 @@ def commit_object(
     if not _conditional(store):
         fs.pipe_file(path, data)
         return
-    from .manifest import CommitConflictError
 
     what = store.display(node)
     gcs = store.protocol in GCS_PROTOCOLS

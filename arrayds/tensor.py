@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from . import _native
-from .arrayrecord import CorruptionError
+from .errors import CorruptionError
 
 __all__ = [
     "ALIGN",

@@ -30,7 +30,7 @@ import threading
 from collections.abc import Hashable, Mapping
 from typing import Any
 
-from ..api import register_writer
+from ..nodes import kinds
 from ..store import Store
 
 __all__ = ["ArrayDSAccessor", "open_dataset", "register_accessors"]
@@ -56,7 +56,7 @@ def _write(data: Any, store: Store, node: str, **options: Any) -> Any:
     return write_dataset(data, store, node, **options)
 
 
-register_writer("xarray", _is_xarray, _write, first=True)
+kinds.register_writer(kinds.Writer("xarray", _is_xarray, _write, "group"))
 
 
 def open_dataset(url: str, component: str | None = None, **kwargs: Any) -> Any:

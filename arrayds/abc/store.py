@@ -1,0 +1,125 @@
+"""The storage contract: what the dataset layer needs of a place to keep bytes.
+
+A :class:`Store` is one root (a local folder, a bucket prefix, ``memory://x``) holding
+objects under ``/``-separated keys relative to that root (``"a/b/arrayds.json"``,
+``"a/c/<id>-0.array_record"``). It knows nothing of manifests, nodes or the ArrayRecord
+format: it gets, puts, lists and deletes bytes, and offers one atomic primitive, the
+conditional put (:meth:`Store.put_if_match`), on which :mod:`arrayds.nodes.commit`
+builds every commit. Implementations: :mod:`arrayds.storage.local` (a local file
+system: temporary file, fsync, rename; the compare-and-swap under a folder lock) and
+:mod:`arrayds.storage.fsspec` (fsspec object stores: S3 ``If-Match``, GCS generations,
+``memory://`` under a process lock, other file systems blind). The conformance suite
+every implementation passes is ``tests/conformance/store.py``.
+
+A *version* is an opaque token returned with the bytes by :meth:`Store.get_versioned`;
+:data:`ABSENT` is the version of a key that holds nothing.
+
+>>> from arrayds.store import Store as MemoryStore
+>>> st = MemoryStore("memory://abc-doc")
+>>> st.put_if_match("k", b"1", ABSENT)
+>>> data, v = st.get_versioned("k")
+>>> st.put_if_match("k", b"2", v)
+>>> st.get_versioned("k")[0]
+b'2'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from contextlib import AbstractContextManager
+from typing import Any, Protocol, runtime_checkable
+
+__all__ = ["ABSENT", "Entry", "Store", "Version"]
+
+Version = Any
+"""An opaque version token of one object (an S3 ETag, a GCS generation, a digest of
+the bytes); compare only with what the same store returned."""
+
+ABSENT: Version = None
+"""The version of a key that holds no object: :meth:`Store.put_if_match` with it
+creates the object only if there is none."""
+
+Entry = tuple[str, int, "float | None"]
+"""One object of a listing: (key, size in bytes, modification time or None)."""
+
+
+@runtime_checkable
+class Store(Protocol):
+    """One storage root. Keys are ``/``-separated, relative to the root, never start
+    with ``/`` and never contain ``..``; ``""`` is the root itself."""
+
+    url: str
+    """The URL the store was opened with (for messages)."""
+    protocol: str
+    """The fsspec protocol (``"file"``, ``"memory"``, ``"s3"``, ``"gs"``, ...)."""
+    storage_options: dict[str, Any]
+    """The fsspec options it was opened with."""
+    local: bool
+    """Whether keys are files of the local file system (the engine then maps them)."""
+    token: tuple[str, str]
+    """(protocol, options) identifying the file system, for caches across handles."""
+
+    @property
+    def canonical_url(self) -> str:
+        """The root as a full URL, stable across processes (used in dask tokens)."""
+
+    def path(self, key: str) -> str:
+        """The file-system path of ``key`` (what fsspec or ``os`` is given)."""
+
+    def url_of(self, key: str) -> str:
+        """A URL of ``key`` the ArrayRecord engine opens (a plain path locally)."""
+
+    def display(self, key: str) -> str:
+        """``url`` for the root, ``url/key`` otherwise (for messages)."""
+
+    # -- reading
+
+    def get(self, key: str) -> bytes | None:
+        """The bytes at ``key``, or ``None`` if there is no object there."""
+
+    def get_versioned(self, key: str) -> tuple[bytes | None, Version]:
+        """The bytes at ``key`` and their version (``(None, ABSENT)`` if none)."""
+
+    def get_range(self, key: str, start: int, length: int) -> bytes:
+        """``length`` bytes of ``key`` from ``start`` (fewer at the end)."""
+
+    def exists(self, key: str) -> bool:
+        """Whether an object (or, on file systems, a folder) is at ``key``."""
+
+    def size(self, key: str) -> int:
+        """The size in bytes of the object at ``key`` (``FileNotFoundError`` if none)."""
+
+    def list_dir(self, prefix: str) -> list[str]:
+        """The names (sorted) of the folders directly below ``prefix``."""
+
+    def list(self, prefix: str) -> list[Entry]:
+        """Every object below ``prefix`` (recursively), as (key, size, mtime)."""
+
+    # -- writing
+
+    def put(self, key: str, data: bytes) -> None:
+        """Replace (or create) the object at ``key`` with ``data``, atomically (a reader
+        sees the old or the new bytes) and durably (on stable storage on return)."""
+
+    def put_if_match(self, key: str, data: bytes, version: Version) -> None:
+        """:meth:`put`, only if the object at ``key`` is still ``version`` (``ABSENT``:
+        only if there is none), checked atomically with the replace; else
+        :class:`arrayds.errors.PreconditionFailedError` and nothing changes. Stores that
+        cannot check (plain fsspec file systems) write blindly once they issued a
+        :class:`arrayds.errors.BlindCommitWarning`."""
+
+    def new_file(self, key: str) -> AbstractContextManager[str]:
+        """A place for the engine to write the immutable object ``key``: yields the path
+        or URL to write to; on a clean exit the object is complete and durable under
+        ``key`` (locally: a temporary name, fsync, rename), on an exception nothing is
+        left under ``key``."""
+
+    def flush(self, keys: Iterable[str]) -> None:
+        """Make the names of objects written earlier durable (locally: sync the folders
+        that hold them; object stores: nothing to do)."""
+
+    def delete(self, keys: Iterable[str]) -> None:
+        """Remove the objects at ``keys``; missing ones are fine."""
+
+    def delete_prefix(self, prefix: str) -> None:
+        """Remove everything below ``prefix`` (a folder and its contents)."""

@@ -1,0 +1,238 @@
+"""The registry of node kinds: one record per kind, in one place.
+
+A node's manifest names its ``kind``; everything arrayds does with a node goes through
+that kind's :class:`NodeKind`: how its manifest is parsed, how ``arrayds.open`` wraps
+it, how ``from_arrayrecord`` and ``ArrayRecordDataSource`` read it, where its shards
+live (what ``arrayds gc`` may remove) and how ``arrayds info``/``verify`` see it. The
+inputs ``to_arrayrecord`` accepts are :class:`Writer` records, tried in the documented
+order :data:`WRITER_ORDER` (the first whose ``accepts`` is true writes).
+
+The built-in kinds and writers live in the modules of :data:`HOMES`; they are imported
+on the first lookup, so what a lookup finds never depends on which module the caller
+imported first. Another package adds a kind with :func:`register` (and a writer with
+:func:`register_writer`, after the built-in ones unless it names a place).
+
+>>> from arrayds.nodes import kinds
+>>> [k.name for k in kinds.all_kinds()]
+['group', 'array', 'records', 'ragged']
+>>> [w.name for w in kinds.writers()]
+['xarray', 'ragged', 'dask.array', 'numpy', 'records']
+>>> kinds.writer_for([b"a", b"b"]).name, kinds.get("array").shard_folder
+('records', 'c')
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "HOMES",
+    "WRITER_ORDER",
+    "NodeKind",
+    "Writer",
+    "all_kinds",
+    "data_source",
+    "get",
+    "get_writer",
+    "kind_names",
+    "no_extra_keywords",
+    "register",
+    "register_writer",
+    "writer_for",
+    "writers",
+]
+
+
+@dataclass(frozen=True)
+class NodeKind:
+    """Everything arrayds needs to know of one node kind."""
+
+    name: str
+    """The manifest's ``kind`` value."""
+    parse: Callable[[Mapping[str, Any], str], Any]
+    """``parse(manifest_json, what)`` -> the manifest object (``CorruptionError`` if it
+    is malformed; ``what`` names the node in messages)."""
+    open: Callable[[Any, str, Any, str], Any]
+    """``open(store, node, manifest, mode)`` -> the handle ``arrayds.open`` returns."""
+    to_dask: Callable[..., Any] | None = None
+    """``to_dask(store, node, manifest, *, chunks, name, **kwargs)`` -> the dask
+    collection ``from_arrayrecord`` returns (``None``: not readable that way)."""
+    data_source: Callable[..., Any] | None = None
+    """``data_source(store, node, manifest, *, allow_pickle, serializer)`` -> the
+    shards and decoder ``ArrayRecordDataSource(url)`` reads (``None``: not a data
+    source)."""
+    shard_folder: str | None = None
+    """The folder inside the node that holds its shards (``"c"``), or ``None`` when
+    they sit in the node folder itself; ``arrayds gc`` removes only files there whose
+    names the shard grammar produces."""
+    describe: Callable[[Any, str, Any], dict[str, Any]] | None = None
+    """``describe(store, node, manifest)`` -> the kind's own fields of ``arrayds info``."""
+    phrase: str = ""
+    """How messages name one node of this kind ("an array", "a records dataset")."""
+
+    def a(self) -> str:
+        """``phrase``, or "a <name>" / "an <name>"."""
+        if self.phrase:
+            return self.phrase
+        return f"an {self.name}" if self.name[:1] in "aeiou" else f"a {self.name}"
+
+
+@dataclass(frozen=True)
+class Writer:
+    """An input ``to_arrayrecord`` writes."""
+
+    name: str
+    accepts: Callable[[Any], bool]
+    """Whether this writer writes ``data``."""
+    write: Callable[..., Any]
+    """``write(data, store, node, **options)``: every keyword of ``to_arrayrecord``
+    (``mode``, ``compression``, ``shard_size``, ``region``, ``attrs``, ``dims``,
+    ``serializer``, ``group_size``, ``compute``, ``progress``) plus its ``**kwargs``."""
+    kind: str
+    """The node kind it writes (``"group"`` for an xarray snapshot)."""
+
+
+HOMES: tuple[str, ...] = (
+    "arrayds.dataset",  # group
+    "arrayds.array",  # array
+    "arrayds.records",  # records
+    "arrayds.ragged",  # ragged
+    "arrayds.api",  # the dask.array, numpy and records writers
+    "arrayds.xarray",  # the xarray writer (xarray itself is imported only when used)
+)
+"""The modules that register the built-in kinds and writers."""
+
+WRITER_ORDER: tuple[str, ...] = ("xarray", "ragged", "dask.array", "numpy", "records")
+"""The order ``to_arrayrecord`` tries the writers in: xarray objects first (they also
+look like mappings), ragged inputs (lists of arrays, dask bags) before the records
+writer that would take any list or bag, dask arrays before numpy arrays (a dask array
+converts to numpy). Writers added by :func:`register_writer` come after these."""
+
+_kinds: dict[str, NodeKind] = {}
+_writers: dict[str, Writer] = {}
+_extra_order: list[str] = []
+_loaded = False
+_lock = threading.RLock()
+
+
+def register(kind: NodeKind) -> NodeKind:
+    """Add (or replace) the record of ``kind.name``; returns it."""
+    with _lock:
+        _kinds[kind.name] = kind
+    return kind
+
+
+def register_writer(writer: Writer) -> Writer:
+    """Add (or replace) a writer; one not named in :data:`WRITER_ORDER` is tried after
+    those, in the order added."""
+    with _lock:
+        if writer.name not in WRITER_ORDER and writer.name not in _extra_order:
+            _extra_order.append(writer.name)
+        _writers[writer.name] = writer
+    return writer
+
+
+def no_extra_keywords(what: str, kwargs: Mapping[str, Any]) -> None:
+    """``TypeError`` naming the keywords a kind's ``to_dask`` does not take."""
+    if kwargs:
+        raise TypeError(f"from_arrayrecord({what}): unexpected keyword arguments {sorted(kwargs)}")
+
+
+def _load() -> None:
+    global _loaded
+    if _loaded:
+        return
+    with _lock:
+        if _loaded:
+            return
+        for home in HOMES:
+            importlib.import_module(home)
+        _loaded = True
+
+
+def get(name: str | None, what: str = "node") -> NodeKind:
+    """The record of kind ``name``; ``NotImplementedError`` naming ``what`` and the
+    known kinds if there is none (a dataset written by a newer arrayds)."""
+    _load()
+    kind = _kinds.get(name) if isinstance(name, str) else None
+    if kind is None:
+        raise NotImplementedError(
+            f"{what}: node kind {name!r} is not supported by this arrayds (known: {kind_names()})"
+        )
+    return kind
+
+
+_BUILTIN_KINDS = ("group", "array", "records", "ragged")
+
+
+def all_kinds() -> list[NodeKind]:
+    """Every registered kind: the built-in ones (group, array, records, ragged), then
+    the others in the order they were added."""
+    _load()
+    rank = {n: i for i, n in enumerate(_BUILTIN_KINDS)}
+    return sorted(_kinds.values(), key=lambda k: rank.get(k.name, len(rank)))
+
+
+def kind_names() -> list[str]:
+    """The names of every registered kind, sorted."""
+    _load()
+    return sorted(_kinds)
+
+
+def data_source(
+    url: str, storage_options: Mapping[str, Any] | None, *, allow_pickle: bool, serializer: Any
+) -> Any:
+    """For ``ArrayRecordDataSource(url)``: the shards and decoder of the dataset at
+    ``url`` if its kind reads as a data source (records), else ``None`` (then ``url``
+    is an ArrayRecord file). ``allow_pickle`` and ``serializer`` are the data
+    source's arguments: the consent to unpickle and the user's serializer."""
+    from ..store import Store
+    from .commit import read
+
+    try:
+        store = Store(url, storage_options)  # not Store.get: plain files come through here
+        base = read(store, "")
+    except (OSError, ValueError):
+        return None
+    if base.raw is None:
+        return None
+    try:
+        kind = get(base.kind)
+    except NotImplementedError:
+        return None
+    if kind.data_source is None:
+        return None
+    m = kind.parse(base.raw, store.display(""))
+    return kind.data_source(store, "", m, allow_pickle=allow_pickle, serializer=serializer)
+
+
+def writers() -> list[Writer]:
+    """Every writer, in the order ``to_arrayrecord`` tries them."""
+    _load()
+    order = [*WRITER_ORDER, *_extra_order]
+    return [_writers[n] for n in order if n in _writers]
+
+
+def get_writer(name: str) -> Writer:
+    """The writer called ``name`` (``KeyError`` if there is none): a writer that
+    finds its input is another's (a bag of records given to the ragged writer) hands
+    it on."""
+    _load()
+    return _writers[name]
+
+
+def writer_for(data: Any) -> Writer:
+    """The first writer (in :func:`writers` order) that accepts ``data``; else
+    ``TypeError`` naming the type and the writers."""
+    found = writers()
+    for w in found:
+        if w.accepts(data):
+            return w
+    raise TypeError(
+        f"cannot write data of type {type(data).__module__}.{type(data).__qualname__} "
+        f"(writers, in order: {', '.join(w.name for w in found)})"
+    )
