@@ -24,6 +24,7 @@ import numpy as np
 from .dataset import _missing, _read_node
 from .manifest import GroupManifest
 from .nodes import kinds
+from .storage import get_store
 from .store import Store, check_component
 
 __all__ = ["from_arrayrecord", "to_arrayrecord"]
@@ -72,7 +73,7 @@ def to_arrayrecord(
     >>> d.compute().nchunks_initialized
     4
     """
-    store = Store.get(os.fspath(url), storage_options)
+    store = get_store(os.fspath(url), storage_options)
     node = check_component(component)
     options = dict(
         mode=mode,
@@ -121,7 +122,7 @@ def from_arrayrecord(
     >>> arrayds.from_arrayrecord("memory://doc-from", chunks=4).chunks
     ((4, 4, 2),)
     """
-    store = Store.get(os.fspath(url), storage_options)
+    store = get_store(os.fspath(url), storage_options)
     node = check_component(component)
     m = _read_node(store, node)
     if m is None:

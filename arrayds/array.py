@@ -58,6 +58,7 @@ from .grid import (
 from .manifest import ArrayManifest, CommitConflictError, ShardEntry, writer_options
 from .node import Node
 from .nodes import kinds
+from .storage import get_store
 from .store import (
     SHARD_DIR,
     SHARD_SUFFIX,
@@ -948,7 +949,7 @@ def _restore_array(
     """Rebuild a pickled :class:`Array` in another process: same snapshot; the parsed
     manifest (and its shard table) is cached per process by (url, node, generation,
     commit)."""
-    store = Store.get(url, storage_options)
+    store = get_store(url, storage_options)
     key = (store.token, store.root, node, manifest.get("generation"), manifest.get("commit"))
     m = _restored.get(key)
     if m is None:

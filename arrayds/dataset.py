@@ -38,6 +38,7 @@ from .grid import normalize_chunks
 from .manifest import ArrayManifest, GroupManifest, parse_node
 from .node import Node
 from .nodes import kinds
+from .storage import get_store
 from .store import SHARD_DIR, Store, check_component, join_component, new_write_id
 
 __all__ = ["Group", "TreeView", "open", "open_array", "open_group"]
@@ -301,7 +302,7 @@ def open(  # noqa: A001 - the public name of API.md
     <arrayds.Group 'memory://doc-open' (0 members) mode='r+'>
     """
     _check_mode(mode)
-    store = Store.get(os.fspath(url), storage_options)
+    store = get_store(os.fspath(url), storage_options)
     if mode in ("w", "w-"):
         return create_group_node(store, "", mode)
     m = _read_node(store, "")
@@ -329,7 +330,7 @@ def open_group(
     ('/a/b', 1)
     """
     _check_mode(mode)
-    store = Store.get(os.fspath(url), storage_options)
+    store = get_store(os.fspath(url), storage_options)
     node = check_component(component)
     if mode in ("w", "w-"):
         return create_group_node(store, node, mode, attrs)
@@ -371,7 +372,7 @@ def open_array(
     (3,)
     """
     _check_mode(mode)
-    store = Store.get(os.fspath(url), storage_options)
+    store = get_store(os.fspath(url), storage_options)
     node = check_component(component)
     display = store.display(node)
 
@@ -637,7 +638,7 @@ class Group(Node, Mapping[str, Any]):
 
 
 def _restore_group(url: str, storage_options: dict[str, Any], node: str, mode: str) -> Group:
-    store = Store.get(url, storage_options)
+    store = get_store(url, storage_options)
     m = _read_node(store, node)
     if not isinstance(m, GroupManifest):
         raise _missing(store, node, "group")

@@ -64,6 +64,7 @@ from .manifest import (
 )
 from .node import Node
 from .nodes import kinds
+from .storage import get_store
 from .store import (
     SHARD_DIR,
     SHARD_SUFFIX,
@@ -907,7 +908,7 @@ def _bag_partition(ra: RaggedArray, k: int) -> list[np.ndarray]:
 def _restore(
     url: str, storage_options: Mapping[str, Any], node: str, manifest: dict[str, Any]
 ) -> RaggedArray:
-    store = Store.get(url, storage_options)
+    store = get_store(url, storage_options)
     return RaggedArray(store, node, RaggedManifest.from_json(manifest, store.display(node)))
 
 
@@ -921,7 +922,7 @@ def _locate_node(
         url = os.fspath(url)
     if not isinstance(url, str):
         raise TypeError(f"a ragged array URL must be a str or path, got {type(url).__name__}")
-    return Store.get(url, storage_options), check_component(component)
+    return get_store(url, storage_options), check_component(component)
 
 
 def _read_manifest(store: Store, node: str) -> RaggedManifest | None:

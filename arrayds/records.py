@@ -61,6 +61,7 @@ from .dataset import ensure_parents
 from .manifest import FORMAT, FORMAT_VERSION, CommitConflictError, parse_node
 from .nodes import kinds
 from .serializers import Serializer, SerializerSpec
+from .storage import get_store
 from .store import (
     MANIFEST,
     Store,
@@ -101,7 +102,7 @@ def _locate(
         url = os.fspath(url)
     if not isinstance(url, str):
         raise TypeError(f"a records dataset URL must be a str or path, got {type(url).__name__}")
-    return Store.get(url, storage_options), check_component(component)
+    return get_store(url, storage_options), check_component(component)
 
 
 def _write_stream(store: Store, node: str, name: str, batches: Iterable[list[bytes]], options: str):

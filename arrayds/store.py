@@ -336,7 +336,7 @@ def reset_io_stats() -> None:
 # ------------------------------------------------------------------- the store
 
 
-def _options_token(storage_options: Mapping[str, Any] | None) -> str:
+def options_token(storage_options: Mapping[str, Any] | None) -> str:
     return json.dumps(dict(storage_options or {}), sort_keys=True, default=repr)
 
 
@@ -345,11 +345,9 @@ class Store:
 
     Node names are ``""`` (the root) or ``"a/b"``; file names inside a node are
     relative (``"arrayds.json"``, ``"c/<id>-0.array_record"``). ``Store`` objects are
-    cheap; :meth:`get` caches one per (url, storage_options) per process.
+    cheap; :func:`arrayds.storage.get_store` caches one per (url, storage_options)
+    per process.
     """
-
-    _instances: dict[tuple[str, str], Store] = {}
-    _instances_lock = threading.Lock()
 
     def __init__(
         self, url: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None
@@ -370,22 +368,7 @@ class Store:
         self.root = root.rstrip("/") if root not in ("/", "") else root
         protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
         self.protocol = protocol
-        self.token = (protocol, _options_token(self.storage_options))
-
-    @classmethod
-    def get(cls, url: str, storage_options: Mapping[str, Any] | None = None) -> Store:
-        """A cached :class:`Store` for (url, storage_options)."""
-        key_url = os.fspath(url)
-        if "://" not in key_url and "::" not in key_url:
-            # a relative local path means another folder after os.chdir (issue 6)
-            key_url = os.path.abspath(key_url)
-        key = (key_url, _options_token(storage_options))
-        st = cls._instances.get(key)
-        if st is None:
-            st = cls(url, storage_options)
-            with cls._instances_lock:
-                cls._instances[key] = st
-        return st
+        self.token = (protocol, options_token(self.storage_options))
 
     # -- naming
 
@@ -1539,7 +1522,6 @@ def _after_fork_in_child() -> None:
     _readers_lock = threading.Lock()
     _stats_lock = threading.Lock()
     _readers.clear()
-    Store._instances_lock = threading.Lock()
 
 
 if hasattr(os, "register_at_fork"):

@@ -51,6 +51,7 @@ from .manifest import (
     ShardEntry,
     parse_node,
 )
+from .storage import get_store
 from .store import (
     MANIFEST,
     SHARD_DIR,
@@ -138,7 +139,7 @@ def _walk(store: Store, node: str) -> Iterator[_Node]:
 
 
 def _open_root(url: Any, storage_options: Mapping[str, Any] | None, component: str | None):
-    store = Store.get(os.fspath(url), storage_options)
+    store = get_store(os.fspath(url), storage_options)
     node = check_component(component)
     if store.read_manifest(node) is None:
         where = repr(store.url) + (f" (component {node!r})" if node else "")

@@ -46,6 +46,7 @@ from ..manifest import (
     check_compression,
     writer_options,
 )
+from ..storage import get_store
 from ..store import SHARD_DIR, SHARD_SUFFIX, Store, new_write_id
 from ..tensor import check_dtype, encode_chunk
 
@@ -172,7 +173,7 @@ def _make_job(cls: Any, kw: dict[str, Any]) -> Any:
 def _write_shard_task(job: ShardJob, blocks: Iterable[Any]) -> dict[str, Any]:
     """Encode a box of blocks (C order; a list, or an iterator that makes each block
     when it is taken) as one shard; return its manifest entry."""
-    store = Store.get(job.url, job.storage_options)
+    store = get_store(job.url, job.storage_options)
     dtype = np.dtype(job.dtype)
     what = job.what
     _refuse_committed_shard(store, job)
@@ -216,7 +217,7 @@ def _refuse_committed_shard(store: Store, job: ShardJob) -> None:
 
 def _commit_task(job: CommitJob, entries: list[dict[str, Any]]) -> Array:
     """Check the node is as the graph expects, then write the manifest (atomic)."""
-    store = Store.get(job.url, job.storage_options)
+    store = get_store(job.url, job.storage_options)
     node, mode, expected = job.node, job.mode, job.expected
     what = f"array {store.display(node)!r}"
     m = ArrayManifest.from_json(job.base, what)

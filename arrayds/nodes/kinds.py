@@ -194,7 +194,7 @@ def data_source(
     from .commit import read
 
     try:
-        store = Store(url, storage_options)  # not Store.get: plain files come through here
+        store = Store(url, storage_options)  # not get_store: plain files come through here
         base = read(store, "")
     except (OSError, ValueError):
         return None

@@ -39,6 +39,7 @@ from xarray.core.utils import FrozenDict
 
 from ..array import Array
 from ..manifest import ArrayManifest, CommitConflictError, parse_node
+from ..storage import get_store
 from ..store import MANIFEST, Store, check_component, join_component
 from .attrs import decode_attrs
 from .state import chain_stamps, read_state
@@ -227,7 +228,7 @@ class ArrayDSDataStore(AbstractDataStore):
 def _closed_store(url: str, storage_options: Mapping[str, Any], node: str) -> ArrayDSDataStore:
     """An unpickled :class:`ArrayDSDataStore`: its members are read again (from the
     current state) only if asked for."""
-    return ArrayDSDataStore(Store.get(url, storage_options), node, lazy=True)
+    return ArrayDSDataStore(get_store(url, storage_options), node, lazy=True)
 
 
 def _split_url(filename_or_obj: Any) -> str | None:
@@ -278,7 +279,7 @@ class ArrayDSBackendEntrypoint(BackendEntrypoint):
                 f"engine 'arrayds' opens a dataset URL (str or path), got "
                 f"{type(filename_or_obj).__name__}"
             )
-        store = Store.get(url, storage_options)
+        store = get_store(url, storage_options)
         top = check_component(group)
         for _ in range(16):
             before = chain_stamps(store, top)
@@ -348,7 +349,7 @@ class ArrayDSBackendEntrypoint(BackendEntrypoint):
                     f"engine 'arrayds' opens a dataset URL (str or path), got "
                     f"{type(filename_or_obj).__name__}"
                 )
-            ds_store = ArrayDSDataStore(Store.get(url, storage_options), check_component(group))
+            ds_store = ArrayDSDataStore(get_store(url, storage_options), check_component(group))
         return StoreBackendEntrypoint().open_dataset(
             ds_store,
             mask_and_scale=mask_and_scale,

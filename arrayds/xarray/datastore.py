@@ -26,6 +26,7 @@ from typing import Any
 
 from xarray.backends.common import WritableCFDataStore
 
+from ..storage import get_store
 from ..store import Store, check_component
 from .state import read_state
 
@@ -60,7 +61,7 @@ class ArrayDSWritableStore(WritableCFDataStore):
         storage_options: Mapping[str, Any] | None = None,
     ) -> ArrayDSWritableStore:
         """The store for ``url`` (and the component ``group`` inside it)."""
-        return cls(Store.get(url, storage_options), check_component(group), mode)
+        return cls(get_store(url, storage_options), check_component(group), mode)
 
     # -- what is stored (committed), plus what is buffered
 

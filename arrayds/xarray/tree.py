@@ -40,6 +40,7 @@ from ..manifest import (
     ShardEntry,
     check_compression,
 )
+from ..storage import get_store
 from ..store import Store, check_component, join_component
 from .attrs import encode_attrs
 from .state import (
@@ -254,7 +255,7 @@ def write_datatree(
 
 def _commit_task(job: _TreeJob, results: list[list[dict[str, Any]]]) -> dict[str, Any]:
     """The one commit of the whole tree, after every shard task succeeded."""
-    store = Store.get(job.url, job.storage_options)
+    store = get_store(job.url, job.storage_options)
     what = f"datatree {store.display(job.node)!r}"
     by_key = dict(zip(job.order, results, strict=True))
     # the conflict check: no group of the tree changed since the write was planned

@@ -50,6 +50,7 @@ from ..dask.array import (
 )
 from ..grid import AxisGrid, ChunkGrid, normalize_chunks
 from ..manifest import ArrayManifest, ShardEntry, check_compression, writer_options
+from ..storage import get_store
 from ..store import Store, check_component, join_component
 from ..tensor import check_dtype
 from .attrs import decode_attrs, encode_attrs
@@ -336,7 +337,7 @@ class _CommitJob:
 def _commit_task(job: _CommitJob, results: list[list[dict[str, Any]]]) -> dict[str, Any]:
     """The one commit of the whole dataset (after every shard task succeeded);
     ``results[i]`` are the shard entries of variable ``job.names[i]``."""
-    store = Store.get(job.url, job.storage_options)
+    store = get_store(job.url, job.storage_options)
     node, expected = job.node, job.expected
     what = f"dataset {store.display(node)!r}"
     members: dict[str, ArrayManifest] = {n: expected.members[n] for n in job.keep}

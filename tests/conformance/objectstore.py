@@ -48,6 +48,7 @@ import arrayds
 from arrayds import records
 from arrayds import store as store_mod
 from arrayds.manifest import CommitConflictError
+from arrayds.storage import get_store
 from arrayds.store import BlindCommitWarning, Store
 
 MISSING_BUCKET = "no-such-bucket-arrayds"
@@ -289,7 +290,7 @@ class ObjectStoreConformance:
         sees the first's generation and is refused before it uploads."""
         g = arrayds.open(store_url, mode="w", storage_options=store_opts)
         g.attrs["n"] = 0
-        store = Store.get(store_url, store_opts)
+        store = get_store(store_url, store_opts)
         m = dict(store.read_manifest(""))
         gen0 = m["generation"]
         store.write_manifest("", dict(m, generation=gen0 + 1, attrs={"by": 1}))
