@@ -13,7 +13,7 @@ False
 
 from __future__ import annotations
 
-from ._native import CorruptionError
+from . import _native
 
 __all__ = [
     "BlindCommitWarning",
@@ -23,10 +23,9 @@ __all__ = [
     "PreconditionFailedError",
 ]
 
-CorruptionError.__doc__ = (
-    "Raised for a damaged or forged file (a subclass of ``OSError``); the message names "
-    "the file and the byte position."
-)
+CorruptionError = _native.CorruptionError
+"""Raised for a damaged or forged file (a subclass of ``OSError``); the message names
+the file and the byte position. The engine creates it, so it is the class C++ raises."""
 
 
 class CommitConflictError(RuntimeError):
