@@ -17,9 +17,9 @@
 
 #include "arrayrecord/options.h"
 #include "arrayrecord/reader.h"
-#include "arrayrecord/thread_pool.h"
+#include "util/thread_pool.h"
 #include "arrayrecord/writer.h"
-#include "buffer_pool.h"
+#include "util/buffer_pool.h"
 #include "compress/compressor.h"
 #include "errors.h"
 #include "riegeli/highway_hash.h"
