@@ -1,7 +1,8 @@
 // Python buffers and bytes objects as the bindings see them: read-only views of
 // bytes-like objects (BufferView), writable destinations of any shape and strides
 // (WritableView), a view kept alive for the engine (PyBufferHolder), and bytes
-// objects made for the engine to fill. Every function here needs the GIL.
+// objects made for the engine to fill. Everything here needs the GIL except
+// WritableView::place.
 #pragma once
 
 #include <pybind11/pybind11.h>
@@ -9,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "util/byte_buffer.h"
 
