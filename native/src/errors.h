@@ -1,4 +1,4 @@
-// Exception types of the engine. bindings.cc maps each one to a Python exception:
+// Exception types of the engine. python/exceptions.cc maps each one to a Python exception:
 //   CorruptionError   -> arrayds._native.CorruptionError (subclass of OSError)
 //   UnsupportedError  -> NotImplementedError (transposed chunks, missing codecs)
 //   OptionsError      -> ValueError

@@ -5,10 +5,10 @@
 #include <cstdint>
 #include <string>
 
-#include "arrayrecord/byte_source.h"
-#include "byte_buffer.h"
 #include "riegeli/chunk.h"
 #include "riegeli/pieces.h"
+#include "util/byte_sink.h"
+#include "util/byte_source.h"
 
 namespace arrayds {
 
@@ -28,43 +28,6 @@ struct ParsedChunk {
 // Throws CorruptionError naming `name` and the position.
 uint64_t parse_chunk(const Region& region, uint64_t begin, uint64_t limit,
                      const std::string& name, ParsedChunk& out);
-
-// Output of a writer.
-class ByteSink {
- public:
-  virtual ~ByteSink() = default;
-  virtual void append(const uint8_t* data, size_t size) = 0;
-  virtual void append_zeros(size_t size) = 0;
-  // Flushes and closes; further use is an error.
-  virtual void finish() = 0;
-};
-
-class FileSink final : public ByteSink {
- public:
-  explicit FileSink(const std::string& path);  // creates/truncates; IoError on failure
-  ~FileSink() override;
-  void append(const uint8_t* data, size_t size) override;
-  void append_zeros(size_t size) override;
-  void finish() override;
-
- private:
-  void flush();
-  void write_all(const uint8_t* data, size_t size);
-  std::string path_;
-  int fd_ = -1;
-  ByteBuffer buffer_;
-};
-
-class MemorySink final : public ByteSink {
- public:
-  void append(const uint8_t* data, size_t size) override { buffer_.append(data, size); }
-  void append_zeros(size_t size) override { buffer_.append_zeros(size); }
-  void finish() override {}
-  ByteBuffer& buffer() { return buffer_; }
-
- private:
-  ByteBuffer buffer_;
-};
 
 // Writes chunks one after another from position 0, inserting block headers.
 class ChunkLayoutWriter {

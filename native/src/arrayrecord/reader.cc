@@ -5,10 +5,10 @@
 #include <type_traits>
 
 #include "arrayrecord/footer.h"
-#include "arrayrecord/thread_pool.h"
 #include "errors.h"
 #include "riegeli/block_layout.h"
 #include "riegeli/simple_chunk.h"
+#include "util/thread_pool.h"
 
 namespace arrayds {
 namespace {

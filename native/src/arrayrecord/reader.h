@@ -13,10 +13,10 @@
 #include <utility>
 #include <vector>
 
-#include "arrayrecord/byte_source.h"
 #include "arrayrecord/chunk_io.h"
 #include "arrayrecord/options.h"
-#include "byte_buffer.h"
+#include "util/byte_buffer.h"
+#include "util/byte_source.h"
 
 namespace arrayds {
 

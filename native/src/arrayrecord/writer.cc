@@ -1,10 +1,10 @@
 #include "arrayrecord/writer.h"
 
 #include "arrayrecord/footer.h"
-#include "arrayrecord/thread_pool.h"
 #include "errors.h"
 #include "riegeli/chunk.h"
 #include "riegeli/simple_chunk.h"
+#include "util/thread_pool.h"
 
 namespace arrayds {
 

@@ -15,7 +15,7 @@
 
 #include "arrayrecord/chunk_io.h"
 #include "arrayrecord/options.h"
-#include "byte_buffer.h"
+#include "util/byte_buffer.h"
 
 namespace arrayds {
 

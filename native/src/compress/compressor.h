@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-#include "byte_buffer.h"
+#include "util/byte_buffer.h"
 
 namespace arrayds {
 

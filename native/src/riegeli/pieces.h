@@ -7,8 +7,8 @@
 #include <cstring>
 #include <vector>
 
-#include "byte_buffer.h"
 #include "riegeli/varint.h"
+#include "util/byte_buffer.h"
 
 namespace arrayds {
 

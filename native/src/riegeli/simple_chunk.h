@@ -4,9 +4,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "byte_buffer.h"
 #include "compress/compressor.h"
 #include "riegeli/pieces.h"
+#include "util/byte_buffer.h"
 
 namespace arrayds {
 

@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "byte_buffer.h"
+#include "util/byte_buffer.h"
 
 namespace arrayds {
 

@@ -1,4 +1,4 @@
-#include "arrayrecord/file_mapping.h"
+#include "util/file_mapping.h"
 
 #include <signal.h>
 #include <sys/mman.h>

@@ -1,4 +1,4 @@
-#include "arrayrecord/byte_source.h"
+#include "util/byte_source.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

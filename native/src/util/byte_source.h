@@ -8,8 +8,8 @@
 #include <memory>
 #include <string>
 
-#include "arrayrecord/file_mapping.h"
-#include "byte_buffer.h"
+#include "util/byte_buffer.h"
+#include "util/file_mapping.h"
 
 namespace arrayds {
 

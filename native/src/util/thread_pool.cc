@@ -1,4 +1,4 @@
-#include "arrayrecord/thread_pool.h"
+#include "util/thread_pool.h"
 
 #include <pthread.h>
 
