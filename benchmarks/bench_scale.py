@@ -273,7 +273,7 @@ def xr_step(i: int):
     import xarray as xr
 
     rng = np.random.default_rng(1000 + i)
-    return xr.Dataset(
+    ds = xr.Dataset(
         {"t2m": (("time", "lat", "lon"), rng.standard_normal((1, *GRID), dtype="f4"))},
         coords={
             "time": [np.datetime64("2020-01-01T00", "h") + np.timedelta64(i, "h")],
@@ -281,6 +281,8 @@ def xr_step(i: int):
             "lon": np.linspace(0, 360, GRID[1], endpoint=False),
         },
     )
+    ds["time"].encoding = {"units": "hours since 2020-01-01", "dtype": "int64"}
+    return ds
 
 
 def bench_xarray(n: int, workdir: str, compact: bool) -> tuple[Run, Run]:
