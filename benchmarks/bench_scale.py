@@ -376,17 +376,20 @@ def render_workload(title: str, what: str, ours: Run, theirs: Run) -> tuple[list
     if n not in marks:
         marks.append(n)  # and the last write
     first = around(ours.wall, marks[0]) if marks else 0.0
+    first_cpu = around(ours.cpu, marks[0]) if marks else 0.0
     for m in marks:
         ow, tw = around(ours.wall, m), around(theirs.wall, m)
         oc, tc = around(ours.cpu, m), around(theirs.cpu, m)
         target = ""
         if m == MARKS[-1]:
             ok = ow <= 1.5 * first and ow <= tw
-            target = verdict(ok, "<= 1.5x at 10 and <= zarr")
+            target = verdict(ok, "<= 1.5x at 10 and <= zarr") + (
+                f" ({ow / first:.1f}x; CPU {oc / first_cpu:.1f}x)"
+            )
             if not ok:
                 missed.append(f"{title} per write at {m:,}")
         elif m == marks[-1] and m != marks[0]:
-            target = f"({ow / first:.1f}x its cost at 10)"
+            target = f"({ow / first:.1f}x its cost at 10; CPU {oc / first_cpu:.1f}x)"
         lines.append(
             f"| per write around write {m:,} | {ms(ow)} | {ms(tw)} | {ratio(ow, tw)} | "
             f"{ratio(oc, tc)} (CPU {ms(oc)} / {ms(tc)}) | {target} |"
