@@ -1,0 +1,535 @@
+"""Scaling with history (issue 12): many small writes, arrayds next to zarr-python 3
+doing the same work in the same run.
+
+    python benchmarks/bench_scale.py            # 10,000 / 10,000 / 2,000 writes
+    python benchmarks/bench_scale.py --quick    # 200 / 200 / 50 writes
+    python benchmarks/bench_scale.py --appends=3000 --records=3000 --xr-steps=500
+
+Workloads (each write is one commit of its own, page cache hot, local disk):
+* array: ``--appends`` single-row appends of 128 float64 (1 KiB) to an array with
+  chunks of one row: ``Array.append`` / zarr ``Array.append``;
+* records: ``--records`` appends of 20 records of 100 bytes:
+  ``arrayds.to_arrayrecord(list_of_bytes, url, mode="a")`` / ``append`` of 20 elements
+  to a 1-d zarr ``VariableLengthBytes`` array with chunks of 20;
+* xarray: ``--xr-steps`` steps of one ``time`` of a (time, 32, 64) float32 variable:
+  ``ds.arrayds.to_arrayrecord(url, append_dim="time")`` / ``ds.to_zarr(url,
+  append_dim="time")`` (the first step of each creates the dataset).
+
+Reported for each: the cost of one write (wall and CPU) around 10 / 100 / 1,000 /
+10,000 writes (the median over a window of writes centred on the mark, so one slow
+write does not decide it) and the mean over all writes; then, after the last write,
+the time to open, the latency of reading one element (median over random elements
+of an open handle), the bytes on disk (allocated, ``st_blocks * 512`` like ``du``,
+and apparent, ``st_size``), and the same three for the same content written at
+once (the reference of the targets). Rows "after compact" are measured once
+``arrayds.compact`` exists (``--no-compact`` leaves them out).
+
+Targets (issue 12, without compaction unless said): cost per write at 10,000 writes
+<= 1.5x its cost at 10 writes and <= zarr's; open time and read latency <= 2x those
+of the same content written at once; bytes on disk after compact <= 1.1x those of
+the content written at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+import arrayds
+
+MARKS = (10, 100, 1_000, 10_000)
+ROW = 128  # float64 per appended row: 1 KiB
+RECORDS_PER_WRITE = 20
+RECORD_BYTES = 100
+GRID = (32, 64)  # float32 per xarray step: 8 KiB
+READS = 200
+OPENS = 5
+NO_COMPACT = "n/a (compact not implemented yet)"
+
+
+@dataclass
+class Run:
+    """One library's side of a workload."""
+
+    wall: list[float] = field(default_factory=list)  # per write, seconds
+    cpu: list[float] = field(default_factory=list)
+    open_s: float = 0.0
+    read_s: float = 0.0
+    disk: tuple[int, int] = (0, 0)  # (allocated, apparent) bytes
+    once: tuple[float, float, tuple[int, int]] | None = None  # open, read, disk
+    compact: tuple[float, float, float, tuple[int, int]] | None = None  # + time taken
+
+
+def timed_writes(n: int, write: Callable[[int], object]) -> tuple[list[float], list[float]]:
+    """Calls ``write(i)`` for i in 0..n-1 -> (wall seconds, CPU seconds) of each call."""
+    walls, cpus = [], []
+    for i in range(n):
+        c0 = time.process_time()
+        t0 = time.perf_counter()
+        write(i)
+        walls.append(time.perf_counter() - t0)
+        cpus.append(time.process_time() - c0)
+    return walls, cpus
+
+
+def around(values: list[float], mark: int) -> float:
+    """Median of the writes in a window centred on write number ``mark`` (1-based),
+    clipped to the writes there are: the marginal cost of a write at that point."""
+    half = max(2, mark // 20)
+    lo, hi = max(0, mark - half), min(len(values), mark + half)
+    if hi - lo < 2 * half:  # at the end: the last writes
+        lo = max(0, hi - 2 * half)
+    return statistics.median(values[lo:hi])
+
+
+def disk_usage(path: str) -> tuple[int, int]:
+    """(allocated bytes as ``du`` counts them, apparent bytes) of everything under path."""
+    allocated = apparent = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            st = os.stat(os.path.join(root, name))
+            allocated += st.st_blocks * 512
+            apparent += st.st_size
+    return allocated, apparent
+
+
+def best_of(n: int, fn: Callable[[], object]) -> float:
+    best = float("inf")
+    for _ in range(n):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def read_latency(read: Callable[[int], object], size: int, seed: int = 3) -> float:
+    """Median seconds of ``read(i)`` over READS random indices below ``size``."""
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, size, size=READS).tolist()
+    read(idx[0])  # first-touch costs (readers opened lazily) outside the timing
+    times = []
+    for i in idx:
+        t0 = time.perf_counter()
+        read(i)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def measure_state(
+    open_fn: Callable[[], object], read_fn: Callable[[object, int], object], size: int, path: str
+) -> tuple[float, float, tuple[int, int]]:
+    """(open seconds, one-element read seconds, disk usage) of the dataset at path."""
+    open_s = best_of(OPENS, open_fn)
+    handle = open_fn()
+    read_s = read_latency(lambda i: read_fn(handle, i), size)
+    return open_s, read_s, disk_usage(path)
+
+
+def after_compact(
+    url: str,
+    open_fn: Callable[[], object],
+    read_fn: Callable[[object, int], object],
+    size: int,
+    enabled: bool,
+) -> tuple[float, float, float, tuple[int, int]] | None:
+    """The hook for the "after compact" rows: compacts ``url`` with ``arrayds.compact``
+    once it exists -> (compaction seconds, open, read, disk); None until then."""
+    compact = getattr(arrayds, "compact", None)
+    if not enabled or compact is None:
+        return None
+    t0 = time.perf_counter()
+    compact(url)
+    took = time.perf_counter() - t0
+    return (took, *measure_state(open_fn, read_fn, size, url))
+
+
+# ---- the three workloads
+
+
+def bench_array(n: int, workdir: str, compact: bool) -> tuple[Run, Run]:
+    import zarr
+
+    rows = np.random.default_rng(1).standard_normal((n, ROW))
+    ours, theirs = Run(), Run()
+
+    url = os.path.join(workdir, "array.ads")
+    a = arrayds.open_array(url, mode="w", shape=(0, ROW), dtype="f8", chunks=(1, ROW))
+    ours.wall, ours.cpu = timed_writes(n, lambda i: a.append(rows[i : i + 1]))
+    assert a.shape == (n, ROW)
+
+    zpath = os.path.join(workdir, "array.zarr")
+    z = zarr.create_array(zpath, shape=(0, ROW), chunks=(1, ROW), dtype="f8")
+    theirs.wall, theirs.cpu = timed_writes(n, lambda i: z.append(rows[i : i + 1], axis=0))
+    assert z.shape == (n, ROW)
+
+    def ours_open(u: str = url):
+        return arrayds.open_array(u)
+
+    def theirs_open(p: str = zpath):
+        return zarr.open_array(p, mode="r")
+
+    def read(h, i):
+        return h[i, 7]
+
+    check = ours_open()
+    assert float(check[n - 1, 7]) == float(theirs_open()[n - 1, 7]) == rows[n - 1, 7]
+    ours.open_s, ours.read_s, ours.disk = measure_state(ours_open, read, n, url)
+    theirs.open_s, theirs.read_s, theirs.disk = measure_state(theirs_open, read, n, zpath)
+
+    once = os.path.join(workdir, "array-once.ads")
+    arrayds.to_arrayrecord(rows, once, mode="w", chunks=(1, ROW))
+    ours.once = measure_state(lambda: ours_open(once), read, n, once)
+    zonce = os.path.join(workdir, "array-once.zarr")
+    zarr.create_array(zonce, shape=(n, ROW), chunks=(1, ROW), dtype="f8")[:] = rows
+    theirs.once = measure_state(lambda: theirs_open(zonce), read, n, zonce)
+    ours.compact = after_compact(url, ours_open, read, n, compact)
+    return ours, theirs
+
+
+def make_records(n_writes: int) -> list[list[bytes]]:
+    rng = np.random.default_rng(2)
+    # no zero bytes: zarr hands a VariableLengthBytes element back as numpy bytes,
+    # which drop trailing zeros
+    blob = rng.integers(1, 256, size=n_writes * RECORDS_PER_WRITE * RECORD_BYTES, dtype=np.uint8)
+    raw = blob.tobytes()
+    out = []
+    for w in range(n_writes):
+        base = w * RECORDS_PER_WRITE * RECORD_BYTES
+        out.append(
+            [
+                raw[base + k * RECORD_BYTES : base + (k + 1) * RECORD_BYTES]
+                for k in range(RECORDS_PER_WRITE)
+            ]
+        )
+    return out
+
+
+def bench_records(n: int, workdir: str, compact: bool) -> tuple[Run, Run]:
+    import zarr
+    from zarr.dtype import VariableLengthBytes
+
+    batches = make_records(n)
+    flat = [r for b in batches for r in b]
+    size = len(flat)
+    ours, theirs = Run(), Run()
+
+    url = os.path.join(workdir, "records.ads")
+    ours.wall, ours.cpu = timed_writes(
+        n, lambda i: arrayds.to_arrayrecord(batches[i], url, mode="a" if i else "w")
+    )
+
+    zpath = os.path.join(workdir, "records.zarr")
+    z = zarr.create_array(
+        zpath, shape=(0,), chunks=(RECORDS_PER_WRITE,), dtype=VariableLengthBytes()
+    )
+
+    def zarr_append(i: int) -> None:
+        z.append(np.array(batches[i], dtype=object))
+
+    theirs.wall, theirs.cpu = timed_writes(n, zarr_append)
+    assert z.shape == (size,)
+
+    def ours_open(u: str = url):
+        return arrayds.open(u)
+
+    def theirs_open(p: str = zpath):
+        return zarr.open_array(p, mode="r")
+
+    def read(h, i):
+        return h[i]
+
+    zarr_item = theirs_open()[size - 3]
+    while isinstance(zarr_item, np.ndarray):  # a 0-d object array of a numpy bytes array
+        zarr_item = zarr_item.item()
+    assert ours_open()[size - 3] == bytes(zarr_item) == flat[size - 3]
+    ours.open_s, ours.read_s, ours.disk = measure_state(ours_open, read, size, url)
+    theirs.open_s, theirs.read_s, theirs.disk = measure_state(theirs_open, read, size, zpath)
+
+    once = os.path.join(workdir, "records-once.ads")
+    arrayds.to_arrayrecord(flat, once, mode="w")
+    ours.once = measure_state(lambda: ours_open(once), read, size, once)
+    zonce = os.path.join(workdir, "records-once.zarr")
+    zo = zarr.create_array(
+        zonce, shape=(size,), chunks=(RECORDS_PER_WRITE,), dtype=VariableLengthBytes()
+    )
+    zo[:] = np.array(flat, dtype=object)
+    theirs.once = measure_state(lambda: theirs_open(zonce), read, size, zonce)
+    ours.compact = after_compact(url, ours_open, read, size, compact)
+    return ours, theirs
+
+
+def xr_step(i: int):
+    import xarray as xr
+
+    rng = np.random.default_rng(1000 + i)
+    ds = xr.Dataset(
+        {"t2m": (("time", "lat", "lon"), rng.standard_normal((1, *GRID), dtype="f4"))},
+        coords={
+            "time": [np.datetime64("2020-01-01T00", "h") + np.timedelta64(i, "h")],
+            "lat": np.linspace(-90, 90, GRID[0]),
+            "lon": np.linspace(0, 360, GRID[1], endpoint=False),
+        },
+    )
+    ds["time"].encoding = {"units": "hours since 2020-01-01", "dtype": "int64"}
+    return ds
+
+
+def bench_xarray(n: int, workdir: str, compact: bool) -> tuple[Run, Run]:
+    import xarray as xr
+
+    steps = [xr_step(i) for i in range(n)]
+    ours, theirs = Run(), Run()
+
+    url = os.path.join(workdir, "xr.ads")
+
+    def ours_write(i: int) -> None:
+        if i == 0:
+            steps[0].arrayds.to_arrayrecord(url, mode="w")
+        else:
+            steps[i].arrayds.to_arrayrecord(url, append_dim="time")
+
+    ours.wall, ours.cpu = timed_writes(n, ours_write)
+
+    zpath = os.path.join(workdir, "xr.zarr")
+
+    def theirs_write(i: int) -> None:
+        if i == 0:
+            steps[0].to_zarr(zpath, mode="w", zarr_format=3, consolidated=False)
+        else:
+            steps[i].to_zarr(zpath, append_dim="time", zarr_format=3, consolidated=False)
+
+    theirs.wall, theirs.cpu = timed_writes(n, theirs_write)
+
+    def ours_open(u: str = url):
+        return xr.open_dataset(u, engine="arrayds")
+
+    def theirs_open(p: str = zpath):
+        return xr.open_zarr(p, zarr_format=3, consolidated=False, chunks=None)
+
+    def read(h, i):
+        return h["t2m"][i, 5, 9].values
+
+    last = steps[n - 1]["t2m"].values[0, 5, 9]
+    assert float(read(ours_open(), n - 1)) == float(read(theirs_open(), n - 1)) == last
+    ours.open_s, ours.read_s, ours.disk = measure_state(ours_open, read, n, url)
+    theirs.open_s, theirs.read_s, theirs.disk = measure_state(theirs_open, read, n, zpath)
+
+    whole = xr.concat(steps, dim="time").chunk({"time": 1})
+    once = os.path.join(workdir, "xr-once.ads")
+    whole.arrayds.to_arrayrecord(once, mode="w")
+    ours.once = measure_state(lambda: ours_open(once), read, n, once)
+    zonce = os.path.join(workdir, "xr-once.zarr")
+    whole.to_zarr(zonce, mode="w", zarr_format=3, consolidated=False)
+    theirs.once = measure_state(lambda: theirs_open(zonce), read, n, zonce)
+    ours.compact = after_compact(url, ours_open, read, n, compact)
+    return ours, theirs
+
+
+# ---- the report
+
+
+def ms(s: float) -> str:
+    return f"{s * 1e3:.2f} ms"
+
+
+def us(s: float) -> str:
+    return f"{s * 1e6:,.0f} µs"
+
+
+def size(b: int) -> str:
+    for unit, k in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if b >= 1 << k:
+            return f"{b / (1 << k):,.1f} {unit}"
+    return f"{b:,} B"
+
+
+def ratio(a: float, b: float) -> str:
+    return f"{a / b:.2f}x" if b > 0 else "-"
+
+
+def verdict(ok: bool, what: str) -> str:
+    return f"{what} {'ok' if ok else 'MISSED'}"
+
+
+def render_workload(title: str, what: str, ours: Run, theirs: Run) -> tuple[list[str], list[str]]:
+    """-> (markdown lines, names of missed targets)."""
+    n = len(ours.wall)
+    missed: list[str] = []
+    lines = [
+        f"### {title}: {n:,} writes ({what})",
+        "",
+        "| measurement | arrayds | zarr | arrayds/zarr (wall) | arrayds/zarr (CPU) | target |",
+        "|---|---:|---:|---:|---:|---|",
+    ]
+    marks = [m for m in MARKS if m <= n]
+    if n not in marks:
+        marks.append(n)  # and the last write
+    first = around(ours.wall, marks[0]) if marks else 0.0
+    first_cpu = around(ours.cpu, marks[0]) if marks else 0.0
+    for m in marks:
+        ow, tw = around(ours.wall, m), around(theirs.wall, m)
+        oc, tc = around(ours.cpu, m), around(theirs.cpu, m)
+        target = ""
+        if m == MARKS[-1]:
+            ok = ow <= 1.5 * first and ow <= tw
+            target = verdict(ok, "<= 1.5x at 10 and <= zarr") + (
+                f" ({ow / first:.1f}x; CPU {oc / first_cpu:.1f}x)"
+            )
+            if not ok:
+                missed.append(f"{title} per write at {m:,}")
+        elif m == marks[-1] and m != marks[0]:
+            target = f"({ow / first:.1f}x its cost at 10; CPU {oc / first_cpu:.1f}x)"
+        lines.append(
+            f"| per write around write {m:,} | {ms(ow)} | {ms(tw)} | {ratio(ow, tw)} | "
+            f"{ratio(oc, tc)} (CPU {ms(oc)} / {ms(tc)}) | {target} |"
+        )
+    ow, tw = statistics.fmean(ours.wall), statistics.fmean(theirs.wall)
+    oc, tc = statistics.fmean(ours.cpu), statistics.fmean(theirs.cpu)
+    lines.append(
+        f"| per write, mean of all {n:,} | {ms(ow)} | {ms(tw)} | {ratio(ow, tw)} | "
+        f"{ratio(oc, tc)} (CPU {ms(oc)} / {ms(tc)}) | |"
+    )
+    ow, tw, oc, tc = sum(ours.wall), sum(theirs.wall), sum(ours.cpu), sum(theirs.cpu)
+    lines.append(
+        f"| all writes: wall / CPU | {ow:.1f} s / {oc:.1f} s | {tw:.1f} s / {tc:.1f} s | "
+        f"{ratio(ow, tw)} | {ratio(oc, tc)} | |"
+    )
+    assert ours.once is not None and theirs.once is not None
+    o_open, o_read, o_disk = ours.once
+    t_open, t_read, t_disk = theirs.once
+    ok_open = ours.open_s <= 2 * o_open
+    ok_read = ours.read_s <= 2 * o_read
+    if not ok_open:
+        missed.append(f"{title} open")
+    if not ok_read:
+        missed.append(f"{title} read")
+    lines += [
+        f"| open | {ms(ours.open_s)} | {ms(theirs.open_s)} | "
+        f"{ratio(ours.open_s, theirs.open_s)} | | "
+        f"{verdict(ok_open, '<= 2x at once')} ({ratio(ours.open_s, o_open)}) |",
+        f"| read one element | {us(ours.read_s)} | {us(theirs.read_s)} | "
+        f"{ratio(ours.read_s, theirs.read_s)} | | "
+        f"{verdict(ok_read, '<= 2x at once')} ({ratio(ours.read_s, o_read)}) |",
+        f"| on disk, allocated (du) | {size(ours.disk[0])} | {size(theirs.disk[0])} | "
+        f"{ratio(ours.disk[0], theirs.disk[0])} | | |",
+        f"| on disk, apparent | {size(ours.disk[1])} | {size(theirs.disk[1])} | "
+        f"{ratio(ours.disk[1], theirs.disk[1])} | | |",
+        f"| written at once: open | {ms(o_open)} | {ms(t_open)} | {ratio(o_open, t_open)} | | |",
+        f"| written at once: read one element | {us(o_read)} | {us(t_read)} | "
+        f"{ratio(o_read, t_read)} | | |",
+        f"| written at once: on disk, allocated / apparent | {size(o_disk[0])} / "
+        f"{size(o_disk[1])} | {size(t_disk[0])} / {size(t_disk[1])} | "
+        f"{ratio(o_disk[0], t_disk[0])} | | |",
+    ]
+    if ours.compact is None:
+        for name in ("compaction time", "open", "read one element", "on disk, allocated"):
+            lines.append(f"| after compact: {name} | {NO_COMPACT} | | | | |")
+    else:
+        took, c_open, c_read, c_disk = ours.compact
+        ok_disk = c_disk[0] <= 1.1 * o_disk[0]
+        if not ok_disk:
+            missed.append(f"{title} size after compact")
+        lines += [
+            f"| after compact: compaction time | {took:.2f} s | | | | |",
+            f"| after compact: open | {ms(c_open)} | | | | ({ratio(c_open, o_open)} at once) |",
+            f"| after compact: read one element | {us(c_read)} | | | | "
+            f"({ratio(c_read, o_read)} at once) |",
+            f"| after compact: on disk, allocated | {size(c_disk[0])} | | | | "
+            f"{verdict(ok_disk, '<= 1.1x at once')} ({ratio(c_disk[0], o_disk[0])}) |",
+        ]
+    lines.append("")
+    return lines, missed
+
+
+def render(results: list[tuple[str, str, Run, Run]], args: argparse.Namespace, elapsed: float):
+    flags = " --quick" if args.quick else ""
+    lines = [
+        "## Scaling with history",
+        "",
+        f"`python benchmarks/bench_scale.py{flags} --appends={args.appends} "
+        f"--records={args.records} --xr-steps={args.xr_steps}` - every write is its own "
+        f"commit; arrayds and zarr {_zarr_version()} in the same run, one after the other, "
+        f"local disk, page cache hot; {platform.machine()}, {os.cpu_count()} cores, "
+        f"Python {platform.python_version()}. Per-write costs are medians over a window "
+        "of writes centred on the mark; CPU is this process's CPU time (all threads).",
+        "",
+    ]
+    missed: list[str] = []
+    for title, what, ours, theirs in results:
+        body, miss = render_workload(title, what, ours, theirs)
+        lines += body
+        missed += miss
+    lines.append(f"Total run time {elapsed:.0f} s.")
+    if missed:
+        lines.append(f"Targets missed: {', '.join(missed)}.")
+    return "\n".join(lines), missed
+
+
+def _zarr_version() -> str:
+    import zarr
+
+    return zarr.__version__
+
+
+WORKLOADS = {
+    "array": ("Array appends", "one 1 KiB row each", bench_array, "appends"),
+    "records": (
+        "Records appends",
+        f"{RECORDS_PER_WRITE} records of {RECORD_BYTES} B each",
+        bench_records,
+        "records",
+    ),
+    "xarray": (
+        "xarray appends along time",
+        f"one step of {GRID[0]}x{GRID[1]} float32 each",
+        bench_xarray,
+        "xr_steps",
+    ),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="200 / 200 / 50 writes")
+    p.add_argument("--appends", type=int, default=None, help="array appends (10,000)")
+    p.add_argument("--records", type=int, default=None, help="records appends (10,000)")
+    p.add_argument("--xr-steps", type=int, default=None, help="xarray steps (2,000)")
+    p.add_argument("--no-compact", action="store_true", help="leave out the after-compact rows")
+    p.add_argument("--workdir", default=None)
+    p.add_argument("--only", action="append", choices=sorted(WORKLOADS), help="repeatable")
+    args = p.parse_args(argv)
+    defaults = (200, 200, 50) if args.quick else (10_000, 10_000, 2_000)
+    for name, default in zip(("appends", "records", "xr_steps"), defaults, strict=True):
+        if getattr(args, name) is None:
+            setattr(args, name, default)
+        if getattr(args, name) < 2:
+            p.error(f"--{name.replace('_', '-')} must be at least 2")
+    warnings.filterwarnings("ignore", module="zarr")
+    t0 = time.perf_counter()
+    workdir = tempfile.mkdtemp(prefix="bench-scale-", dir=args.workdir)
+    results = []
+    try:
+        for key in args.only or WORKLOADS:
+            title, what, fn, count = WORKLOADS[key]
+            ours, theirs = fn(getattr(args, count), workdir, not args.no_compact)
+            results.append((title, what, ours, theirs))
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    text, missed = render(results, args, time.perf_counter() - t0)
+    sys.stdout.write(text + "\n")
+    return 1 if missed and not args.quick else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,75 @@
+"""benchmarks/bench_scale.py runs end to end at a tiny size (so the commit-path work of
+issue 12 cannot break it unnoticed), and its helpers measure what they say."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_scale.py"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("bench_scale", PATH)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_scale"] = module
+    spec.loader.exec_module(module)
+    yield module
+    del sys.modules["bench_scale"]
+
+
+def test_tiny_run_prints_every_workload(bench, tmp_path, capsys):
+    rc = bench.main(
+        ["--quick", "--appends=12", "--records=12", "--xr-steps=3", f"--workdir={tmp_path}"]
+    )
+    out = capsys.readouterr().out
+    assert rc == 0
+    for title in (
+        "Array appends: 12 writes",
+        "Records appends: 12 writes",
+        "xarray appends along time: 3 writes",
+    ):
+        assert f"### {title}" in out
+    assert "| per write around write 10 |" in out
+    assert "| per write around write 12 |" in out  # the last write is a mark too
+    assert "| on disk, allocated (du) |" in out
+    import arrayds
+
+    if not hasattr(arrayds, "compact"):
+        assert out.count(bench.NO_COMPACT) == 12  # four rows for each workload
+    assert os.listdir(tmp_path) == []  # the work folder is removed
+
+
+def test_counts_below_two_are_refused(bench, capsys):
+    with pytest.raises(SystemExit) as e:
+        bench.main(["--appends=1"])
+    assert e.value.code == 2
+    assert "--appends must be at least 2" in capsys.readouterr().err
+
+
+def test_around_is_the_median_of_a_window_centred_on_the_mark(bench):
+    values = [float(i) for i in range(1, 201)]  # write k costs k
+    assert bench.around(values, 100) == pytest.approx(100.5)  # writes 96..105
+    assert bench.around(values, 200) == pytest.approx(190.5)  # the last 20 writes
+    assert bench.around(values[:3], 10) == pytest.approx(2.0)  # fewer writes than the window
+
+
+def test_disk_usage_counts_allocated_and_apparent_bytes(bench, tmp_path):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "data").write_bytes(os.urandom(10_000))
+    with open(tmp_path / "sparse", "wb") as f:
+        f.seek(1 << 20)
+        f.write(b"1")
+    os.sync()
+    allocated, apparent = bench.disk_usage(str(tmp_path))
+    assert apparent == 10_000 + (1 << 20) + 1
+    assert allocated >= 10_000
+    blocks = sum(
+        os.stat(p).st_blocks * 512 for p in (tmp_path / "sub" / "data", tmp_path / "sparse")
+    )
+    assert allocated == blocks
