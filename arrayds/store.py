@@ -693,6 +693,11 @@ class Store:
         names = {p.rstrip("/").split("/")[-2] for p in found}
         return sorted(names)
 
+    def size(self, key: str) -> int:
+        """The size in bytes of the object at ``key`` (``FileNotFoundError`` if none)."""
+        p = self.path(key)
+        return os.path.getsize(p) if self.local else int(self.fs.size(p))
+
     def exists(self, node: str, name: str = "") -> bool:
         p = self.path(node, name)
         if self.local:
