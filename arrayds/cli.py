@@ -13,7 +13,9 @@ URL and what went wrong), 2 bad usage. ``-o key=value`` (repeatable) or
 ``--storage-options JSON`` pass options to fsspec, e.g. an S3 ``endpoint_url``.
 Progress bars appear on a terminal only (``--no-progress`` turns them off).
 
-Built on click; :func:`main` is the console-script entry point.
+Built on click; :func:`main` is the console-script entry point. The commands are
+thin: the work is :mod:`arrayds.tools` (``describe``, ``verify``, ``gc``, ``cat``), and
+what a node prints or how it is opened is asked of its kind (:mod:`arrayds.nodes.kinds`).
 
 >>> from click.testing import CliRunner
 >>> CliRunner().invoke(cli, ["--version"]).output.startswith("arrayds, version")

@@ -3,7 +3,10 @@
 A node's manifest names its ``kind``; everything arrayds does with a node goes through
 that kind's :class:`NodeKind`: how its manifest is parsed, how ``arrayds.open`` wraps
 it, how ``from_arrayrecord`` and ``ArrayRecordDataSource`` read it, where its shards
-live (what ``arrayds gc`` may remove) and how ``arrayds info``/``verify`` see it. The
+live (what ``arrayds gc`` may remove), which shard files it names (:class:`ShardRef`),
+its own checks (:class:`ShardCheck`) and how ``arrayds info``/``cat`` show it; the
+functions of :mod:`arrayds.tools` that a record names are imported only when called
+(:func:`lazy`), so this registry never imports the tools. The
 inputs ``to_arrayrecord`` accepts are :class:`Writer` records, tried in the documented
 order :data:`WRITER_ORDER` (the first whose ``accepts`` is true writes).
 

@@ -30,11 +30,11 @@ from typing import Any
 
 import numpy as np
 
-from .. import progress as _progress
 from ..abc.store import Store
 from ..arrayrecord import ArrayRecordReader
 from ..errors import CorruptionError
 from ..nodes import commit, kinds
+from ..progress import bar as progress_bar
 from ..store import join_component
 from ..tensor import decode_chunk
 from .describe import format_bytes
@@ -464,7 +464,7 @@ def verify(
     ordered = [jobs[k] for k in sorted(jobs)]
     found: dict[tuple[str, str], list[Problem]] = {}
     with (
-        _progress.bar(len(ordered), "verify", progress, unit="shard") as pb,
+        progress_bar(len(ordered), "verify", progress, unit="shard") as pb,
         ThreadPoolExecutor(max(1, workers), thread_name_prefix="arrayds-verify") as pool,
     ):
         futures = {(j.node, j.rel): pool.submit(_check_shard, j, store) for j in ordered}
