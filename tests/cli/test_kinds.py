@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import time
+import uuid
 from types import SimpleNamespace
 
 import numpy as np
@@ -127,3 +128,27 @@ def test_lazy_imports_when_called_and_names_a_missing_function():
         kinds.lazy("arrayds.tools.describe", "no_such_function")()
     with pytest.raises(ModuleNotFoundError):
         kinds.lazy("arrayds.tools.no_such_module", "f")()
+
+
+def test_gc_on_memory_keeps_young_orphans_and_removes_old_ones():
+    """The listing's modification times come from the store on every file system
+    (memory:// lists a float 'created'): young orphans stay, old ones go."""
+    from datetime import datetime, timezone
+
+    import fsspec
+
+    url = f"memory://gc-age-{uuid.uuid4().hex}"
+    arrayds.to_arrayrecord(np.arange(6), url, chunks=3)
+    fs = fsspec.filesystem("memory")
+    [shard] = fs.find(f"{url}/c")
+    young, old = (shard.replace("-0.array_record", f"-{i}.array_record") for i in (1, 2))
+    fs.pipe(young, b"young")
+    fs.pipe(old, b"old")
+    fs.store[old].created = datetime(2000, 1, 1, tzinfo=timezone.utc)
+    try:
+        report = collect_garbage(url)
+        assert report.removed == [fs.unstrip_protocol(old)]
+        assert report.kept_young == [fs.unstrip_protocol(young)]
+        assert fs.exists(young) and not fs.exists(old) and fs.exists(shard)
+    finally:
+        fs.rm(url.split("://", 1)[1], recursive=True)
