@@ -971,8 +971,27 @@ def _to_dask(
     return array_to_dask(Array(store, node, m, "r"), chunks=chunks, name=name)
 
 
+def _shard_refs(m: ArrayManifest) -> list[kinds.ShardRef]:
+    """The shard files of an array: each chunk run claims records of one file."""
+    return [
+        kinds.ShardRef(e.path, size=e.bytes, span=(e.offset, e.offset + e.records), entry=e)
+        for e in m.shards
+    ]
+
+
 kinds.register(
     kinds.NodeKind(
-        "array", parse=ArrayManifest.from_json, open=Array, to_dask=_to_dask, shard_folder=SHARD_DIR
+        "array",
+        parse=ArrayManifest.from_json,
+        open=Array,
+        to_dask=_to_dask,
+        shard_folder=SHARD_DIR,
+        shards=_shard_refs,
+        verify_extra=kinds.lazy("arrayds.tools.verify", "array_checks"),
+        describe=kinds.lazy("arrayds.tools.describe", "describe_array"),
+        info_text=kinds.lazy("arrayds.tools.describe", "array_text"),
+        cat=kinds.lazy("arrayds.tools.cat", "cat_array"),
+        totals="arrays",
+        plural="arrays",
     )
 )

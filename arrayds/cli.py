@@ -13,7 +13,9 @@ URL and what went wrong), 2 bad usage. ``-o key=value`` (repeatable) or
 ``--storage-options JSON`` pass options to fsspec, e.g. an S3 ``endpoint_url``.
 Progress bars appear on a terminal only (``--no-progress`` turns them off).
 
-Built on click; :func:`main` is the console-script entry point.
+Built on click; :func:`main` is the console-script entry point. The commands are
+thin: the work is :mod:`arrayds.tools` (``describe``, ``verify``, ``gc``, ``cat``), and
+what a node prints or how it is opened is asked of its kind (:mod:`arrayds.nodes.kinds`).
 
 >>> from click.testing import CliRunner
 >>> CliRunner().invoke(cli, ["--version"]).output.startswith("arrayds, version")
@@ -32,6 +34,9 @@ from typing import Any
 
 import click
 import numpy as np
+
+from .store import check_component
+from .tools.cat import parse_selection
 
 __all__ = ["cli", "main", "parse_duration", "parse_selection"]
 
@@ -124,82 +129,28 @@ def parse_duration(text: str) -> float:
     return float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)]
 
 
-def _split_top(text: str) -> list[str]:
-    """Split on commas that are not inside brackets."""
-    parts, depth, cur = [], 0, []
-    for ch in text:
-        if ch in "[(":
-            depth += 1
-        elif ch in "])":
-            depth -= 1
-        if ch == "," and depth == 0:
-            parts.append("".join(cur))
-            cur = []
-        else:
-            cur.append(ch)
-    parts.append("".join(cur))
-    return parts
-
-
-def parse_selection(text: str) -> tuple[Any, ...]:
-    """A selection string -> an index tuple: comma-separated ints, ``a:b:c``
-    slices, ``...`` and ``[i, j, k]`` lists.
-
-    >>> parse_selection("0:10,5")
-    (slice(0, 10, None), 5)
-    >>> parse_selection("..., ::2, [1, 3]")
-    (Ellipsis, slice(None, None, 2), [1, 3])
-    """
-    out: list[Any] = []
-    if not text.strip():
-        raise ValueError("the selection is empty")
-    for raw in _split_top(text):
-        part = raw.strip()
-        if part in ("...", "Ellipsis"):
-            out.append(Ellipsis)
-        elif part.startswith("["):
-            try:
-                lst = json.loads(part)
-            except ValueError:
-                raise ValueError(f"{part!r} is not a list of integers") from None
-            if not isinstance(lst, list) or not all(
-                isinstance(i, int) and not isinstance(i, bool) for i in lst
-            ):
-                raise ValueError(f"{part!r} is not a list of integers")
-            out.append(lst)
-        elif ":" in part:
-            bits = part.split(":")
-            if len(bits) > 3:
-                raise ValueError(f"{part!r} is not a slice (start:stop:step)")
-            try:
-                vals = [int(b) if b.strip() else None for b in bits]
-            except ValueError:
-                raise ValueError(f"{part!r} is not a slice of integers") from None
-            out.append(slice(*vals))
-        else:
-            try:
-                out.append(int(part))
-            except ValueError:
-                raise ValueError(
-                    f"{part!r} is not an integer, a slice such as 0:10, '...' or a list [1, 2]"
-                ) from None
-    return tuple(out)
-
-
-def _open_node(url: str, component: str | None, so: dict[str, Any] | None) -> Any:
+def _open_node(url: str, component: str | None, so: dict[str, Any] | None) -> tuple[Any, Any]:
+    """(kind, handle) of the node ``component`` of the dataset at ``url``."""
     import arrayds
 
-    g = arrayds.open(url, storage_options=so)
-    if component:
-        if not isinstance(g, arrayds.Group):
-            raise click.UsageError(f"{url} is not a group, so it has no component {component!r}")
-        try:
-            return g[component]
-        except KeyError:
-            raise click.ClickException(
-                f"KeyError: {url} has no node {component!r} (children of the root: {list(g)})"
-            ) from None
-    return g
+    from .nodes import commit, kinds
+    from .storage import get_store
+
+    g = arrayds.open(url, storage_options=so)  # the errors of a missing dataset
+    store = get_store(url, so)
+    kind = kinds.get(commit.read(store, "").kind, store.display(""))
+    if not component:
+        return kind, g
+    if not kind.children:
+        raise click.UsageError(f"{url} is not a group, so it has no component {component!r}")
+    try:
+        node = g[component]
+    except KeyError:
+        raise click.ClickException(
+            f"KeyError: {url} has no node {component!r} (children of the root: {list(g)})"
+        ) from None
+    where = check_component(component)
+    return kinds.get(commit.read(store, where).kind, store.display(where)), node
 
 
 # ------------------------------------------------------------------ the group
@@ -218,58 +169,8 @@ def cli() -> None:
 # --------------------------------------------------------------------- info
 
 
-def _ratio(info: Mapping[str, Any]) -> str:
-    stored, logical = info.get("bytes_stored"), info.get("bytes_logical")
-    from .verify import format_bytes
-
-    if stored is None and logical is None:
-        return ""
-    text = f"stored {format_bytes(stored)} of {format_bytes(logical)} logical"
-    if info.get("ratio") is not None:
-        text += f" (ratio {info['ratio']:.2f})"
-    return text
-
-
-def _node_lines(n: Mapping[str, Any]) -> tuple[str, list[str]]:
-    kind = n["kind"]
-    if kind == "group":
-        extra = ""
-        if n.get("dataset_variables"):
-            extra = f" (dataset: {', '.join(n['dataset_variables'])})"
-        return f"group{extra}", []
-    if kind == "array":
-        head = f"array {tuple(n['shape'])} {n['dtype_name']}"
-        chunks = tuple(n["chunks"]) if n.get("regular_chunks") else "irregular"
-        details = [
-            f"chunks {chunks}, grid {tuple(n['grid'])}, {n['nchunks_written']}/{n['nchunks']} "
-            f"chunks written, {n['shards']} shard{'s' if n['shards'] != 1 else ''}, "
-            f"{n['compression']}",
-            _ratio(n),
-        ]
-        if n.get("dims"):
-            details.insert(1, f"dims {tuple(n['dims'])}")
-        return head, [d for d in details if d]
-    if kind == "records":
-        head = f"records {n['records']} records"
-        details = [
-            f"{n['shards']} shard{'s' if n['shards'] != 1 else ''}, serializer "
-            f"{n['serializer']}, {n['compression']}, group_size {n['group_size']}",
-            _ratio(n),
-        ]
-        return head, [d for d in details if d]
-    if kind == "ragged":
-        head = f"ragged {n['items']} items, ndim {n['ndim']} {n['dtype_name']}"
-        details = [
-            f"variable axis {n['axis']}, pieces of {n['piece_len']}, {n['shards']} "
-            f"shard{'s' if n['shards'] != 1 else ''}, {n['compression']}",
-            _ratio(n),
-        ]
-        return head, [d for d in details if d]
-    return f"<{kind}> {n.get('error', '')}", []
-
-
 def _print_tree(desc: Mapping[str, Any]) -> None:
-    from .verify import format_bytes
+    from .tools.describe import node_text, totals_text
 
     click.echo(desc["url"])
     nodes = desc["nodes"]
@@ -285,20 +186,12 @@ def _print_tree(desc: Mapping[str, Any]) -> None:
             rest = [m for m in nodes[i + 1 :] if m["depth"] <= d]
             prefix += "│   " if rest and rest[0]["depth"] == d else "    "
         branch = "" if depth == 0 else ("└── " if last else "├── ")
-        head, details = _node_lines(n)
+        head, details = node_text(n)
         click.echo(f"{prefix}{branch}{name}  {head}")
         pad = prefix + ("" if depth == 0 else ("    " if last else "│   "))
         for d in details:
             click.echo(f"{pad}    {d}")
-    t = desc["totals"]
-    ratio = f", ratio {t['ratio']:.2f}" if t.get("ratio") is not None else ""
-    records = f", {t['records']} records" if t.get("records") else ""
-    click.echo(
-        f"total: {t['nodes']} nodes ({t['arrays']} arrays, {t['records_sets']} record sets, "
-        f"{t['ragged']} ragged, {t['groups']} groups), {t['shards']} shards{records}; "
-        f"stored {format_bytes(t['bytes_stored'])} of {format_bytes(t['bytes_logical'])} "
-        f"logical{ratio}"
-    )
+    click.echo(totals_text(desc["totals"]))
 
 
 @cli.command(context_settings=CONTEXT)
@@ -317,7 +210,7 @@ def info(
     """Show the tree of the dataset at URL: every node's kind, shape, dtype, chunk
     grid, shard count, bytes stored vs logical and compression ratio; record counts
     for record sets. Reads manifests only."""
-    from .verify import describe
+    from .tools.describe import describe
 
     so = _storage_options(storage_pairs, storage_json)
     desc = describe(url, storage_options=so, component=component)
@@ -351,7 +244,7 @@ def verify(
     its footer and index are intact, every chunk checksum holds, the record counts
     match the manifest, every array chunk has the right dtype and shape. Prints each
     problem with the shard and the chunk or record position; exit status 1 if any."""
-    from .verify import verify as run_verify
+    from .tools.verify import verify as run_verify
 
     so = _storage_options(storage_pairs, storage_json)
     report = run_verify(
@@ -492,50 +385,6 @@ def convert(
 # ---------------------------------------------------------------------- cat
 
 
-def _format_record(value: Any, width: int = 100) -> str:
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        b = bytes(value)
-        text = repr(b[:width])
-        return text + (f" ... ({len(b)} bytes)" if len(b) > width else f" ({len(b)} bytes)")
-    if isinstance(value, np.ndarray):
-        return np.array2string(value, threshold=50, edgeitems=3)
-    if isinstance(value, dict):
-        inner = ", ".join(f"{k!r}: {_format_record(v, 40)}" for k, v in value.items())
-        return "{" + inner + "}"
-    text = repr(value)
-    return text if len(text) <= 4 * width else text[: 4 * width] + " ..."
-
-
-def _records_indices(n: int, index: int | None, select: str | None, head: int) -> list[int]:
-    if index is not None:
-        i = index + n if index < 0 else index
-        if not 0 <= i < n:
-            raise click.BadParameter(
-                f"{index} is out of range for {n} records", param_hint="'--index'"
-            )
-        return [i]
-    if select is None:
-        return list(range(min(n, head)))
-    key = parse_selection(select)
-    if len(key) != 1:
-        raise click.BadParameter(
-            "a record set has one axis: give one slice, index or list", param_hint="'--select'"
-        )
-    k = key[0]
-    if isinstance(k, slice):
-        return list(range(n))[k]
-    ks = k if isinstance(k, list) else [k]
-    out = []
-    for i in ks:
-        j = i + n if i < 0 else i
-        if not 0 <= j < n:
-            raise click.BadParameter(
-                f"{i} is out of range for {n} records", param_hint="'--select'"
-            )
-        out.append(j)
-    return out
-
-
 @cli.command(context_settings=CONTEXT)
 @click.argument("url")
 @click.option("--component", "-c", metavar="NAME", help="The node to print (a/b).")
@@ -564,90 +413,18 @@ def cat(
     N (default: the first 10 along each axis). Ragged arrays: --index N or --select
     "N,0,:100" (items, then per-item slicing).
     """
-    import arrayds
+    from .tools.cat import CatRequest
 
     if index is not None and select is not None:
         raise click.UsageError("give --index or --select, not both")
     so = _storage_options(storage_pairs, storage_json)
-    node = _open_node(url, component, so)
+    kind, node = _open_node(url, component, so)
     where = url + (f" ({component})" if component else "")
     np.set_printoptions(threshold=200, edgeitems=3, linewidth=100)
-    if isinstance(node, arrayds.Group):
-        raise click.UsageError(
-            f"{where} is a group; choose a node with --component (children: {list(node)})"
-        )
-    if isinstance(node, arrayds.Array):
-        if index is not None:
-            key: tuple[Any, ...] = (index,)
-        elif select is not None:
-            try:
-                key = parse_selection(select)
-            except ValueError as e:
-                raise click.BadParameter(str(e), param_hint="'--select'") from None
-        else:
-            key = tuple(slice(0, 10) for _ in node.shape)
-            if node.shape and any(n > 10 for n in node.shape):
-                click.echo(f"# {where}: first 10 along each axis of {node.shape}; use --select")
-        if any(isinstance(k, list) for k in key):
-            value = node.oindex[tuple(np.asarray(k) if isinstance(k, list) else k for k in key)]
-        else:
-            value = node[key]
-        click.echo(np.array2string(np.asarray(value), threshold=1000, edgeitems=5))
-        return
-    from .records import RecordsDataset
-
-    if isinstance(node, RecordsDataset):
-        n = len(node)
-        try:
-            indices = _records_indices(n, index, select, head)
-        except ValueError as e:
-            raise click.BadParameter(str(e), param_hint="'--select'") from None
-        src = node.data_source(decode=False)
-        decoder = None
-        if not raw:
-            if node.serializer == "pickle" and not allow_pickle:
-                raise click.UsageError(
-                    f"{where} stores pickled records; pass --allow-pickle to decode them "
-                    f"(only for data you trust) or --raw to see the bytes"
-                )
-            from .records import open_records
-
-            handle = open_records(url, component, storage_options=so, allow_pickle=allow_pickle)
-            decoder = handle.decoder().decode
-        items = src[indices] if indices else []
-        for i, data in zip(indices, items, strict=False):
-            value = data if decoder is None else decoder(data)
-            click.echo(f"[{i}] {_format_record(value)}")
-        if index is None and select is None and n > len(indices):
-            click.echo(f"... {n - len(indices)} more records ({n} in all); use --select")
-        return
-    from .ragged import RaggedArray
-
-    if isinstance(node, RaggedArray):
-        if index is not None:
-            items = [(index, node[index])]
-        elif select is not None:
-            try:
-                key = parse_selection(select)
-            except ValueError as e:
-                raise click.BadParameter(str(e), param_hint="'--select'") from None
-            first = key[0]
-            value = node[key if len(key) > 1 else first]
-            if isinstance(value, list):
-                ids = list(range(len(node)))[first] if isinstance(first, slice) else list(first)
-                items = list(zip(ids, value, strict=False))
-            else:
-                items = [(first, value)]
-        else:
-            items = [(i, node[i]) for i in range(min(len(node), head))]
-        for i, arr in items:
-            click.echo(
-                f"[{i}] shape {arr.shape}: {np.array2string(arr, threshold=50, edgeitems=3)}"
-            )
-        if index is None and select is None and len(node) > len(items):
-            click.echo(f"... {len(node) - len(items)} more items ({len(node)} in all)")
-        return
-    raise click.ClickException(f"{where}: cannot print a {type(node).__name__}")
+    if kind.cat is None:
+        raise click.ClickException(f"{where}: cannot print {kind.a()}")
+    request = CatRequest(where, url, component, so, index, select, head, raw, allow_pickle)
+    kind.cat(node, request)
 
 
 # ----------------------------------------------------------------------- gc
@@ -678,7 +455,8 @@ def gc(
 ) -> None:
     """Remove .array_record files under URL that no manifest references (left by
     failed or killed writes and by replaced data)."""
-    from .verify import collect_garbage, format_bytes
+    from .tools.describe import format_bytes
+    from .tools.gc import collect_garbage
 
     try:
         age = parse_duration(min_age)

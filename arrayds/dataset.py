@@ -645,4 +645,24 @@ def _restore_group(url: str, storage_options: dict[str, Any], node: str, mode: s
     return Group(store, node, m, mode)
 
 
-kinds.register(kinds.NodeKind("group", parse=GroupManifest.from_json, open=Group))
+def _snapshot_members(m: GroupManifest) -> dict[str, Any]:
+    """The member manifests of a group's xarray snapshot (docs/spec.md section 10)."""
+    snap = m.extra.get("snapshot")
+    members = snap.get("members") if isinstance(snap, dict) else None
+    return dict(members) if isinstance(members, dict) else {}
+
+
+kinds.register(
+    kinds.NodeKind(
+        "group",
+        parse=GroupManifest.from_json,
+        open=Group,
+        children=True,
+        members=_snapshot_members,
+        describe=kinds.lazy("arrayds.tools.describe", "describe_group"),
+        info_text=kinds.lazy("arrayds.tools.describe", "group_text"),
+        cat=kinds.lazy("arrayds.tools.cat", "cat_group"),
+        totals="groups",
+        plural="groups",
+    )
+)

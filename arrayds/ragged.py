@@ -1532,6 +1532,11 @@ def _node_factory(store: Store, node: str, m: RaggedManifest, mode: str) -> Ragg
     return RaggedArray(store, node, m, "r")
 
 
+def _shard_refs(m: RaggedManifest) -> list[kinds.ShardRef]:
+    """The shard files of a ragged array: pieces then an index record, counted."""
+    return [kinds.ShardRef(s.path, records=s.records, size=s.bytes, entry=s) for s in m.shards]
+
+
 kinds.register(
     kinds.NodeKind(
         KIND,
@@ -1539,6 +1544,13 @@ kinds.register(
         open=_node_factory,  # arrayds.open(url)["clips"] -> RaggedArray
         to_dask=_api_reader,
         shard_folder=SHARD_DIR,
+        shards=_shard_refs,
+        verify_extra=kinds.lazy("arrayds.tools.verify", "ragged_checks"),
+        describe=kinds.lazy("arrayds.tools.describe", "describe_ragged"),
+        info_text=kinds.lazy("arrayds.tools.describe", "ragged_text"),
+        cat=kinds.lazy("arrayds.tools.cat", "cat_ragged"),
+        totals="ragged",
+        plural="ragged",
         phrase="a ragged array",
     )
 )

@@ -1212,6 +1212,13 @@ def _to_dask(store: Store, node: str, m: Any, *, chunks: Any, name: Any, **kwarg
     )
 
 
+def _shard_refs(m: RecordsManifest) -> list[kinds.ShardRef]:
+    """The shard files of a records dataset, with their record counts and sizes."""
+    return [
+        kinds.ShardRef(s.path, records=s.num_records, size=s.file_size or None) for s in m.shards
+    ]
+
+
 kinds.register(
     kinds.NodeKind(
         KIND,
@@ -1220,6 +1227,12 @@ kinds.register(
         to_dask=_to_dask,
         data_source=_data_source,
         shard_folder=None,
+        shards=_shard_refs,
+        describe=kinds.lazy("arrayds.tools.describe", "describe_records"),
+        info_text=kinds.lazy("arrayds.tools.describe", "records_text"),
+        cat=kinds.lazy("arrayds.tools.cat", "cat_records"),
+        totals="records_sets",
+        plural="record sets",
         phrase="a records dataset",
     )
 )

@@ -41,6 +41,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
@@ -259,6 +260,30 @@ def local_shard(final: str) -> Iterator[str]:
         except OSError:
             pass
         raise
+
+
+def listed_mtime(info: Mapping[str, Any]) -> float | None:
+    """The modification time (POSIX seconds) in an fsspec listing entry, whatever
+    the file system calls it: a number (``mtime``, memory's ``created``), a datetime
+    (S3's ``LastModified``) or an ISO string (GCS's ``updated``); ``None`` if none.
+
+    >>> listed_mtime({"updated": "1970-01-01T00:01:00Z"}), listed_mtime({"created": 5})
+    (60.0, 5.0)
+    """
+    for key in ("mtime", "LastModified", "last_modified", "updated", "created", "modified"):
+        v = info.get(key)
+        if v is None:
+            continue
+        if isinstance(v, (int, float)):
+            return float(v)
+        ts = getattr(v, "timestamp", None)
+        if callable(ts):
+            return float(ts())
+        try:
+            return datetime.fromisoformat(str(v).replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            continue
+    return None
 
 
 def manifest_shard_paths(manifest: Mapping[str, Any]) -> set[str]:
@@ -637,9 +662,7 @@ class Store:
             self.fs.invalidate_cache(base)
         cut = len(root.rstrip("/")) + 1 if root else 0
         for name, info in found.items():
-            mtime = info.get("mtime") or info.get("LastModified") or info.get("updated")
-            t = mtime.timestamp() if hasattr(mtime, "timestamp") else None
-            out.append((str(name)[cut:], int(info.get("size") or 0), t))
+            out.append((str(name)[cut:], int(info.get("size") or 0), listed_mtime(info)))
         return sorted(out)
 
     def flush(self, keys: Iterable[str]) -> None:
@@ -692,6 +715,11 @@ class Store:
             self.fs.invalidate_cache(base)
         names = {p.rstrip("/").split("/")[-2] for p in found}
         return sorted(names)
+
+    def size(self, key: str) -> int:
+        """The size in bytes of the object at ``key`` (``FileNotFoundError`` if none)."""
+        p = self.path(key)
+        return os.path.getsize(p) if self.local else int(self.fs.size(p))
 
     def exists(self, node: str, name: str = "") -> bool:
         p = self.path(node, name)

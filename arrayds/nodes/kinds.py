@@ -3,7 +3,10 @@
 A node's manifest names its ``kind``; everything arrayds does with a node goes through
 that kind's :class:`NodeKind`: how its manifest is parsed, how ``arrayds.open`` wraps
 it, how ``from_arrayrecord`` and ``ArrayRecordDataSource`` read it, where its shards
-live (what ``arrayds gc`` may remove) and how ``arrayds info``/``verify`` see it. The
+live (what ``arrayds gc`` may remove), which shard files it names (:class:`ShardRef`),
+its own checks (:class:`ShardCheck`) and how ``arrayds info``/``cat`` show it; the
+functions of :mod:`arrayds.tools` that a record names are imported only when called
+(:func:`lazy`), so this registry never imports the tools. The
 inputs ``to_arrayrecord`` accepts are :class:`Writer` records, tried in the documented
 order :data:`WRITER_ORDER` (the first whose ``accepts`` is true writes).
 
@@ -26,25 +29,58 @@ from __future__ import annotations
 import importlib
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
     "HOMES",
     "WRITER_ORDER",
     "NodeKind",
+    "ShardCheck",
+    "ShardRef",
     "Writer",
     "all_kinds",
     "data_source",
     "get",
     "get_writer",
     "kind_names",
+    "lazy",
     "no_extra_keywords",
     "register",
     "register_writer",
     "writer_for",
     "writers",
 ]
+
+
+@dataclass(frozen=True)
+class ShardRef:
+    """One shard file a manifest names, as ``arrayds verify`` and ``info`` see it."""
+
+    path: str
+    """The file, ``/``-separated, relative to the node's folder."""
+    records: int | None = None
+    """The exact number of records the file holds, if the manifest records it."""
+    size: int | None = None
+    """The file's size in bytes, if the manifest records it."""
+    span: tuple[int, int] | None = None
+    """The records ``[first, end)`` of the file that this entry claims, when several
+    entries share one file (an array's chunk runs); ``None``: the entry is the file."""
+    entry: Any = None
+    """The kind's own record of the shard (what its ``verify_extra`` reads)."""
+
+
+@dataclass
+class ShardCheck:
+    """A kind's own checks of one shard file (made by :attr:`NodeKind.verify_extra`)."""
+
+    problems: list[tuple[str, str]] = field(default_factory=list)
+    """(where, message) of what is wrong before any record is read."""
+    record: Callable[[int, bytes], tuple[str, str] | None] | None = None
+    """``record(r, data)`` -> (where, message) if record ``r`` is damaged, else ``None``."""
+    where: Callable[[int, int, int], str] | None = None
+    """``where(a, b, group_size)`` names records ``a..b-1`` (one damaged engine chunk)
+    in the kind's terms ("chunk (0, 1) (records 4..7)"); ``None``: record numbers."""
 
 
 @dataclass(frozen=True)
@@ -69,8 +105,29 @@ class NodeKind:
     """The folder inside the node that holds its shards (``"c"``), or ``None`` when
     they sit in the node folder itself; ``arrayds gc`` removes only files there whose
     names the shard grammar produces."""
+    children: bool = False
+    """Whether the node's sub-folders holding a manifest are its child nodes (a group)."""
+    members: Callable[[Any], Mapping[str, Any]] | None = None
+    """``members(manifest)`` -> {name: manifest JSON} of the nodes whose manifests this
+    one holds (a group's xarray snapshot); ``verify`` checks those too."""
+    shards: Callable[[Any], list[ShardRef]] | None = None
+    """``shards(manifest)`` -> every shard file entry the manifest names, in order
+    (``verify`` checks each file: it opens, its size and record counts agree)."""
+    verify_extra: Callable[[Any, int, list[tuple[Any, ShardRef]]], ShardCheck] | None = None
+    """``verify_extra(reader, n, entries)`` -> the kind's own checks of one shard file
+    of ``n`` records that ``entries`` ((manifest, ShardRef) pairs) name."""
     describe: Callable[[Any, str, Any], dict[str, Any]] | None = None
     """``describe(store, node, manifest)`` -> the kind's own fields of ``arrayds info``."""
+    info_text: Callable[[Mapping[str, Any]], tuple[str, list[str]]] | None = None
+    """``info_text(info)`` -> (headline, detail lines) of one node in ``arrayds info``'s
+    tree, from the fields ``describe`` returned."""
+    cat: Callable[[Any, Any], Any] | None = None
+    """``cat(handle, request)`` prints a selection of the node for ``arrayds cat``
+    (``request``: :class:`arrayds.tools.cat.CatRequest`); ``None``: not printable."""
+    totals: str = ""
+    """The key of ``arrayds info --json``'s totals that counts nodes of this kind."""
+    plural: str = ""
+    """How ``arrayds info``'s total line names several nodes of this kind."""
     phrase: str = ""
     """How messages name one node of this kind ("an array", "a records dataset")."""
 
@@ -79,6 +136,26 @@ class NodeKind:
         if self.phrase:
             return self.phrase
         return f"an {self.name}" if self.name[:1] in "aeiou" else f"a {self.name}"
+
+
+def lazy(module: str, name: str) -> Callable[..., Any]:
+    """A function that imports ``module`` when first called and calls its ``name``:
+    a kind's record names a function of a higher layer (``arrayds.tools``) without
+    importing it.
+
+    >>> lazy("arrayds.tools.describe", "format_bytes")(2048)
+    '2.0 KiB'
+    """
+    found: list[Callable[..., Any]] = []
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        if not found:
+            found.append(getattr(importlib.import_module(module), name))
+        return found[0](*args, **kwargs)
+
+    call.__name__ = call.__qualname__ = name
+    call.__doc__ = f"{module}.{name}, imported when first called."
+    return call
 
 
 @dataclass(frozen=True)
