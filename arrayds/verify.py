@@ -51,6 +51,7 @@ from .manifest import (
     ShardEntry,
     parse_node,
 )
+from .nodes.commit import referenced_files as manifest_shard_paths
 from .storage import get_store
 from .store import (
     MANIFEST,
@@ -58,7 +59,6 @@ from .store import (
     Store,
     check_component,
     join_component,
-    manifest_shard_paths,
 )
 from .tensor import decode_chunk
 

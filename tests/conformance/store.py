@@ -48,6 +48,28 @@ except PreconditionFailedError:
 """
 
 
+def _race_threads(store: Store, key: str, version: object) -> dict[int, BaseException | None]:
+    """Two threads ``put_if_match(key, ..., version)`` at the same moment; what each
+    got (``None``: it won)."""
+    barrier = threading.Barrier(2, timeout=30)
+    outcome: dict[int, BaseException | None] = {}
+
+    def put(me: int) -> None:
+        barrier.wait()
+        try:
+            store.put_if_match(key, b"by %d" % me, version)
+            outcome[me] = None
+        except BaseException as e:  # noqa: BLE001 - checked by the caller
+            outcome[me] = e
+
+    threads = [threading.Thread(target=put, args=(i,)) for i in (1, 2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    return outcome
+
+
 class StoreTests:
     """Tests every store inherits (see the module docstring)."""
 
@@ -146,22 +168,7 @@ class StoreTests:
             key = f"race{rnd}/k"
             store.put(key, b"base")
             _, v = store.get_versioned(key)
-            barrier = threading.Barrier(2, timeout=30)
-            outcome: dict[int, BaseException | None] = {}
-
-            def put(me: int, key: str = key, v: object = v, barrier=barrier) -> None:
-                barrier.wait()
-                try:
-                    store.put_if_match(key, b"by %d" % me, v)
-                    outcome[me] = None
-                except BaseException as e:  # noqa: BLE001 - checked below
-                    outcome[me] = e
-
-            threads = [threading.Thread(target=put, args=(i,)) for i in (1, 2)]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join(60)
+            outcome = _race_threads(store, key, v)
             winners = [me for me, e in outcome.items() if e is None]
             assert len(outcome) == 2 and len(winners) == 1, outcome
             (err,) = (e for e in outcome.values() if e is not None)

@@ -10,12 +10,12 @@ import uuid
 import warnings
 
 import pytest
-from conformance.store import StoreTests
 
 from arrayds.errors import BlindCommitWarning
 from arrayds.storage import FsspecStore, LocalStore, get_store, register_store, store_class
 from arrayds.storage import fsspec as fsspec_store
 from arrayds.store import Store
+from conformance.store import StoreTests
 
 
 class TestLocalStore(StoreTests):
