@@ -30,7 +30,7 @@ Phase-B compatibility, removed at merge: ``local_shard``, ``make_folders``,
 
 >>> st = Store("memory://doc-store")
 >>> size = write_shard(st, "a/c/x.array_record", [b"r0", b"r1"], "")
->>> st.exists("a/c/x.array_record"), shard_reader(st, st.path("a/c/x.array_record")).num_records
+>>> st.exists("a/c/x.array_record"), shard_reader(st, st.path("a/c/x.array_record")).num_records()
 (True, 2)
 """
 

@@ -57,13 +57,12 @@ class BaseStore:
     local: bool = False
     """Whether keys are files of the local file system (the engine then maps them)."""
 
-    def __new__(
-        cls, url: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None
-    ) -> BaseStore:
+    def __new__(cls, *args: Any, **kwargs: Any) -> BaseStore:
+        # (url, storage_options) as __init__ takes them; none when unpickled
         if cls is BaseStore:
             from . import store_class
 
-            cls = store_class(url)
+            cls = store_class(args[0] if args else kwargs.get("url", ""))
         return super().__new__(cls)
 
     def __init__(

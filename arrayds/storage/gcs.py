@@ -5,6 +5,9 @@ object's generation with its bytes, and an upload conditional on a generation.
 ``gs://`` objects (:meth:`~arrayds.storage.fsspec.FsspecStore.get_versioned`,
 :meth:`~arrayds.storage.fsspec.FsspecStore.put_if_match`). Both go through gcsfs's own
 ``call`` (credentials, retries, HTTP status -> exception).
+
+>>> "gs" in PROTOCOLS and "gcs" in PROTOCOLS
+True
 """
 
 from __future__ import annotations

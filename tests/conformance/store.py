@@ -279,3 +279,11 @@ class StoreTests:
         assert again.canonical_url == store.canonical_url
         if store.local:
             assert os.path.isfile(store.path("a/b"))
+
+    def test_pickles_for_dask_workers(self, store):
+        import pickle
+
+        store.put("p", b"pickled")
+        back = pickle.loads(pickle.dumps(store))
+        assert type(back) is type(store) and back.url == store.url
+        assert back.token == store.token and back.get("p") == b"pickled"
