@@ -4,8 +4,8 @@ write, with the shard and folder syncs of docs/spec.md 7.2 and without them.
     python benchmarks/bench_durability.py              # A1 8192^2, A4 4096^2, records 8 x 50,000
     python benchmarks/bench_durability.py --quick      # 4x smaller, 2 repeats
 
-"without" is the same code with :func:`arrayds.store.sync_file` and
-:func:`arrayds.store.sync_folder` replaced by no-ops in this process: what a write
+"without" is the same code with :func:`arrayds.storage.local.sync_file` and
+:func:`arrayds.storage.local.sync_folder` replaced by no-ops in this process: what a write
 did before issue 10 (only the temporary manifest was fsynced). The two variants run
 interleaved, ``--repeat`` times each, on the data and settings of
 benchmarks/bench_arrays.py (A1: float32 8192x8192, chunks 1024x1024, zstd:1, 16 MiB
@@ -37,7 +37,7 @@ import bench_arrays  # noqa: E402
 import bench_records  # noqa: E402
 
 import arrayds  # noqa: E402
-from arrayds import store as store_mod  # noqa: E402
+from arrayds.storage import local as store_mod  # noqa: E402
 
 REAL = (store_mod.sync_file, store_mod.sync_folder)
 

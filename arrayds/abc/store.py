@@ -9,13 +9,15 @@ builds every commit. Implementations: :mod:`arrayds.storage.local` (a local file
 system: temporary file, fsync, rename; the compare-and-swap under a folder lock) and
 :mod:`arrayds.storage.fsspec` (fsspec object stores: S3 ``If-Match``, GCS generations,
 ``memory://`` under a process lock, other file systems blind). The conformance suite
-every implementation passes is ``tests/conformance/store.py``.
+every implementation passes is ``tests/conformance/store.py``; the implementation
+that serves a URL is picked by :func:`arrayds.storage.store_class` (by protocol;
+:func:`arrayds.storage.register_store` adds others).
 
 A *version* is an opaque token returned with the bytes by :meth:`Store.get_versioned`;
 :data:`ABSENT` is the version of a key that holds nothing.
 
->>> from arrayds.store import Store as MemoryStore
->>> st = MemoryStore("memory://abc-doc")
+>>> from arrayds.storage import get_store
+>>> st = get_store("memory://abc-doc")
 >>> st.put_if_match("k", b"1", ABSENT)
 >>> data, v = st.get_versioned("k")
 >>> st.put_if_match("k", b"2", v)

@@ -51,6 +51,7 @@ __all__ = [
     "put_if_newer",
     "read",
     "referenced_files",
+    "replace",
     "remove_replaced",
 ]
 
@@ -215,22 +216,86 @@ def commit(
         store.flush(_key(node, p) for p in sorted(added))
         try:
             store.put_if_match(manifest_key(node), data, base.version)
-        except PreconditionFailedError:
+        except PreconditionFailedError as e:
             if attempt < retries:
                 attempt += 1
                 time.sleep(random.uniform(0.0, 0.01 * attempt))
                 continue
             _discard(store, node, written)
-            raise CommitConflictError(
-                f"{label}: another writer committed to it while this write committed "
-                f"(generation {base.generation + 1} was taken); nothing of this write is "
-                f"visible"
-            ) from None
+            raise _conflict(label, base, e) from None
         if after is not None:
             after(base, new)
         if replaces and base.raw is not None:
             remove_replaced(store, node, base.raw, new)
         return new
+
+
+def _conflict(label: str, base: NodeVersion, e: PreconditionFailedError) -> CommitConflictError:
+    """The error of a commit whose conditional put was refused (``e``: the store's
+    words for it, e.g. "conditional PUT refused")."""
+    if base.raw is None:
+        happened = "another writer created this node while this write ran"
+    else:
+        happened = (
+            f"another writer committed to it while this write committed (generation "
+            f"{base.generation + 1} was taken)"
+        )
+    return CommitConflictError(
+        f"{label}: {happened}; nothing of this write is visible ({e.strerror or e})"
+    )
+
+
+def _is_empty_group(manifest: Mapping[str, Any]) -> bool:
+    """The empty generation-1 group that creates a missing parent: if a group is there
+    already, the goal is met."""
+    return (
+        manifest.get("kind") == "group"
+        and manifest.get("generation") == 1
+        and not manifest.get("attrs")
+        and "snapshot" not in manifest
+    )
+
+
+def replace(store: Store, node: str, manifest: Mapping[str, Any]) -> bool:
+    """Replace the manifest of ``node`` with ``manifest`` exactly as given (its own
+    ``generation`` and ``commit``), as one compare-and-swap on the version read: a
+    rewrite of a manifest (tools, tests of forged manifests). Returns whether it wrote.
+
+    :class:`CommitConflictError` if the manifest there has the same or a larger
+    generation, or if another writer replaced it between the read and the put. The
+    names of the files it adds are made durable first (:meth:`Store.flush`). An
+    empty generation-1 group (a missing parent) over a group writes nothing: the goal
+    is met.
+
+    >>> from arrayds.store import Store
+    >>> st = Store("memory://commit-replace-doc")
+    >>> replace(st, "", {"kind": "group", "generation": 3, "attrs": {"a": 1}})
+    True
+    >>> replace(st, "", {"kind": "group", "generation": 2})
+    Traceback (most recent call last):
+    ...
+    arrayds.errors.CommitConflictError: memory://commit-replace-doc: another writer ...
+    """
+    base = read(store, node)
+    cur = base.raw.get("generation") if base.raw is not None else None
+    want = manifest.get("generation")
+    counted = isinstance(cur, int) and not isinstance(cur, bool) and isinstance(want, int)
+    if counted and want <= cur:
+        if _is_empty_group(manifest) and base.kind == "group":
+            return False
+        raise CommitConflictError(
+            f"{base.what}: another writer committed generation {cur} while "
+            f"this write prepared generation {want}; nothing of this write is visible"
+        )
+    added = referenced_files(manifest) - (referenced_files(base.raw) if base.raw else set())
+    store.flush(_key(node, p) for p in sorted(added))
+    try:
+        store.put_if_match(manifest_key(node), dump_json(manifest), base.version)
+    except PreconditionFailedError as e:
+        if base.raw is None and _is_empty_group(manifest) and read(store, node).kind == "group":
+            return False
+        raise _conflict(f"{base.what}", base, e) from None
+    return True
 
 
 def put_if_newer(store: Store, node: str, manifest: Mapping[str, Any], tries: int = 8) -> bool:

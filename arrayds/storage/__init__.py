@@ -1,8 +1,19 @@
 """Storage implementations of :class:`arrayds.abc.store.Store`, and :func:`get_store`.
 
+* :class:`~arrayds.storage.local.LocalStore` — the local file system;
+* :class:`~arrayds.storage.fsspec.FsspecStore` — every other fsspec file system
+  (``memory://``, S3, GCS, ...);
+* :class:`~arrayds.storage.base.BaseStore` — what both share (naming, node-addressed
+  methods); ``BaseStore(url)`` (also known as ``arrayds.store.Store``) returns the
+  implementation :func:`store_class` picks.
+
+Which class serves a URL is decided by its protocol (the first one of a chained URL):
+``file``/``local`` and plain paths -> ``LocalStore``, anything else ->
+``FsspecStore``, unless :func:`register_store` named another class for it.
+
 >>> st = get_store("memory://storage-doc")
->>> get_store("memory://storage-doc") is st
-True
+>>> get_store("memory://storage-doc") is st, type(st).__name__
+(True, 'FsspecStore')
 """
 
 from __future__ import annotations
@@ -12,17 +23,47 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from ..store import Store, options_token
+from fsspec.core import split_protocol
 
-__all__ = ["get_store"]
+from .base import BaseStore, options_token
+from .fsspec import FsspecStore
+from .local import LocalStore
 
-_instances: dict[tuple[str, str], Store] = {}
+__all__ = ["BaseStore", "FsspecStore", "LocalStore", "get_store", "register_store", "store_class"]
+
+_registry: dict[str, type[BaseStore]] = {"file": LocalStore, "local": LocalStore}
+_instances: dict[tuple[str, str], BaseStore] = {}
 _lock = threading.Lock()
+
+
+def register_store(protocol: str, cls: type[BaseStore]) -> None:
+    """Serve URLs of ``protocol`` with ``cls`` (a :class:`BaseStore` subclass
+    implementing :class:`arrayds.abc.store.Store`) from now on.
+
+    >>> register_store("memory", FsspecStore)  # what it is already
+    """
+    if not (isinstance(cls, type) and issubclass(cls, BaseStore)):
+        raise TypeError(f"register_store needs a BaseStore subclass, got {cls!r}")
+    _registry[protocol] = cls
+
+
+def store_class(url: str | os.PathLike[str]) -> type[BaseStore]:
+    """The store class that serves ``url`` (see the module docstring).
+
+    >>> store_class("/tmp/x").__name__, store_class("s3://b/x").__name__
+    ('LocalStore', 'FsspecStore')
+    """
+    text = os.fspath(url) if isinstance(url, (str, os.PathLike)) else ""
+    if "::" in text:  # a chained URL: its outermost file system serves it
+        protocol = text.split("::", 1)[0].split("://", 1)[0]
+    else:
+        protocol = split_protocol(text)[0] or "file"
+    return _registry.get(protocol, FsspecStore)
 
 
 def get_store(
     url: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None
-) -> Store:
+) -> BaseStore:
     """The store of ``url`` with ``storage_options``, one per process and pair (stores
     are cheap, but each holds an fsspec file system and caches)."""
     key_url = os.fspath(url)
@@ -32,7 +73,7 @@ def get_store(
     key = (key_url, options_token(storage_options))
     st = _instances.get(key)
     if st is None:
-        st = Store(url, storage_options)
+        st = BaseStore(url, storage_options)
         with _lock:
             st = _instances.setdefault(key, st)
     return st

@@ -47,9 +47,11 @@ import pytest
 import arrayds
 from arrayds import records
 from arrayds import store as store_mod
-from arrayds.manifest import CommitConflictError
+from arrayds.errors import BlindCommitWarning, CommitConflictError
+from arrayds.nodes import commit
+from arrayds.storage import fsspec as fsspec_store
 from arrayds.storage import get_store
-from arrayds.store import BlindCommitWarning, Store
+from arrayds.store import Store
 
 MISSING_BUCKET = "no-such-bucket-arrayds"
 
@@ -256,19 +258,21 @@ class ObjectStoreConformance:
         ``ifGenerationMatch=0`` / the generation read) lets exactly one through."""
         store = Store(store_url, store_opts)  # a private store: its reads are patched
         if existing:
-            store.write_manifest("n", group(1))
+            commit.commit(store, "n", lambda base: group(1), write_id="first")
         both_read = threading.Barrier(2, timeout=20)
         self.after_version_read(monkeypatch, store, lambda fs, path: both_read.wait())
         outcome: dict[int, BaseException | None] = {}
 
-        def commit(who: int) -> None:
+        def write(who: int) -> None:
             try:
-                store.write_manifest("n", group(2, by=who))
+                commit.commit(
+                    store, "n", lambda base: group(2, by=who), write_id=f"w{who}", parents=False
+                )
                 outcome[who] = None
             except BaseException as e:  # noqa: BLE001 - recorded and checked below
                 outcome[who] = e
 
-        threads = [threading.Thread(target=commit, args=(i,)) for i in (1, 2)]
+        threads = [threading.Thread(target=write, args=(i,)) for i in (1, 2)]
         for t in threads:
             t.start()
         for t in threads:
@@ -283,7 +287,7 @@ class ObjectStoreConformance:
             assert "another writer created this node" in str(loser_error)
         assert f"{store_url}/n" in str(loser_error)
         monkeypatch.undo()
-        assert store.read_manifest("n")["attrs"] == {"by": winners[0]}
+        assert commit.read(store, "n").raw["attrs"] == {"by": winners[0]}
 
     def test_a_committer_that_read_an_older_generation_is_refused(self, store_url, store_opts):
         """Two committers prepared the same next generation; the second to commit
@@ -291,14 +295,14 @@ class ObjectStoreConformance:
         g = arrayds.open(store_url, mode="w", storage_options=store_opts)
         g.attrs["n"] = 0
         store = get_store(store_url, store_opts)
-        m = dict(store.read_manifest(""))
+        m = dict(commit.read(store, "").raw)
         gen0 = m["generation"]
-        store.write_manifest("", dict(m, generation=gen0 + 1, attrs={"by": 1}))
+        commit.replace(store, "", dict(m, generation=gen0 + 1, attrs={"by": 1}))
         with pytest.raises(
             CommitConflictError, match=f"another writer committed generation {gen0 + 1}"
         ):
-            store.write_manifest("", dict(m, generation=gen0 + 1, attrs={"by": 2}))
-        assert store.read_manifest("")["attrs"] == {"by": 1}
+            commit.replace(store, "", dict(m, generation=gen0 + 1, attrs={"by": 2}))
+        assert commit.read(store, "").raw["attrs"] == {"by": 1}
 
     def test_a_change_between_read_and_put_is_refused_by_the_server(
         self, store_url, store_opts, monkeypatch
@@ -307,7 +311,7 @@ class ObjectStoreConformance:
         version (with a generation number this committer's client-side check would
         accept): the conditional PUT must be refused by the server, not overwrite."""
         store = Store(store_url, store_opts)
-        store.write_manifest("n", group(1))
+        commit.commit(store, "n", lambda base: group(1), write_id="first")
         raced: list[str] = []
 
         def race(fs: Any, path: str) -> None:
@@ -317,10 +321,10 @@ class ObjectStoreConformance:
 
         self.after_version_read(monkeypatch, store, race)
         with pytest.raises(CommitConflictError, match="conditional PUT refused"):
-            store.write_manifest("n", group(2))
+            commit.commit(store, "n", lambda base: group(2), write_id="second")
         assert len(raced) == 1
         monkeypatch.undo()
-        assert store.read_manifest("n")["attrs"] == {"x": 1}
+        assert commit.read(store, "n").raw["attrs"] == {"x": 1}
 
     def test_concurrent_appends_never_lose_a_commit(self, store_url, store_opts):
         """Eight threads append to one records dataset at once: a records append that
@@ -349,16 +353,19 @@ class ObjectStoreConformance:
 
     def test_conditional_commit_can_be_turned_off(self, store_url, store_opts, monkeypatch):
         """ARRAYDS_CONDITIONAL_COMMIT=0 (servers without preconditions on writes):
-        one plain upload, no generation check."""
+        one plain upload, no check, after a BlindCommitWarning."""
         store = Store(store_url, store_opts)
-        store.write_manifest("", group(3))
+        commit.replace(store, "", group(3))
         with pytest.raises(CommitConflictError, match="another writer committed generation 3"):
-            store.write_manifest("", group(2, checked=True))
+            commit.replace(store, "", group(2, checked=True))
         monkeypatch.setenv("ARRAYDS_CONDITIONAL_COMMIT", "0")
-        monkeypatch.setattr(store_mod, "_warned_blind", set())
+        monkeypatch.setattr(fsspec_store, "warned_blind", set())
         with pytest.warns(BlindCommitWarning, match="ARRAYDS_CONDITIONAL_COMMIT=0"):
-            store.write_manifest("", group(2, plain=True))
-        assert store.read_manifest("")["attrs"] == {"plain": True}
+            commit.commit(store, "", lambda base: group(2, plain=True), write_id="plain")
+        assert commit.read(store, "").raw["attrs"] == {"plain": True}
+        # no check: a put from a version that is not there lands all the same
+        store.put_if_match(commit.manifest_key(""), json.dumps(group(7)).encode(), "stale")
+        assert commit.read(store, "").generation == 7
 
     # -------------------------------------------------------------- bad input
 

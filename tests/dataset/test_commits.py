@@ -18,7 +18,8 @@ import pytest
 
 import arrayds
 from arrayds import records
-from arrayds.manifest import CommitConflictError
+from arrayds.errors import CommitConflictError
+from arrayds.nodes import commit
 from arrayds.store import MANIFEST, Store
 
 
@@ -28,20 +29,37 @@ def _group(gen: int, **attrs: object) -> dict[str, object]:
 
 def test_a_stale_generation_is_refused_and_changes_nothing(tmp_path):
     st = Store(str(tmp_path / "ds"))
-    st.write_manifest("n", _group(1))
-    st.write_manifest("n", _group(2, by="first"))
+    commit.replace(st, "n", _group(1))
+    commit.replace(st, "n", _group(2, by="first"))
     with pytest.raises(CommitConflictError, match="committed generation 2 while this write"):
-        st.write_manifest("n", _group(2, by="second"))
-    assert st.read_manifest("n")["attrs"] == {"by": "first"}
+        commit.replace(st, "n", _group(2, by="second"))
+    assert commit.read(st, "n").raw["attrs"] == {"by": "first"}
     assert sorted(os.listdir(tmp_path / "ds" / "n")) == [MANIFEST]  # no temporary left
 
 
 def test_the_empty_parent_group_does_not_replace_a_group_that_is_there(tmp_path):
     st = Store(str(tmp_path / "ds"))
-    st.write_manifest("", _group(3, title="kept"))
-    st.write_manifest("", {"format": "arrayds", "kind": "group", "generation": 1})
-    assert st.read_manifest("")["attrs"] == {"title": "kept"}
+    commit.replace(st, "", _group(3, title="kept"))
+    assert not commit.replace(st, "", {"format": "arrayds", "kind": "group", "generation": 1})
+    commit.ensure_parents(st, "x")
+    assert commit.read(st, "").raw["attrs"] == {"title": "kept"}
     assert sorted(os.listdir(tmp_path / "ds")) == [MANIFEST]
+
+
+def test_a_commit_that_lost_the_race_changes_nothing_and_says_so(tmp_path):
+    """A writer commits between another commit's read and its conditional put: the
+    put is refused and nothing of the late write is visible."""
+    st = Store(str(tmp_path / "ds"))
+    commit.commit(st, "n", lambda base: _group(1), write_id="first")
+
+    def build(base):
+        commit.commit(st, "n", lambda b: _group(0, by="other"), write_id="other")
+        return _group(0, by="late")
+
+    with pytest.raises(CommitConflictError, match="another writer committed to it"):
+        commit.commit(st, "n", build, write_id="late", parents=False)
+    assert commit.read(st, "n").raw["attrs"] == {"by": "other"}
+    assert commit.read(st, "n").generation == 2
 
 
 _RECORDS_CHILD = """

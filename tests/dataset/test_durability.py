@@ -22,7 +22,8 @@ import numpy as np
 import pytest
 
 import arrayds
-from arrayds import store as store_mod
+from arrayds.nodes.commit import referenced_files
+from arrayds.storage import fsspec as fsspec_store
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc")
 
@@ -79,7 +80,7 @@ class Recorder:
         )
         with open(manifest, "rb") as f:
             doc = json.loads(f.read())
-        shards = sorted(store_mod.manifest_shard_paths(doc))
+        shards = sorted(referenced_files(doc))
         for rel in shards:
             final = os.path.join(node_folder, *rel.split("/"))
             r = self.index(lambda e, final=final: e[0] == "replace" and e[2] == final, 0, c)
@@ -283,7 +284,7 @@ def test_flock_failure_uses_the_lock_file(no_flock, tmp_path, monkeypatch):
 
 @pytest.fixture
 def fresh_warnings(monkeypatch):
-    monkeypatch.setattr(store_mod, "_warned_blind", set())
+    monkeypatch.setattr(fsspec_store, "warned_blind", set())
 
 
 def test_memory_commits_are_compare_and_swap(fresh_warnings):

@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 from conformance.objectstore import ObjectStoreConformance, group
 
-from arrayds import store as store_mod
+from arrayds.nodes import commit
+from arrayds.storage import gcs as gcs_requests
 from arrayds.store import Store
 
 
@@ -39,8 +40,8 @@ class TestGCS(ObjectStoreConformance):
         self, monkeypatch: pytest.MonkeyPatch, store: Store, action: Callable[[Any, str], None]
     ) -> None:
         """GCS committers GET the manifest and its object generation in one request
-        (``store._gcs_read``): run ``action`` after it, found or not."""
-        real_read = store_mod._gcs_read
+        (``arrayds.storage.gcs.gcs_read``): run ``action`` after it, found or not."""
+        real_read = gcs_requests.gcs_read
 
         def read_then_act(fs: Any, path: str) -> tuple[bytes | None, str | None]:
             try:
@@ -48,7 +49,7 @@ class TestGCS(ObjectStoreConformance):
             finally:
                 action(fs, path)
 
-        monkeypatch.setattr(store_mod, "_gcs_read", read_then_act)
+        monkeypatch.setattr(gcs_requests, "gcs_read", read_then_act)
 
 
 # ------------------------------------------------------------------- commits
@@ -58,8 +59,8 @@ def test_a_commit_retried_after_a_lost_reply_is_not_a_conflict(gcs_url, gcs_opts
     """The client resends an upload that had landed (its reply was lost): the server
     refuses the resend (the generation moved on); the commit still succeeds."""
     store = Store(gcs_url, gcs_opts)
-    store.write_manifest("n", group(1))
-    real_put = store_mod._gcs_put
+    commit.commit(store, "n", lambda base: group(1), write_id="first")
+    real_put = gcs_requests.gcs_put
     refused: list[BaseException] = []
 
     def put_twice(fs, path, data, gen):
@@ -70,7 +71,7 @@ def test_a_commit_retried_after_a_lost_reply_is_not_a_conflict(gcs_url, gcs_opts
             refused.append(e)
             raise
 
-    monkeypatch.setattr(store_mod, "_gcs_put", put_twice)
-    store.write_manifest("n", group(2, done=True))
+    monkeypatch.setattr(gcs_requests, "gcs_put", put_twice)
+    commit.commit(store, "n", lambda base: group(2, done=True), write_id="second")
     assert len(refused) == 1
-    assert store.read_manifest("n")["attrs"] == {"done": True}
+    assert commit.read(store, "n").raw["attrs"] == {"done": True}

@@ -1,0 +1,464 @@
+"""The local file system store: durable writes and a locked compare-and-swap.
+
+:class:`LocalStore` keeps each key as a file below its root folder. A write is
+durable when it returns (it survives a power loss, as in SQLite and LMDB):
+
+* :meth:`LocalStore.put` and :meth:`LocalStore.put_if_match` write a temporary file in
+  the target's folder, fsync it, ``os.replace`` it over the target and sync the
+  folder; :meth:`LocalStore.put_if_match` checks the current bytes and renames under
+  an exclusive lock of the folder (:func:`folder_lock`: a ``flock``, or a lock file
+  where the file system has none), so of two writers that read the same version
+  exactly one replaces it;
+* :meth:`LocalStore.new_file` (:func:`local_file`) gives the engine a temporary name to
+  write an immutable file to, synced and renamed into place when it is complete; the
+  names of such files become durable with :meth:`LocalStore.flush` (which syncs their
+  folders once, before a commit names them);
+* every folder a write creates has its parent synced by its creator
+  (:func:`make_folders`).
+
+>>> import tempfile
+>>> st = LocalStore(tempfile.mkdtemp())
+>>> st.put_if_match("a/k", b"1", None)
+>>> st.get_versioned("a/k")[0], st.list_dir("")
+(b'1', ['a'])
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import os
+import secrets
+import shutil
+import socket
+import time
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None  # type: ignore[assignment]
+
+from ..errors import CommitLockError, PreconditionFailedError
+from .base import BaseStore
+
+__all__ = [
+    "LOCK_TIMEOUT",
+    "LocalStore",
+    "digest",
+    "folder_lock",
+    "local_file",
+    "make_folders",
+    "sync_file",
+    "sync_folder",
+]
+
+
+# ------------------------------------------------------------------ durability
+
+
+def sync_file(path: str) -> None:
+    """Flush a file's data (and the size that is needed to read it) to the disk."""
+    fd = os.open(path, os.O_RDWR if os.name == "nt" else os.O_RDONLY)  # Windows: writable
+    try:
+        if hasattr(os, "fdatasync"):
+            os.fdatasync(fd)
+        else:  # macOS, Windows
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def sync_folder(path: str) -> None:
+    """Flush a folder's entries (created, renamed and removed names) to the disk.
+
+    No-op on Windows (folders cannot be opened; NTFS journals its metadata) and on
+    file systems that cannot sync a folder (``EINVAL``)."""
+    if os.name == "nt":
+        return
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    except OSError as e:
+        if e.errno != errno.EINVAL:
+            raise
+    finally:
+        os.close(fd)
+
+
+def make_folders(path: str) -> None:
+    """``os.makedirs(path, exist_ok=True)``, durably: the parent of each folder that
+    was missing is synced after the folder is made (by whoever made it first)."""
+    missing: list[str] = []
+    p = path
+    while not os.path.isdir(p):
+        missing.append(p)
+        parent = os.path.dirname(p)
+        if parent == p:
+            break
+        p = parent
+    for d in reversed(missing):
+        try:
+            os.mkdir(d)
+        except FileExistsError:
+            pass  # made by a concurrent write (not a folder: the next open says so)
+        sync_folder(os.path.dirname(d))
+
+
+def _unlink_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+@contextlib.contextmanager
+def local_file(final: str) -> Iterator[str]:
+    """Write an immutable local file durably: yields a temporary path next to
+    ``final`` (its folder made with :func:`make_folders`); when the block ends
+    normally the file is synced and renamed to ``final``, else removed.
+
+    >>> import os, tempfile
+    >>> final = os.path.join(tempfile.mkdtemp(), "c", "x.array_record")
+    >>> with local_file(final) as tmp:
+    ...     _ = open(tmp, "wb").write(b"bytes")
+    >>> open(final, "rb").read()
+    b'bytes'
+    """
+    make_folders(os.path.dirname(final))
+    tmp = f"{final}.{secrets.token_hex(6)}.tmp"
+    try:
+        yield tmp
+        sync_file(tmp)
+        os.replace(tmp, final)
+    except BaseException:
+        _unlink_quietly(tmp)
+        raise
+
+
+def digest(data: bytes) -> str:
+    """The version token of bytes kept where the store has no version of its own.
+
+    >>> digest(b"x") == digest(b"x") != digest(b"y")
+    True
+    """
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+# ------------------------------------------------------------------- locking
+#
+# A compare-and-swap reads the current bytes and renames the new file over them under
+# an exclusive lock of the folder, held only for that read and that rename.
+
+
+def _flock(fd: int) -> bool:
+    """Take an exclusive ``flock`` of ``fd``; ``False`` if the platform or the file
+    system has none."""
+    if fcntl is None:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    except OSError:
+        return False
+    return True
+
+
+@contextlib.contextmanager
+def folder_lock(folder: str, name: str) -> Iterator[None]:
+    """An exclusive lock of ``folder`` while the object ``name`` in it is replaced: a
+    ``flock`` of the folder, or where the platform or the file system has none
+    (Windows; some network and FUSE file systems) the lock file ``.<name>.lock``
+    (:func:`_lock_file`). A lock that cannot be taken is a :class:`CommitLockError`,
+    never an unlocked replace."""
+    fd = os.open(folder, os.O_RDONLY) if fcntl is not None else -1
+    try:
+        if fd >= 0 and _flock(fd):
+            yield
+            return
+        with _lock_file(folder, os.path.join(folder, f".{name}.lock")):
+            yield
+    finally:
+        if fd >= 0:
+            os.close(fd)  # closing the descriptor releases the flock
+
+
+LOCK_TIMEOUT = 30.0
+"""Seconds a compare-and-swap waits for another one's lock file (held for one read and
+one rename); ``ARRAYDS_LOCK_TIMEOUT`` overrides it."""
+
+
+def _lock_timeout() -> float:
+    try:
+        return float(os.environ.get("ARRAYDS_LOCK_TIMEOUT", LOCK_TIMEOUT))
+    except ValueError:
+        return LOCK_TIMEOUT
+
+
+@contextlib.contextmanager
+def _lock_file(folder: str, path: str) -> Iterator[None]:
+    """Hold the lock file ``path``, created with ``O_EXCL`` (atomic on local and NFS
+    file systems) and holding ``<pid> <host> <nonce>``; removed on release.
+
+    A lock file left by a process that died on this host (its pid is gone, or the
+    file predates the last boot) is broken (:func:`_break_stale`); any other lock
+    file is waited for, up to :data:`LOCK_TIMEOUT`, then :class:`CommitLockError`.
+    """
+    token = f"{os.getpid()} {socket.gethostname()} {secrets.token_hex(8)}".encode()
+    deadline = time.monotonic() + _lock_timeout()
+    delay = 0.0005
+    while True:
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            if _break_stale(path):
+                continue
+            if time.monotonic() >= deadline:
+                raise CommitLockError(
+                    errno.ENOLCK,
+                    f"cannot lock {folder} for a commit: the lock file {path} is held by "
+                    f"{_lock_owner(path)} (this file system has no flock, so arrayds uses "
+                    f"a lock file); nothing of this write is visible. If no arrayds write "
+                    f"is running on that host, remove the lock file",
+                    path,
+                ) from None
+            time.sleep(delay)
+            delay = min(2 * delay, 0.05)
+            continue
+        except OSError as e:
+            raise CommitLockError(
+                e.errno or errno.ENOLCK,
+                f"cannot lock {folder} for a commit: this file system has no flock and "
+                f"the lock file {path} cannot be created ({e.strerror or e}); nothing of "
+                f"this write is visible",
+                path,
+            ) from e
+        try:
+            os.write(fd, token)
+        finally:
+            os.close(fd)
+        break
+    try:
+        yield
+    finally:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+
+
+def _read_lock(path: str) -> tuple[bytes, float] | None:
+    try:
+        with open(path, "rb") as f:
+            return f.read(200), os.fstat(f.fileno()).st_mtime
+    except FileNotFoundError:
+        return None
+
+
+def _lock_owner(path: str) -> str:
+    got = _read_lock(path)
+    parts = got[0].decode("utf8", "replace").split() if got else []
+    if len(parts) < 2:
+        return "a commit that is starting"
+    age = time.time() - got[1] if got else 0.0
+    return f"process {parts[0]} on host {parts[1]} (for {age:.0f} s)"
+
+
+def _boot_time() -> float | None:
+    try:
+        with open("/proc/stat", "rb") as f:
+            for line in f:
+                if line.startswith(b"btime "):
+                    return float(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def _holder_is_dead(content: bytes, mtime: float) -> bool:
+    """Whether the lock file contents name a process of this host that is gone."""
+    parts = content.decode("utf8", "replace").split()
+    if len(parts) != 3 or parts[1] != socket.gethostname() or not parts[0].isdigit():
+        return False  # another host's (or a half-written) lock: only time tells
+    boot = _boot_time()
+    if boot is not None and mtime < boot:
+        return True  # written before this host's last boot
+    try:
+        os.kill(int(parts[0]), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False  # exists (EPERM: another user's process)
+    return False
+
+
+def _break_stale(path: str) -> bool:
+    """Remove the lock file at ``path`` if its holder is dead; ``True`` if removed.
+
+    Breakers serialize on ``<lock>.break`` (created with ``O_EXCL``, held for one
+    read and one unlink) and re-read the lock under it, so a lock file that a live
+    committer created after a stale one was broken is never removed."""
+    got = _read_lock(path)
+    if got is None:
+        return True  # released meanwhile: try again
+    if not _holder_is_dead(*got):
+        return False
+    guard = path + ".break"
+    try:
+        fd = os.open(guard, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    except OSError:
+        return False  # another process is breaking it: wait
+    os.close(fd)
+    try:
+        now = _read_lock(path)
+        if now is not None and now[0] == got[0]:
+            os.unlink(path)
+        return True
+    finally:
+        os.unlink(guard)
+
+
+# ------------------------------------------------------------------- the store
+
+
+def _read_file(path: str) -> bytes | None:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        return None
+
+
+class LocalStore(BaseStore):
+    """A folder of the local file system (see the module docstring)."""
+
+    local = True
+
+    def normalize_root(self, root: str) -> str:
+        return super().normalize_root(os.path.abspath(root))
+
+    @property
+    def canonical_url(self) -> str:
+        return "file://" + self.root
+
+    def path(self, key: str, name: str = "") -> str:
+        parts = [p for p in (self.root, key, name) if p]
+        return os.path.join(*parts) if parts else ""
+
+    def url_of(self, key: str, name: str = "") -> str:
+        return self.path(key, name)
+
+    # -- reading
+
+    def get(self, key: str) -> bytes | None:
+        p = self.path(key)
+        try:
+            return _read_file(p)
+        except PermissionError as e:
+            raise self.named_error(e, "cannot read", p) from e
+
+    def get_versioned(self, key: str) -> tuple[bytes | None, Any]:
+        """The bytes at ``key`` and a digest of them (:func:`digest`) as the version."""
+        data = self.get(key)
+        return (None, None) if data is None else (data, digest(data))
+
+    def get_range(self, key: str, start: int, length: int) -> bytes:
+        with open(self.path(key), "rb") as f:
+            f.seek(start)
+            return f.read(length)
+
+    def exists(self, key: str, name: str = "") -> bool:
+        return os.path.exists(self.path(key, name))
+
+    def size(self, key: str) -> int:
+        return os.path.getsize(self.path(key))
+
+    def list_dir(self, prefix: str) -> list[str]:
+        try:
+            return sorted(e.name for e in os.scandir(self.path(prefix)) if e.is_dir())
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+
+    def list(self, prefix: str) -> list[tuple[str, int, float | None]]:
+        root = self.path("")
+        out: list[tuple[str, int, float | None]] = []
+        for dirpath, _dirs, files in os.walk(self.path(prefix)):
+            for f in files:
+                full = os.path.join(dirpath, f)
+                try:
+                    st = os.stat(full)
+                except FileNotFoundError:
+                    continue
+                rel = os.path.relpath(full, root).replace(os.sep, "/")
+                out.append((rel, st.st_size, st.st_mtime))
+        return sorted(out)
+
+    # -- writing
+
+    def _replace(self, key: str, data: bytes, version: Any, check: bool) -> None:
+        path = self.path(key)
+        folder, name = os.path.split(path)
+        make_folders(folder)
+        tmp = os.path.join(folder, f".{name}.{secrets.token_hex(6)}.tmp")
+        try:
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            if check:
+                with folder_lock(folder, name):
+                    now = _read_file(path)
+                    if (None if now is None else digest(now)) != version:
+                        raise PreconditionFailedError(
+                            errno.EAGAIN, f"{self.display(key)}: changed since it was read", path
+                        )
+                    os.replace(tmp, path)
+            else:
+                os.replace(tmp, path)
+        except BaseException:
+            _unlink_quietly(tmp)
+            raise
+        sync_folder(folder)
+
+    def put(self, key: str, data: bytes) -> None:
+        self._replace(key, data, None, check=False)
+
+    def put_if_match(self, key: str, data: bytes, version: Any) -> None:
+        """Write ``data`` to a synced temporary file, then under the folder's lock
+        (:func:`folder_lock`) compare the current bytes' digest with ``version`` and
+        rename; the folder is synced after."""
+        self._replace(key, data, version, check=True)
+
+    @contextlib.contextmanager
+    def new_file(self, key: str) -> Iterator[str]:
+        """:func:`local_file` at ``key``'s path."""
+        with local_file(self.path(key)) as tmp:
+            yield tmp
+
+    def flush(self, keys: Iterable[str]) -> None:
+        """Sync each folder that holds one of ``keys`` once (their bytes were synced by
+        their writers)."""
+        folders = {os.path.dirname(self.path(k)) for k in keys}
+        for f in sorted(folders):
+            if os.path.isdir(f):
+                sync_folder(f)
+
+    def make_folders(self, key: str) -> None:
+        """Create the folder ``key`` and those above it, durably (:func:`make_folders`)."""
+        make_folders(self.path(key))
+
+    def delete(self, keys: Iterable[str]) -> None:
+        for k in keys:
+            try:
+                os.unlink(self.path(k))
+            except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+                pass
+
+    def delete_prefix(self, prefix: str) -> None:
+        p = self.path(prefix)
+        if os.path.isdir(p):
+            try:
+                shutil.rmtree(p)
+            except FileNotFoundError:
+                pass  # removed by another remover meanwhile

@@ -1,0 +1,120 @@
+"""The store conformance suite (:class:`conformance.store.StoreTests`) on the local
+file system (with ``flock`` and with the lock-file fallback) and on ``memory://``;
+S3 and GCS run it in tests/s3/test_s3_store.py and tests/gcs/test_gcs_store.py.
+Below the suites: what only one of these stores does."""
+
+from __future__ import annotations
+
+import os
+import uuid
+import warnings
+
+import pytest
+
+from arrayds.errors import BlindCommitWarning
+from arrayds.storage import FsspecStore, LocalStore, get_store, register_store, store_class
+from arrayds.storage import fsspec as fsspec_store
+from arrayds.store import Store
+from conformance.store import StoreTests
+
+
+class TestLocalStore(StoreTests):
+    race_in_processes = True
+
+    @pytest.fixture
+    def store(self, tmp_path):
+        st = Store(str(tmp_path / "root"))
+        assert type(st) is LocalStore
+        return st
+
+
+class TestLocalStoreWithoutFlock(StoreTests):
+    """A file system whose ``flock`` fails (some network and FUSE file systems): the
+    compare-and-swap holds a lock file instead."""
+
+    race_in_processes = False  # the children would have flock
+
+    @pytest.fixture
+    def store(self, tmp_path, monkeypatch):
+        import fcntl
+
+        def flock(fd, op):
+            raise OSError(38, "Function not implemented")
+
+        monkeypatch.setattr(fcntl, "flock", flock)
+        return Store(str(tmp_path / "root"))
+
+
+class TestMemoryStore(StoreTests):
+    @pytest.fixture
+    def store(self):
+        st = Store(f"memory://store-tests-{uuid.uuid4().hex}")
+        assert type(st) is FsspecStore
+        yield st
+        st.delete_prefix("")
+
+
+# ------------------------------------------------------------- store-specific
+
+
+def test_local_put_if_match_leaves_no_lock_or_temporary_file(tmp_path):
+    st = Store(str(tmp_path))
+    st.put_if_match("n/k", b"1", None)
+    st.put_if_match("n/k", b"2", st.get_versioned("n/k")[1])
+    assert os.listdir(tmp_path / "n") == ["k"]
+
+
+def test_a_local_store_of_a_file_url_is_local(tmp_path):
+    st = Store(f"file://{tmp_path}")
+    assert type(st) is LocalStore and st.local and st.root == str(tmp_path)
+    assert st.canonical_url == f"file://{tmp_path}" and st.url_of("a") == str(tmp_path / "a")
+
+
+def test_plain_fsspec_file_systems_are_blind_with_a_warning(tmp_path, monkeypatch):
+    """A file system without conditional writes (here fsspec's local one through
+    FsspecStore) writes blindly, after one BlindCommitWarning."""
+    monkeypatch.setattr(fsspec_store, "warned_blind", set())
+    st = FsspecStore(f"file://{tmp_path}")
+    st.put("k", b"1")
+    _, stale = st.get_versioned("k")
+    st.put("k", b"2")
+    with pytest.warns(BlindCommitWarning, match="offers no conditional write"):
+        st.put_if_match("k", b"3", stale)
+    assert st.get("k") == b"3"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", BlindCommitWarning)
+        st.put_if_match("k", b"4", stale)  # warned once per protocol
+    assert st.get("k") == b"4"
+
+
+def test_store_classes_are_picked_by_protocol(tmp_path):
+    assert store_class(str(tmp_path)) is LocalStore
+    assert store_class(f"file://{tmp_path}") is LocalStore
+    assert store_class("memory://x") is FsspecStore
+    assert store_class("s3://bucket/x") is FsspecStore
+    assert store_class("simplecache::s3://bucket/x") is FsspecStore
+
+    class Custom(FsspecStore):
+        pass
+
+    register_store("memory", Custom)
+    try:
+        assert type(Store("memory://custom")) is Custom
+    finally:
+        register_store("memory", FsspecStore)
+    with pytest.raises(TypeError, match="BaseStore subclass"):
+        register_store("memory", dict)  # type: ignore[arg-type]
+
+
+def test_get_store_caches_one_store_per_url_and_options(tmp_path, monkeypatch):
+    st = get_store(str(tmp_path))
+    assert get_store(str(tmp_path)) is st and get_store(str(tmp_path), {"x": 1}) is not st
+    monkeypatch.chdir(tmp_path)
+    assert get_store(".") is st
+
+
+def test_bad_urls_are_errors():
+    with pytest.raises(ValueError, match="url is empty"):
+        Store("")
+    with pytest.raises(TypeError, match="must be a str or os.PathLike"):
+        Store(42)  # type: ignore[arg-type]

@@ -1,0 +1,21 @@
+"""The store conformance suite (:class:`conformance.store.StoreTests`) on GCS
+(fake-gcs-server on loopback, through gcsfs): versions are object generations,
+``put_if_match`` an upload with ``ifGenerationMatch``."""
+
+from __future__ import annotations
+
+import pytest
+from conformance.store import StoreTests
+
+from arrayds.storage import FsspecStore
+from arrayds.store import Store
+
+
+class TestGCSStore(StoreTests):
+    race_in_processes = True
+
+    @pytest.fixture
+    def store(self, gcs_url, gcs_opts):
+        st = Store(gcs_url, gcs_opts)
+        assert type(st) is FsspecStore
+        return st
