@@ -65,7 +65,9 @@ from fsspec.implementations.local import LocalFileSystem
 
 from . import records as _records
 from . import serializers as _ser
-from .arrayrecord import ArrayRecordReader, CorruptionError
+from .arrayrecord import ArrayRecordReader
+from .errors import CorruptionError
+from .nodes import commit as node_commit
 from .records import RecordsDataset
 from .serializers import SerializerSpec
 from .tfrecord import expand_paths, iter_tfrecord
@@ -160,8 +162,7 @@ def _commit_gathered(
     dataset has exactly that many.  A commit that already happened (a retried commit
     bundle) is not repeated."""
     mode, compression, group_size, expected, num_shards = settings
-    current = plan.store.read_manifest(plan.node)
-    if current is None or current.get("commit") != plan.write_id:
+    if node_commit.read(plan.store, plan.node).commit != plan.write_id:
         have = {r.get("index") for r in results}
         results = [
             *results,

@@ -736,27 +736,57 @@ class Store:
 
     # -- shards
 
-    def write_shard(self, node: str, relpath: str, records: Iterable[Any], options: str) -> int:
-        """Write one immutable shard (one record per chunk) and return its size.
+    @contextlib.contextmanager
+    def shard_writer(self, node: str, relpath: str, options: str) -> Iterator[ArrayRecordWriter]:
+        """Write one immutable shard: yields the :class:`ArrayRecordWriter` of
+        ``relpath`` inside ``node``; when the block ends normally the shard is complete
+        under that name, else nothing is left there. The one place a shard is written.
 
         On local disks the shard is built under a temporary name, synced to the disk
         and renamed into place (:func:`local_shard`), so a shard name never holds a
         half-written file even if two attempts of the same task race, and a commit
         that names it never outlives its bytes; elsewhere the ArrayRecord writer
-        uploads the object as it is written and completes it at ``close()``.
+        uploads the object as it is written and completes it at ``close()`` (a failed
+        write removes what was uploaded, best effort).
+
+        >>> import tempfile
+        >>> st = Store(tempfile.mkdtemp())
+        >>> with st.shard_writer("a", "c/x.array_record", "group_size:1") as w:
+        ...     w.write_many([b"r0", b"r1"])
+        2
+        >>> st.size("a/c/x.array_record") > 0
+        True
         """
         if self.local:
-            final = self.path(node, relpath)
-            with local_shard(final) as tmp, ArrayRecordWriter(tmp, options) as w:
-                w.write_many(records)
-            return os.path.getsize(final)
-        url = self.url_of(node, relpath)
+            with local_shard(self.path(node, relpath)) as tmp, ArrayRecordWriter(tmp, options) as w:
+                yield w
+            return
+        path = self.path(node, relpath)
         try:
-            with ArrayRecordWriter(url, options, storage_options=self.storage_options) as w:
-                w.write_many(records)
-            return int(self.fs.size(self.path(node, relpath)))
-        except (PermissionError, FileNotFoundError) as e:
-            raise self.named_error(e, "cannot write the shard", self.path(node, relpath)) from e
+            with ArrayRecordWriter(
+                self.url_of(node, relpath), options, storage_options=self.storage_options
+            ) as w:
+                yield w
+        except BaseException as e:
+            try:
+                self.fs.rm_file(path)
+            except Exception:  # noqa: BLE001 - best effort: an orphan shard is harmless
+                pass
+            if isinstance(e, PermissionError | FileNotFoundError):
+                raise self.named_error(e, "cannot write the shard", path) from e
+            raise
+
+    def write_shard(self, node: str, relpath: str, records: Iterable[Any], options: str) -> int:
+        """Write one immutable shard (one record per chunk, see :meth:`shard_writer`)
+        and return its size."""
+        with self.shard_writer(node, relpath, options) as w:
+            w.write_many(records)
+        return self.size(f"{node}/{relpath}" if node else relpath)
+
+    def size(self, key: str) -> int:
+        """The size in bytes of the object at ``key`` (``FileNotFoundError`` if none)."""
+        p = self.path(key)
+        return os.path.getsize(p) if self.local else int(self.fs.size(p))
 
     def shard_reader(
         self,
