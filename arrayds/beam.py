@@ -68,7 +68,7 @@ from . import serializers as _ser
 from .arrayrecord import ArrayRecordReader
 from .errors import CorruptionError
 from .nodes import commit as node_commit
-from .records import RecordsDataset
+from .records import RecordsDataset, WritePlan
 from .serializers import SerializerSpec
 from .tfrecord import expand_paths, iter_tfrecord
 
@@ -100,7 +100,7 @@ def _approx_size(obj: Any, depth: int = 0) -> int:
 class _WriteBundleShards(beam.DoFn):
     """Buffer a bundle's records, write them as a shard named for this attempt."""
 
-    def __init__(self, plan: Any) -> None:
+    def __init__(self, plan: WritePlan) -> None:
         self._plan = plan
 
     def start_bundle(self) -> None:
@@ -146,14 +146,14 @@ class _ShardKey(beam.DoFn):
         yield _crc32c.crc32c(data) % self._n, item
 
 
-def _write_keyed_shard(group: tuple[int, Iterable[Any]], plan: Any) -> dict[str, Any]:
+def _write_keyed_shard(group: tuple[int, Iterable[Any]], plan: WritePlan) -> dict[str, Any]:
     index, items = group
     return {**_records.write_shard(items, index, plan), "index": index}
 
 
 def _commit_gathered(
     results: list[dict[str, Any]],
-    plan: Any,
+    plan: WritePlan,
     settings: tuple[str, str, int, str | None, int],
     where: tuple[str, str | None, Mapping[str, Any] | None],
 ) -> RecordsDataset:
@@ -177,7 +177,7 @@ def _commit_gathered(
 class _CommitShards(beam.PTransform):
     """Gather the shard results into one list and commit them once."""
 
-    def __init__(self, plan: Any, settings: tuple[Any, ...], where: tuple[Any, ...]) -> None:
+    def __init__(self, plan: WritePlan, settings: tuple[Any, ...], where: tuple[Any, ...]) -> None:
         super().__init__()
         self._args = (plan, settings, where)
 
@@ -447,7 +447,9 @@ class ReadFromArrayRecord(beam.PTransform):
 class _ConvertFile(beam.DoFn):
     """``(index, TFRecord URL) -> shard index`` streamed in constant memory."""
 
-    def __init__(self, plan: Any, storage_options: Any, compression: Any, verify: bool) -> None:
+    def __init__(
+        self, plan: WritePlan, storage_options: Any, compression: Any, verify: bool
+    ) -> None:
         self._plan = plan
         self._args = (storage_options, compression, verify)
 

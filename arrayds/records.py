@@ -312,8 +312,10 @@ def _shard_name(stem: str, index: int, total: int) -> str:
 
 
 @dataclass(frozen=True)
-class _WritePlan:
-    """Everything a shard-writing task needs (picklable)."""
+class WritePlan:
+    """Everything a shard-writing task needs (picklable): made by :func:`prepare_write`,
+    followed by :func:`write_shard` and :func:`commit_shards` (the dask writers here
+    and the Beam ones of :mod:`arrayds.beam`)."""
 
     store: Store
     node: str
@@ -367,7 +369,7 @@ def _encode_items(
         yield out
 
 
-def write_shard(items: Iterable[Any], partition: int, plan: _WritePlan) -> dict[str, Any]:
+def write_shard(items: Iterable[Any], partition: int, plan: WritePlan) -> dict[str, Any]:
     """Task: encode one partition and write it as shard ``partition`` -> its result
     for :func:`commit_shards` (the building block of every records writer: dask here,
     Apache Beam in :mod:`arrayds.beam`; example under :func:`commit_shards`)."""
@@ -391,7 +393,7 @@ def write_shard(items: Iterable[Any], partition: int, plan: _WritePlan) -> dict[
     return {"shard": ShardInfo(name, count, size, nbytes, options), "serializer": chosen}
 
 
-def _reencode_as_msgpack(plan: _WritePlan, info: ShardInfo) -> ShardInfo:
+def _reencode_as_msgpack(plan: WritePlan, info: ShardInfo) -> ShardInfo:
     """Rewrite a raw-encoded shard of a mixed ``auto`` write as msgpack (rare path)."""
     st = plan.store
     so = None if st.local else st.storage_options
@@ -404,7 +406,7 @@ def _reencode_as_msgpack(plan: _WritePlan, info: ShardInfo) -> ShardInfo:
 
 def commit_shards(
     results: list[dict[str, Any]],
-    plan: _WritePlan,
+    plan: WritePlan,
     mode: str,
     compression: str,
     group_size: int,
@@ -450,7 +452,7 @@ commute: one that lost a commit race appends to what is there now)."""
 
 
 def _commit_manifest(
-    plan: _WritePlan,
+    plan: WritePlan,
     shards: list[ShardInfo],
     ser_name: str,
     mode: str,
@@ -509,7 +511,7 @@ def prepare_write(
     serializer: SerializerSpec,
     storage_options: Mapping[str, Any] | None,
     total: int,
-) -> tuple[_WritePlan, str | None]:
+) -> tuple[WritePlan, str | None]:
     """Check a write (mode, parents, serializer) before any shard is written -> (the plan
     of ``total`` shards :func:`write_shard` follows, the serializer name the commit
     expects or ``None`` for ``auto``); ``FileExistsError`` for ``mode="w-"`` on an
@@ -526,7 +528,7 @@ def plan_write(
     group_size: int,
     serializer: SerializerSpec,
     total: int,
-) -> tuple[_WritePlan, str | None]:
+) -> tuple[WritePlan, str | None]:
     """:func:`prepare_write` at ``node`` of ``store``."""
     if mode not in _MODES:
         raise ValueError(
@@ -558,7 +560,7 @@ def plan_write(
         expected = ser.name
     write_id = new_write_id()
     stem = _shard_stem(store, node, write_id)
-    return _WritePlan(store, node, write_id, stem, total, options, ser), expected
+    return WritePlan(store, node, write_id, stem, total, options, ser), expected
 
 
 def write_records(
@@ -694,7 +696,7 @@ def write(
 
 def _finish(
     writes: list[Any],
-    plan: _WritePlan,
+    plan: WritePlan,
     mode: str,
     compression: str,
     group_size: int,
@@ -725,7 +727,7 @@ def _finish(
     return RecordsDataset._from_manifest(plan.store, plan.node, man)
 
 
-def _write_from_source(source: Any, args: tuple[Any, ...], partition: int, plan: _WritePlan):
+def _write_from_source(source: Any, args: tuple[Any, ...], partition: int, plan: WritePlan):
     """Task: stream the items ``source(*args)`` yields into shard ``partition``."""
     return write_shard(source(*args), partition, plan)
 
