@@ -763,24 +763,43 @@ class Store:
             return
         path = self.path(node, relpath)
         try:
-            with ArrayRecordWriter(
+            w = ArrayRecordWriter(
                 self.url_of(node, relpath), options, storage_options=self.storage_options
-            ) as w:
-                yield w
+            )
+        except (PermissionError, FileNotFoundError) as e:
+            raise self.named_error(e, "cannot write the shard", path) from e
+        try:
+            yield w  # what the caller's block raises is its own (not renamed)
+        except BaseException:
+            w.abort()
+            self._drop(path)
+            raise
+        try:
+            w.close()
         except BaseException as e:
-            try:
-                self.fs.rm_file(path)
-            except Exception:  # noqa: BLE001 - best effort: an orphan shard is harmless
-                pass
+            self._drop(path)
             if isinstance(e, PermissionError | FileNotFoundError):
                 raise self.named_error(e, "cannot write the shard", path) from e
             raise
+
+    def _drop(self, path: str) -> None:
+        """Remove what a failed remote shard write may have left (best effort: an
+        orphan shard is harmless)."""
+        try:
+            self.fs.rm_file(path)
+        except Exception:  # noqa: BLE001
+            pass
 
     def write_shard(self, node: str, relpath: str, records: Iterable[Any], options: str) -> int:
         """Write one immutable shard (one record per chunk, see :meth:`shard_writer`)
         and return its size."""
         with self.shard_writer(node, relpath, options) as w:
-            w.write_many(records)
+            try:
+                w.write_many(records)
+            except (PermissionError, FileNotFoundError) as e:
+                if self.local:
+                    raise
+                raise self.named_error(e, "cannot write the shard", self.path(node, relpath)) from e
         return self.size(f"{node}/{relpath}" if node else relpath)
 
     def size(self, key: str) -> int:

@@ -124,3 +124,15 @@ def test_shard_writer_leaves_nothing_when_the_write_fails(tmp_path, where):
         b"a",
         b"b",
     ]
+
+
+def _missing_source() -> list[bytes]:
+    raise FileNotFoundError(2, "the input is gone", "in.tfrecord")
+
+
+def test_a_source_error_inside_a_remote_shard_write_keeps_its_message():
+    root = f"memory://src-{uuid.uuid4().hex}"
+    with pytest.raises(FileNotFoundError, match="the input is gone") as info:
+        records.write_from_sources([(_missing_source, ())], root, "r")
+    assert "cannot write the shard" not in str(info.value)
+    assert get_store(root).list("") == []
