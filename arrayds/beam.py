@@ -65,8 +65,10 @@ from fsspec.implementations.local import LocalFileSystem
 
 from . import records as _records
 from . import serializers as _ser
-from .arrayrecord import ArrayRecordReader, CorruptionError
-from .records import RecordsDataset
+from .arrayrecord import ArrayRecordReader
+from .errors import CorruptionError
+from .nodes import commit as node_commit
+from .records import RecordsDataset, WritePlan
 from .serializers import SerializerSpec
 from .tfrecord import expand_paths, iter_tfrecord
 
@@ -98,7 +100,7 @@ def _approx_size(obj: Any, depth: int = 0) -> int:
 class _WriteBundleShards(beam.DoFn):
     """Buffer a bundle's records, write them as a shard named for this attempt."""
 
-    def __init__(self, plan: Any) -> None:
+    def __init__(self, plan: WritePlan) -> None:
         self._plan = plan
 
     def start_bundle(self) -> None:
@@ -144,14 +146,14 @@ class _ShardKey(beam.DoFn):
         yield _crc32c.crc32c(data) % self._n, item
 
 
-def _write_keyed_shard(group: tuple[int, Iterable[Any]], plan: Any) -> dict[str, Any]:
+def _write_keyed_shard(group: tuple[int, Iterable[Any]], plan: WritePlan) -> dict[str, Any]:
     index, items = group
     return {**_records.write_shard(items, index, plan), "index": index}
 
 
 def _commit_gathered(
     results: list[dict[str, Any]],
-    plan: Any,
+    plan: WritePlan,
     settings: tuple[str, str, int, str | None, int],
     where: tuple[str, str | None, Mapping[str, Any] | None],
 ) -> RecordsDataset:
@@ -160,8 +162,7 @@ def _commit_gathered(
     dataset has exactly that many.  A commit that already happened (a retried commit
     bundle) is not repeated."""
     mode, compression, group_size, expected, num_shards = settings
-    current = plan.store.read_manifest(plan.node)
-    if current is None or current.get("commit") != plan.write_id:
+    if node_commit.read(plan.store, plan.node).commit != plan.write_id:
         have = {r.get("index") for r in results}
         results = [
             *results,
@@ -176,7 +177,7 @@ def _commit_gathered(
 class _CommitShards(beam.PTransform):
     """Gather the shard results into one list and commit them once."""
 
-    def __init__(self, plan: Any, settings: tuple[Any, ...], where: tuple[Any, ...]) -> None:
+    def __init__(self, plan: WritePlan, settings: tuple[Any, ...], where: tuple[Any, ...]) -> None:
         super().__init__()
         self._args = (plan, settings, where)
 
@@ -446,7 +447,9 @@ class ReadFromArrayRecord(beam.PTransform):
 class _ConvertFile(beam.DoFn):
     """``(index, TFRecord URL) -> shard index`` streamed in constant memory."""
 
-    def __init__(self, plan: Any, storage_options: Any, compression: Any, verify: bool) -> None:
+    def __init__(
+        self, plan: WritePlan, storage_options: Any, compression: Any, verify: bool
+    ) -> None:
         self._plan = plan
         self._args = (storage_options, compression, verify)
 

@@ -40,6 +40,7 @@ import fsspec
 import numpy as np
 
 from . import progress as _progress
+from .errors import CorruptionError
 from .store import MANIFEST, check_component, join_component
 
 __all__ = ["SUPPORTED", "ConvertResult", "convert", "detect"]
@@ -180,8 +181,6 @@ class NpySource:
         start = self.offset + r0 * row
         raw = fs.cat_file(path, start=start, end=start + (r1 - r0) * row)
         if len(raw) != (r1 - r0) * row:
-            from .arrayrecord import CorruptionError
-
             raise CorruptionError(
                 f"{self.url}: the .npy file is truncated (rows {r0}..{r1 - 1} are missing)"
             )
@@ -371,6 +370,164 @@ def _arrayrecord_file(url: str, storage_options: Mapping[str, Any] | None) -> It
 # ------------------------------------------------------------------- convert
 
 
+@dataclass
+class _Conversion:
+    """A conversion being planned: the delayed writes of its nodes (one dask
+    computation runs them all) and the result listing them."""
+
+    dst: str
+    mode: str
+    compression: str
+    shard_size: int | str | None
+    storage_options: Mapping[str, Any] | None
+    result: ConvertResult
+    work: list[Any] = field(default_factory=list)
+
+    def write_array(self, x: Any, node: str, **kw: Any) -> None:
+        import arrayds
+
+        d = arrayds.to_arrayrecord(
+            x,
+            self.dst,
+            node or None,
+            mode=self.mode,
+            compression=self.compression,
+            shard_size=self.shard_size,
+            compute=False,
+            storage_options=self.storage_options,
+            **kw,
+        )
+        self.work.append(d)
+        self.result.nodes.append(node)
+
+    def group(self, node: str, attrs: dict[str, Any]) -> None:
+        from .dataset import open_group
+
+        g = open_group(
+            self.dst,
+            node or None,
+            mode="a",
+            storage_options=self.storage_options,
+            attrs=attrs or None,
+        )
+        if attrs and dict(g.attrs) != attrs:
+            g.attrs.update(attrs)
+        self.result.nodes.append(node)
+
+    def records(self, delayed_write: Any, node: str) -> None:
+        self.work.append(delayed_write)
+        self.result.nodes.append(node)
+
+
+def _plan_zarr(
+    conv: _Conversion, src: str, url: str, inner: str, base: str, in_opts: Any, chunks: Any
+) -> None:
+    import dask.array as da
+    import zarr
+
+    for rel, obj in _zarr_nodes(src, url, inner, in_opts):
+        node = join_component(base, rel) if rel else base
+        attrs = _json_safe({k: v for k, v in obj.attrs.items() if k != "_ARRAY_DIMENSIONS"})
+        if isinstance(obj, zarr.Group):
+            conv.group(node, attrs)
+            continue
+        x = da.from_zarr(obj)
+        if chunks is not None:
+            x = x.rechunk(chunks)
+        fill = obj.fill_value
+        conv.write_array(
+            x,
+            node,
+            attrs=attrs or None,
+            dims=_zarr_dims(obj),
+            fill_value=0 if fill is None else fill,
+        )
+
+
+def _plan_hdf5(
+    conv: _Conversion, src: str, url: str, inner: str, base: str, in_opts: Any, chunks: Any
+) -> None:
+    import dask.array as da
+    from dask.base import tokenize
+
+    outer, _inner = _split_inner(src)
+    h5_nodes = _h5_nodes(url, inner, in_opts)
+    for _rel, what, obj in h5_nodes:  # check every dtype before writing anything
+        dtype = np.dtype(obj.dtype) if what == "dataset" else None
+        if dtype is not None and (dtype.hasobject or dtype.fields is not None):
+            raise ValueError(
+                f"{src}: HDF5 dataset {obj.name!r} has dtype {obj.dtype}, which arrayds "
+                f"cannot store (fixed-size numeric, bool, datetime, bytes and unicode "
+                f"dtypes only); convert the other datasets one by one with "
+                f"'{outer}#/path'"
+            )
+    for rel, what, obj in h5_nodes:
+        node = join_component(base, rel) if rel else base
+        attrs = _json_safe(dict(obj.attrs))
+        if what == "group":
+            conv.group(node, attrs)
+            continue
+        dtype = np.dtype(obj.dtype)
+        shape = tuple(int(n) for n in obj.shape)
+        source = H5Source(url, obj.name, in_opts, shape, dtype)
+        ch = chunks or obj.chunks or _row_chunks(shape, dtype.itemsize)
+        x = da.from_array(
+            source,
+            chunks=ch,
+            asarray=True,
+            fancy=False,
+            name="h5-" + tokenize(url, obj.name, shape, dtype.str),
+        )
+        fill = obj.fillvalue
+        conv.write_array(x, node, attrs=attrs or None, fill_value=0 if fill is None else fill)
+
+
+def _plan_records(
+    conv: _Conversion,
+    kind: str,
+    src: str,
+    urls: list[str],
+    base: str,
+    num_shards: int | None,
+    in_opts: Any,
+) -> None:
+    if kind in ("tfrecord", "jsonlines"):
+        from .convert import jsonlines_to_arrayrecord, tfrecord_to_arrayrecord
+
+        fn = tfrecord_to_arrayrecord if kind == "tfrecord" else jsonlines_to_arrayrecord
+        d = fn(
+            urls,
+            conv.dst,
+            num_shards,
+            component=base or None,
+            mode=conv.mode,
+            compression=conv.compression,
+            compute=False,
+            storage_options=conv.storage_options,
+            input_storage_options=in_opts,
+        )
+        conv.records(d, base)
+        return
+    from .records import write_from_sources
+
+    if num_shards is not None and num_shards != len(urls):
+        raise ValueError(
+            f"{src}: ArrayRecord files convert one shard per input file ({len(urls)}); "
+            f"num_shards={num_shards} is not supported for them"
+        )
+    d = write_from_sources(
+        [(_arrayrecord_file, (u, in_opts or None)) for u in urls],
+        conv.dst,
+        base or None,
+        mode=conv.mode,
+        compression=conv.compression,
+        serializer="raw",
+        compute=False,
+        storage_options=conv.storage_options,
+    )
+    conv.records(d, base)
+
+
 def convert(
     src: str,
     dst: str,
@@ -398,8 +555,6 @@ def convert(
     default / the active ``distributed.Client``), shown with a progress bar when
     ``progress`` and on a terminal. Nothing of a node is visible before its commit.
     """
-    import arrayds
-
     from .dataset import open_group
 
     try:
@@ -408,141 +563,28 @@ def convert(
         base = check_component(component)
         in_opts = dict(storage_options or {}) if source_options is None else dict(source_options)
         kind, fs, paths = detect(src, in_opts)
-        result = ConvertResult(kind, src, dst)
-        work: list[Any] = []
-
-        def write_array(x: Any, node: str, **kw: Any) -> None:
-            d = arrayds.to_arrayrecord(
-                x,
-                dst,
-                node or None,
-                mode=mode,
-                compression=compression,
-                shard_size=shard_size,
-                compute=False,
-                storage_options=storage_options,
-                **kw,
-            )
-            work.append(d)
-            result.nodes.append(node)
-
-        def group(node: str, attrs: dict[str, Any]) -> None:
-            g = open_group(
-                dst, node or None, mode="a", storage_options=storage_options, attrs=attrs or None
-            )
-            if attrs and dict(g.attrs) != attrs:
-                g.attrs.update(attrs)
-            result.nodes.append(node)
-
+        conv = _Conversion(
+            dst, mode, compression, shard_size, storage_options, ConvertResult(kind, src, dst)
+        )
         if mode == "w" and kind in ("zarr", "hdf5"):
             open_group(dst, base or None, mode="w", storage_options=storage_options)
         _outer, inner = _split_inner(src)
         if kind == "npy":
-            x = _npy_array(src, fs, paths[0], in_opts, chunks)
-            write_array(x, base)
+            conv.write_array(_npy_array(src, fs, paths[0], in_opts, chunks), base)
         elif kind == "zarr":
-            import dask.array as da
-            import zarr
-
-            url = fs.unstrip_protocol(paths[0])
-            for rel, obj in _zarr_nodes(src, url, inner, in_opts):
-                node = join_component(base, rel) if rel else base
-                attrs = _json_safe({k: v for k, v in obj.attrs.items() if k != "_ARRAY_DIMENSIONS"})
-                if isinstance(obj, zarr.Group):
-                    group(node, attrs)
-                    continue
-                x = da.from_zarr(obj)
-                if chunks is not None:
-                    x = x.rechunk(chunks)
-                fill = obj.fill_value
-                write_array(
-                    x,
-                    node,
-                    attrs=attrs or None,
-                    dims=_zarr_dims(obj),
-                    fill_value=0 if fill is None else fill,
-                )
+            _plan_zarr(conv, src, fs.unstrip_protocol(paths[0]), inner, base, in_opts, chunks)
         elif kind == "hdf5":
-            import dask.array as da
-            from dask.base import tokenize
-
-            url = fs.unstrip_protocol(paths[0])
-            h5_nodes = _h5_nodes(url, inner, in_opts)
-            for _rel, what, obj in h5_nodes:  # check every dtype before writing anything
-                dtype = np.dtype(obj.dtype) if what == "dataset" else None
-                if dtype is not None and (dtype.hasobject or dtype.fields is not None):
-                    raise ValueError(
-                        f"{src}: HDF5 dataset {obj.name!r} has dtype {obj.dtype}, which arrayds "
-                        f"cannot store (fixed-size numeric, bool, datetime, bytes and unicode "
-                        f"dtypes only); convert the other datasets one by one with "
-                        f"'{_outer}#/path'"
-                    )
-            for rel, what, obj in h5_nodes:
-                node = join_component(base, rel) if rel else base
-                attrs = _json_safe(dict(obj.attrs))
-                if what == "group":
-                    group(node, attrs)
-                    continue
-                dtype = np.dtype(obj.dtype)
-                shape = tuple(int(n) for n in obj.shape)
-                source = H5Source(url, obj.name, in_opts, shape, dtype)
-                ch = chunks or obj.chunks or _row_chunks(shape, dtype.itemsize)
-                x = da.from_array(
-                    source,
-                    chunks=ch,
-                    asarray=True,
-                    fancy=False,
-                    name="h5-" + tokenize(url, obj.name, shape, dtype.str),
-                )
-                fill = obj.fillvalue
-                write_array(x, node, attrs=attrs or None, fill_value=0 if fill is None else fill)
-        elif kind in ("tfrecord", "jsonlines"):
-            from .convert import jsonlines_to_arrayrecord, tfrecord_to_arrayrecord
-
-            fn = tfrecord_to_arrayrecord if kind == "tfrecord" else jsonlines_to_arrayrecord
-            work.append(
-                fn(
-                    [fs.unstrip_protocol(p) for p in paths],
-                    dst,
-                    num_shards,
-                    component=base or None,
-                    mode=mode,
-                    compression=compression,
-                    compute=False,
-                    storage_options=storage_options,
-                    input_storage_options=in_opts,
-                )
-            )
-            result.nodes.append(base)
-        elif kind == "arrayrecord":
-            from .records import write_from_sources
-
+            _plan_hdf5(conv, src, fs.unstrip_protocol(paths[0]), inner, base, in_opts, chunks)
+        elif kind in ("tfrecord", "jsonlines", "arrayrecord"):
             urls = [fs.unstrip_protocol(p) for p in paths]
-            if num_shards is not None and num_shards != len(urls):
-                raise ValueError(
-                    f"{src}: ArrayRecord files convert one shard per input file ({len(urls)}); "
-                    f"num_shards={num_shards} is not supported for them"
-                )
-            work.append(
-                write_from_sources(
-                    [(_arrayrecord_file, (u, in_opts or None)) for u in urls],
-                    dst,
-                    base or None,
-                    mode=mode,
-                    compression=compression,
-                    serializer="raw",
-                    compute=False,
-                    storage_options=storage_options,
-                )
-            )
-            result.nodes.append(base)
+            _plan_records(conv, kind, src, urls, base, num_shards, in_opts)
         else:  # pragma: no cover - detect() returns only the kinds above
             raise _unsupported(src, f"unknown kind {kind!r}")
-        if work:
-            _progress.compute(*work, progress=progress, scheduler=scheduler)
+        if conv.work:
+            _progress.compute(*conv.work, progress=progress, scheduler=scheduler)
     finally:
         _close_h5_files()
-    return result
+    return conv.result
 
 
 def _close_h5_files() -> None:

@@ -52,17 +52,17 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .arrayrecord import CorruptionError
+from .errors import CommitConflictError, CorruptionError
 from .manifest import (
     FORMAT,
     FORMAT_VERSION,
     MAX_CHUNK_BYTES,
-    CommitConflictError,
     check_compression,
     check_json_value,
     writer_options,
 )
 from .node import Node
+from .nodes import commit as node_commit
 from .nodes import kinds
 from .storage import get_store
 from .store import (
@@ -926,7 +926,7 @@ def _locate_node(
 
 
 def _read_manifest(store: Store, node: str) -> RaggedManifest | None:
-    raw = store.read_manifest(node)
+    raw = node_commit.read(store, node).raw
     if raw is None:
         return None
     what = f"ragged array {store.display(node)!r}"
@@ -1134,10 +1134,12 @@ def _commit(
     mode: str,
     compression: str,
     attrs: Mapping[str, Any] | None,
-    base: Mapping[str, Any] | None,
+    base: tuple[int, str] | None,
 ) -> dict[str, Any]:
-    """Task: assign item ranges in partition order, check the node did not change
-    since the write started, write the manifest (the commit point)."""
+    """Task: assign item ranges in partition order and commit the manifest
+    (:func:`arrayds.nodes.commit.commit`) if the node is still as the write found it
+    (``base``: its stamp then, ``None`` if it had none); else the shards are removed
+    and nothing of the write is visible."""
     store, node = plan.store, plan.node
     where = store.display(node)
     lay = plan.layout
@@ -1148,16 +1150,11 @@ def _commit(
         for e in r["shards"] if isinstance(r, dict) else r:
             entries.append(RaggedShard(e["path"], pos, pos + e["items"], e["records"], e["bytes"]))
             pos += e["items"]
-    current = store.read_manifest(node)
-    written = [e.path for e in entries]
-    if (current is None) != (base is None) or (
-        current is not None
-        and base is not None
-        and (current.get("generation"), current.get("commit"))
-        != (base.get("generation"), base.get("commit"))
-    ):
-        store.remove_files(node, written)
-        if mode == "w-" and current is not None:
+
+    def check(now: node_commit.NodeVersion) -> None:
+        if now.stamp == base:
+            return
+        if mode == "w-" and now.exists:
             raise FileExistsError(
                 errno.EEXIST, f"{where} already exists (mode 'w-' never replaces)", where
             )
@@ -1165,50 +1162,42 @@ def _commit(
             f"ragged array {where!r}: another writer committed while this write ran; nothing "
             f"of this write is visible"
         )
-    if mode == "a" and current is not None:
-        old = RaggedManifest.from_json(current, f"ragged array {where!r}")
-        n0 = old.count
-        man = RaggedManifest(
-            old.dtype,
-            old.ndim,
-            old.axis,
-            old.piece_len,
-            old.compression,
-            {**old.attrs, **dict(attrs or {})},
-            old.shards + [e.shifted(n0) for e in entries],
-        )
-    else:
-        man = RaggedManifest(
-            lay.dtype, lay.ndim, lay.axis, lay.piece_len, compression, dict(attrs or {}), entries
-        )
-    gen = current.get("generation", 0) if current is not None else 0
-    man.generation = (gen if _is_count(gen) else 0) + 1
-    man.commit = plan.write_id
-    out = man.to_json()
-    from .dataset import ensure_parents
 
-    ensure_parents(store, node)
-    store.write_manifest(node, out)
-    if mode == "w" and current is not None:
-        _remove_replaced(store, node, current)
-    return out
-
-
-def _remove_replaced(store: Store, node: str, old: Mapping[str, Any]) -> None:
-    """After ``mode="w"`` replaced a node: remove what only the old node used."""
-    try:
-        if old.get("kind") == KIND:
-            om = RaggedManifest.from_json(old, store.display(node))
-            store.remove_files(node, [s.path for s in om.shards])
-        else:
-            from . import dataset
-            from .manifest import parse_node
-
-            dataset._remove_node_contents(
-                store, node, parse_node(old, store.display(node)), only_listed_shards=True
+    def build(now: node_commit.NodeVersion) -> dict[str, Any]:
+        if mode == "a" and now.raw is not None:
+            old = RaggedManifest.from_json(now.raw, f"ragged array {where!r}")
+            n0 = old.count
+            man = RaggedManifest(
+                old.dtype,
+                old.ndim,
+                old.axis,
+                old.piece_len,
+                old.compression,
+                {**old.attrs, **dict(attrs or {})},
+                old.shards + [e.shifted(n0) for e in entries],
             )
-    except Exception:  # noqa: BLE001 - best effort: leftovers are orphans, never visible
-        pass
+        else:
+            man = RaggedManifest(
+                lay.dtype,
+                lay.ndim,
+                lay.axis,
+                lay.piece_len,
+                compression,
+                dict(attrs or {}),
+                entries,
+            )
+        return man.to_json()
+
+    return node_commit.commit(
+        store,
+        node,
+        build,
+        write_id=plan.write_id,
+        check=check,
+        written=[e.path for e in entries],
+        replaces=mode == "w",
+        what=f"ragged array {where!r}",
+    )
 
 
 def _is_bag(obj: Any) -> bool:
@@ -1217,6 +1206,242 @@ def _is_bag(obj: Any) -> bool:
     except ImportError:  # pragma: no cover
         return False
     return isinstance(obj, db.Bag)
+
+
+@dataclass(frozen=True)
+class _Request:
+    """A checked ragged write, before any shard is written (:func:`_check_write`)."""
+
+    store: Store
+    node: str
+    mode: str
+    compression: str
+    shard_bytes: int
+    attrs: dict[str, Any] | None
+    old: RaggedManifest | None
+    """The ragged array appended to (``mode="a"`` on an existing one)."""
+    base: tuple[int, str] | None
+    """The node's stamp when the write started (what its commit expects)."""
+    write_id: str
+
+    @property
+    def where(self) -> str:
+        return self.store.display(self.node)
+
+    def layout(self, first: Any, axis: int | None, piece_len: int | None) -> _Layout:
+        """The layout of the items: the stored one when appending (``first`` checked
+        against it), else read from the first item."""
+        old = self.old
+        if old is not None:
+            lay = _Layout(old.dtype, old.ndim, old.axis, old.piece_len)
+            if first is not None:
+                lay.check(first, "ragged item 0")
+            return lay
+        return _first_layout(first, axis, piece_len, "ragged item 0")
+
+    def plan(self, lay: _Layout, shard_bytes: int) -> _WritePlan:
+        options = writer_options(self.compression if self.old is None else self.old.compression)
+        return _WritePlan(self.store, self.node, self.write_id, lay, options, shard_bytes)
+
+    def commit_task(self, writes: Any, plan: _WritePlan) -> Delayed:
+        from dask.delayed import delayed
+
+        return delayed(_commit, pure=False)(
+            writes,
+            plan,
+            self.mode,
+            self.compression,
+            self.attrs,
+            self.base,
+            dask_key_name=f"commit-ragged-{self.write_id}",
+        )
+
+
+def _check_write(
+    store: Store,
+    node: str,
+    mode: str,
+    compression: str,
+    piece_len: int | None,
+    axis: int | None,
+    shard_size: int | str | None,
+    attrs: Mapping[str, Any] | None,
+) -> _Request:
+    """Check a ragged write against its arguments and the node (before any shard is
+    written): mode, compression, attrs, the groups above, and for ``"w-"``/``"a"`` the
+    node itself."""
+    if mode not in _MODES:
+        raise ValueError(f"mode must be one of {_MODES} for a ragged array, got {mode!r}")
+    where = store.display(node)
+    compression = check_compression(compression, f"ragged array {where!r}")
+    shard_bytes = SHARD_BYTES if shard_size is None else _parse_bytes(shard_size, "shard_size")
+    if attrs is not None:
+        if not isinstance(attrs, Mapping):
+            raise TypeError(f"ragged array {where!r}: attrs must be a mapping")
+        check_json_value(dict(attrs), f"ragged array {where!r}")
+    node_commit.check_parents(store, node)
+    base = node_commit.read(store, node)
+    current = base.raw
+    old: RaggedManifest | None = None
+    if current is not None:
+        if mode == "w-":
+            raise FileExistsError(
+                errno.EEXIST,
+                f"{where!r} already exists (mode 'w-'); use mode 'w' to replace it or 'a' "
+                f"to append",
+                where,
+            )
+        if mode == "a":
+            if current.get("kind") != KIND:
+                raise ValueError(
+                    f"cannot append ragged items to {where!r}: it is a {current.get('kind')!r} node"
+                )
+            old = RaggedManifest.from_json(current, f"ragged array {where!r}")
+            if axis is not None and (int(axis) % old.ndim) != old.axis:
+                raise ValueError(
+                    f"ragged array {where!r} is stored in pieces along axis {old.axis}; cannot "
+                    f"append with axis={axis}"
+                )
+            if piece_len is not None and piece_len != old.piece_len:
+                raise ValueError(
+                    f"ragged array {where!r} has piece_len {old.piece_len}; cannot append with "
+                    f"piece_len={piece_len}"
+                )
+    return _Request(
+        store,
+        node,
+        mode,
+        compression,
+        shard_bytes,
+        dict(attrs) if attrs else None,
+        old,
+        base.stamp,
+        new_write_id(),
+    )
+
+
+def _write_bag(
+    data: dask.bag.Bag,
+    req: _Request,
+    axis: int | None,
+    piece_len: int | None,
+    first: Any,
+    compute: bool,
+    progress: bool,
+) -> RaggedArray | Delayed:
+    """A bag: one shard-writing task per partition (fused with the bag's own tasks),
+    then the commit task."""
+    import dask.bag as db
+    from dask.base import get_scheduler
+    from dask.highlevelgraph import HighLevelGraph
+
+    if req.old is None:
+        # the layout (dtype, ndim, axis, piece_len) comes from the first item:
+        # compute partitions until one has an item (usually just the first)
+        first = first if first is not None else _first_item(data)
+        if first is None:
+            raise ValueError(f"ragged array {req.where!r}: the bag has no items")
+    lay = req.layout(None if req.old is not None else first, axis, piece_len)
+    plan = req.plan(lay, req.shard_bytes)
+    wname = f"write-ragged-{req.write_id}"
+    layer = {
+        (wname, k): (_write_partition, (data.name, k), plan, k) for k in range(data.npartitions)
+    }
+    graph = HighLevelGraph.from_collections(wname, layer, dependencies=[data])
+    writes = db.Bag(graph, wname, data.npartitions).to_delayed(optimize_graph=True)
+    committed = req.commit_task(writes, plan)
+    if not compute:
+        return committed
+    from .progress import compute as _compute  # a bar only on a terminal (issue 6)
+
+    man = _compute(committed, progress=progress, scheduler=get_scheduler(collections=[data]))
+    return RaggedArray(req.store, req.node, RaggedManifest.from_json(man, req.where))
+
+
+def _write_list(
+    data: Any, req: _Request, axis: int | None, piece_len: int | None, compute: bool
+) -> RaggedArray | Delayed:
+    """A list: items packed into shards of about ``shard_bytes`` in order, written in
+    threads (or as delayed tasks with ``compute=False``), then committed."""
+    from dask.delayed import delayed
+
+    where = req.where
+    if isinstance(data, np.ndarray) and data.dtype.kind != "O":
+        data = list(data)
+    if not isinstance(data, (list, tuple)):
+        raise TypeError(
+            f"ragged array {where!r}: expected a list of numpy arrays or a dask bag of them, "
+            f"got {type(data).__name__}"
+        )
+    if not data and req.old is None:
+        raise ValueError(f"ragged array {where!r}: no items to write")
+    items = list(data)
+    lay = req.layout(items[0] if items else None, axis, piece_len)
+    arrays = [lay.check(x, f"ragged item {i}") for i, x in enumerate(items)]
+    # group items into shards of about shard_bytes, in order
+    groups: list[list[np.ndarray]] = []
+    size = 0
+    for a in arrays:
+        if not groups or (groups[-1] and size + a.nbytes > req.shard_bytes):
+            groups.append([])
+            size = 0
+        groups[-1].append(a)
+        size += a.nbytes
+    plan = req.plan(lay, 1 << 62)
+    if not compute:
+        writes = [
+            delayed(_write_items, pure=False)(
+                delayed(g, traverse=False),
+                plan,
+                k,
+                dask_key_name=f"write-ragged-{req.write_id}-{k}",
+            )
+            for k, g in enumerate(groups)
+        ]
+        return req.commit_task(writes, plan)
+    if len(groups) <= 1:
+        results = [_write_items(g, plan, k) for k, g in enumerate(groups)]
+    else:
+        with ThreadPoolExecutor(min(len(groups), max(2, os.cpu_count() or 1))) as ex:
+            futures = [ex.submit(_write_items, g, plan, k) for k, g in enumerate(groups)]
+            try:
+                results = [f.result() for f in futures]
+            except BaseException:
+                for f in futures:
+                    f.cancel()
+                raise
+    man = _commit(results, plan, req.mode, req.compression, req.attrs, req.base)
+    return RaggedArray(req.store, req.node, RaggedManifest.from_json(man, where))
+
+
+def write(
+    data: Sequence[np.ndarray] | dask.bag.Bag,
+    store: Store,
+    node: str,
+    *,
+    mode: str = "w-",
+    compression: str = "zstd:3",
+    piece_len: int | None = None,
+    axis: int | None = None,
+    shard_size: int | str | None = None,
+    attrs: Mapping[str, Any] | None = None,
+    compute: bool = True,
+    progress: bool = False,
+    first: Any = None,
+) -> RaggedArray | Delayed:
+    """:func:`write_ragged` at ``node`` of ``store`` (the entry of both it and
+    ``to_arrayrecord``); ``first``: a bag's first item when the caller read it
+    already.
+
+    >>> import numpy as np
+    >>> from arrayds.storage import get_store
+    >>> len(write([np.zeros(3), np.zeros(5)], get_store("memory://doc-ragged-write"), "x"))
+    2
+    """
+    req = _check_write(store, node, mode, compression, piece_len, axis, shard_size, attrs)
+    if _is_bag(data):
+        return _write_bag(data, req, axis, piece_len, first, compute, progress)
+    return _write_list(data, req, axis, piece_len, compute)
 
 
 def write_ragged(
@@ -1233,7 +1458,6 @@ def write_ragged(
     compute: bool = True,
     storage_options: Mapping[str, Any] | None = None,
     progress: bool = False,
-    _first: Any = None,
 ) -> RaggedArray | Delayed:
     """Write numpy arrays of one dtype and ndim but different shapes as a ragged array.
 
@@ -1262,168 +1486,20 @@ def write_ragged(
     >>> ra.axis, ra.piece_len, ra.nshards
     (1, 3, 1)
     """
-    from dask.delayed import delayed
-
-    if mode not in _MODES:
-        raise ValueError(f"mode must be one of {_MODES} for a ragged array, got {mode!r}")
     store, node = _locate_node(url, component, storage_options)
-    where = store.display(node)
-    compression = check_compression(compression, f"ragged array {where!r}")
-    shard_bytes = SHARD_BYTES if shard_size is None else _parse_bytes(shard_size, "shard_size")
-    if attrs is not None:
-        if not isinstance(attrs, Mapping):
-            raise TypeError(f"ragged array {where!r}: attrs must be a mapping")
-        check_json_value(dict(attrs), f"ragged array {where!r}")
-    # ancestors must be groups
-    parts = node.split("/") if node else []
-    for i in range(len(parts)):
-        parent = "/".join(parts[:i])
-        pm = store.read_manifest(parent)
-        if pm is not None and pm.get("kind") != "group":
-            raise ValueError(
-                f"cannot put ragged array {where!r} under {store.display(parent)!r}: it is a "
-                f"{pm.get('kind')!r} node, not a group"
-            )
-    current = store.read_manifest(node)
-    old: RaggedManifest | None = None
-    if current is not None:
-        if mode == "w-":
-            raise FileExistsError(
-                errno.EEXIST,
-                f"{where!r} already exists (mode 'w-'); use mode 'w' to replace it or 'a' "
-                f"to append",
-                where,
-            )
-        if mode == "a":
-            if current.get("kind") != KIND:
-                raise ValueError(
-                    f"cannot append ragged items to {where!r}: it is a {current.get('kind')!r} node"
-                )
-            old = RaggedManifest.from_json(current, f"ragged array {where!r}")
-            if axis is not None and (int(axis) % old.ndim) != old.axis:
-                raise ValueError(
-                    f"ragged array {where!r} is stored in pieces along axis {old.axis}; cannot "
-                    f"append with axis={axis}"
-                )
-            if piece_len is not None and piece_len != old.piece_len:
-                raise ValueError(
-                    f"ragged array {where!r} has piece_len {old.piece_len}; cannot append with "
-                    f"piece_len={piece_len}"
-                )
-    write_id = new_write_id()
-    options = writer_options(compression if old is None else old.compression)
-    bag = _is_bag(data)
-
-    def layout_from(first: Any, label: str) -> _Layout:
-        if old is not None:
-            lay = _Layout(old.dtype, old.ndim, old.axis, old.piece_len)
-            lay.check(first, label)
-            return lay
-        return _first_layout(first, axis, piece_len, label)
-
-    if bag:
-        if old is None:
-            # the layout (dtype, ndim, axis, piece_len) comes from the first item:
-            # compute partitions until one has an item (usually just the first)
-            first = _first if _first is not None else _first_item(data)
-            if first is None:
-                raise ValueError(f"ragged array {where!r}: the bag has no items")
-            lay = layout_from(first, "ragged item 0")
-        else:
-            lay = _Layout(old.dtype, old.ndim, old.axis, old.piece_len)
-        plan = _WritePlan(store, node, write_id, lay, options, shard_bytes)
-        import dask.bag as db
-        from dask.highlevelgraph import HighLevelGraph
-
-        wname = f"write-ragged-{write_id}"
-        layer = {
-            (wname, k): (_write_partition, (data.name, k), plan, k) for k in range(data.npartitions)
-        }
-        graph = HighLevelGraph.from_collections(wname, layer, dependencies=[data])
-        writes = db.Bag(graph, wname, data.npartitions).to_delayed(optimize_graph=True)
-        from dask.base import get_scheduler
-
-        scheduler = get_scheduler(collections=[data])
-        committed = delayed(_commit, pure=False)(
-            writes,
-            plan,
-            mode,
-            compression,
-            dict(attrs) if attrs else None,
-            current,
-            dask_key_name=f"commit-ragged-{write_id}",
-        )
-        if not compute:
-            return committed
-        from .progress import compute as _compute  # a bar only on a terminal (issue 6)
-
-        man = _compute(committed, progress=progress, scheduler=scheduler)
-        return RaggedArray(store, node, RaggedManifest.from_json(man, where))
-
-    if isinstance(data, np.ndarray) and data.dtype.kind != "O":
-        data = list(data)
-    if not isinstance(data, (list, tuple)):
-        raise TypeError(
-            f"ragged array {where!r}: expected a list of numpy arrays or a dask bag of them, "
-            f"got {type(data).__name__}"
-        )
-    if not data:
-        if old is None:
-            raise ValueError(f"ragged array {where!r}: no items to write")
-    items = list(data)
-    lay = (
-        layout_from(items[0], "ragged item 0")
-        if items
-        else _Layout(
-            old.dtype,
-            old.ndim,
-            old.axis,
-            old.piece_len,  # type: ignore[union-attr]
-        )
+    return write(
+        data,
+        store,
+        node,
+        mode=mode,
+        compression=compression,
+        piece_len=piece_len,
+        axis=axis,
+        shard_size=shard_size,
+        attrs=attrs,
+        compute=compute,
+        progress=progress,
     )
-    arrays = [lay.check(x, f"ragged item {i}") for i, x in enumerate(items)]
-    # group items into shards of about shard_bytes, in order
-    groups: list[list[np.ndarray]] = []
-    size = 0
-    for a in arrays:
-        if not groups or (groups[-1] and size + a.nbytes > shard_bytes):
-            groups.append([])
-            size = 0
-        groups[-1].append(a)
-        size += a.nbytes
-    plan = _WritePlan(store, node, write_id, lay, options, 1 << 62)
-    if not compute:
-        writes = [
-            delayed(_write_items, pure=False)(
-                delayed(g, traverse=False),
-                plan,
-                k,
-                dask_key_name=f"write-ragged-{write_id}-{k}",
-            )
-            for k, g in enumerate(groups)
-        ]
-        return delayed(_commit, pure=False)(
-            writes,
-            plan,
-            mode,
-            compression,
-            dict(attrs) if attrs else None,
-            current,
-            dask_key_name=f"commit-ragged-{write_id}",
-        )
-    if len(groups) <= 1:
-        results = [_write_items(g, plan, k) for k, g in enumerate(groups)]
-    else:
-        with ThreadPoolExecutor(min(len(groups), max(2, os.cpu_count() or 1))) as ex:
-            futures = [ex.submit(_write_items, g, plan, k) for k, g in enumerate(groups)]
-            try:
-                results = [f.result() for f in futures]
-            except BaseException:
-                for f in futures:
-                    f.cancel()
-                raise
-    man = _commit(results, plan, mode, compression, attrs, current)
-    return RaggedArray(store, node, RaggedManifest.from_json(man, where))
 
 
 # ------------------------------------------------------- to/from_arrayrecord
@@ -1493,11 +1569,7 @@ def _api_writer(
     unknown = sorted(set(options) - set(_RAGGED_WRITE_KEYS))
     if unknown:
         raise TypeError(f"{where}: unexpected keyword arguments {unknown} for a ragged array")
-    if first is not None:
-        options["_first"] = first
-    return write_ragged(
-        data, store.url, node or None, storage_options=store.storage_options or None, **options
-    )
+    return write(data, store, node, first=first, **options)
 
 
 _RAGGED_WRITE_KEYS = (

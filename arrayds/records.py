@@ -37,10 +37,8 @@ Example:
 from __future__ import annotations
 
 import os
-import random
 import re
 import sys
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
@@ -52,13 +50,12 @@ from . import serializers as _ser
 from .arrayrecord import (
     ArrayRecordDataSource,
     ArrayRecordReader,
-    ArrayRecordWriter,
-    CorruptionError,
     ResolvedSource,
     SourceShard,
 )
-from .dataset import ensure_parents
-from .manifest import FORMAT, FORMAT_VERSION, CommitConflictError, parse_node
+from .errors import CorruptionError
+from .manifest import FORMAT, FORMAT_VERSION
+from .nodes import commit as node_commit
 from .nodes import kinds
 from .serializers import Serializer, SerializerSpec
 from .storage import get_store
@@ -67,8 +64,8 @@ from .store import (
     Store,
     check_component,
     is_reserved_name,
-    local_shard,
     new_write_id,
+    shard_writer,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -106,55 +103,14 @@ def _locate(
 
 
 def _write_stream(store: Store, node: str, name: str, batches: Iterable[list[bytes]], options: str):
-    """Write one immutable shard from batches of records -> (writer options, count, size).
-
-    Local disks: built under a temporary name, synced to the disk and renamed into
-    place (:func:`arrayds.store.local_shard`: a shard name never holds a half-written
-    file, and a commit naming it never outlives its bytes); elsewhere the writer
-    uploads the object as it is written and completes it at ``close()``.  A failure
-    removes what was written.
-    """
-    final = store.path(node, name)
+    """Write one immutable shard from batches of records -> (writer options, count, size),
+    through :func:`arrayds.store.shard_writer` (each batch goes to the engine in
+    one call)."""
     count = 0
-    if store.local:
-        with local_shard(final) as tmp, ArrayRecordWriter(tmp, options) as w:
-            for batch in batches:
-                count += w.write_many(batch)
-        return w.options_string(), count, os.path.getsize(final)
-    try:
-        with ArrayRecordWriter(
-            store.url_of(node, name), options, storage_options=store.storage_options
-        ) as w:
-            for batch in batches:
-                count += w.write_many(batch)
-        size = int(store.fs.size(final))
-    except BaseException:
-        try:
-            store.fs.rm_file(final)
-        except Exception:  # noqa: BLE001 - best effort: an orphan shard is harmless
-            pass
-        raise
-    return w.options_string(), count, size
-
-
-def _ancestors(node: str) -> list[str]:
-    """``"a/b/c"`` -> ``["", "a", "a/b"]``; the root has none."""
-    if not node:
-        return []
-    parts = node.split("/")
-    return ["/".join(parts[:i]) for i in range(len(parts))]
-
-
-def _check_parents(store: Store, node: str) -> None:
-    """Every existing ancestor of ``node`` must be a group (checked before writing;
-    the commit creates the missing ones with :func:`arrayds.dataset.ensure_parents`)."""
-    for parent in _ancestors(node):
-        man = store.read_manifest(parent)
-        if man is not None and man.get("kind") != "group":
-            raise ValueError(
-                f"cannot put records dataset {node!r} under {store.display(parent)}: it is a "
-                f"{man.get('kind')!r} node, not a group"
-            )
+    with shard_writer(store, f"{node}/{name}" if node else name, options) as w:
+        for batch in batches:
+            count += w.write_many(batch)
+    return w.options_string(), count, store.size(f"{node}/{name}" if node else name)
 
 
 # ----------------------------------------------------------------------- manifest
@@ -306,7 +262,7 @@ def _load(
     url: str, component: str | None, storage_options: Mapping[str, Any] | None
 ) -> tuple[Store, str, RecordsManifest]:
     store, node = _locate(url, component, storage_options)
-    man = store.read_manifest(node)
+    man = node_commit.read(store, node).raw
     where = store.display(node)
     if man is None:
         raise FileNotFoundError(f"no records dataset at {where} (no {MANIFEST})")
@@ -326,7 +282,7 @@ def is_records(
     """
     try:
         store, node = _locate(url, component, storage_options)
-        man = store.read_manifest(node)
+        man = node_commit.read(store, node).raw
     except (OSError, ValueError):
         return False
     return man is not None and man.get("kind") == KIND
@@ -357,8 +313,10 @@ def _shard_name(stem: str, index: int, total: int) -> str:
 
 
 @dataclass(frozen=True)
-class _WritePlan:
-    """Everything a shard-writing task needs (picklable)."""
+class WritePlan:
+    """Everything a shard-writing task needs (picklable): made by :func:`prepare_write`,
+    followed by :func:`write_shard` and :func:`commit_shards` (the dask writers here
+    and the Beam ones of :mod:`arrayds.beam`)."""
 
     store: Store
     node: str
@@ -412,7 +370,7 @@ def _encode_items(
         yield out
 
 
-def write_shard(items: Iterable[Any], partition: int, plan: _WritePlan) -> dict[str, Any]:
+def write_shard(items: Iterable[Any], partition: int, plan: WritePlan) -> dict[str, Any]:
     """Task: encode one partition and write it as shard ``partition`` -> its result
     for :func:`commit_shards` (the building block of every records writer: dask here,
     Apache Beam in :mod:`arrayds.beam`; example under :func:`commit_shards`)."""
@@ -436,7 +394,7 @@ def write_shard(items: Iterable[Any], partition: int, plan: _WritePlan) -> dict[
     return {"shard": ShardInfo(name, count, size, nbytes, options), "serializer": chosen}
 
 
-def _reencode_as_msgpack(plan: _WritePlan, info: ShardInfo) -> ShardInfo:
+def _reencode_as_msgpack(plan: WritePlan, info: ShardInfo) -> ShardInfo:
     """Rewrite a raw-encoded shard of a mixed ``auto`` write as msgpack (rare path)."""
     st = plan.store
     so = None if st.local else st.storage_options
@@ -449,7 +407,7 @@ def _reencode_as_msgpack(plan: _WritePlan, info: ShardInfo) -> ShardInfo:
 
 def commit_shards(
     results: list[dict[str, Any]],
-    plan: _WritePlan,
+    plan: WritePlan,
     mode: str,
     compression: str,
     group_size: int,
@@ -486,26 +444,16 @@ def commit_shards(
             ]
         else:
             ser_name = chosen.pop() if chosen else "msgpack"
-    # Appends commute: when another writer committed between reading the manifest and
-    # writing it (CommitConflictError from the compare-and-swap commit), read it again
-    # and append to what is there now. Other modes replace or create, and refuse.
-    attempt = 1
-    while True:
-        try:
-            return _commit_once(plan, shards, ser_name, mode, compression, group_size, attrs)
-        except CommitConflictError:
-            if mode != "a" or attempt >= _APPEND_ATTEMPTS:
-                raise
-            time.sleep(random.uniform(0.0, 0.01 * attempt))
-            attempt += 1
+    return _commit_manifest(plan, shards, ser_name, mode, compression, group_size, attrs)
 
 
 _APPEND_ATTEMPTS = 20
-"""How often a records append re-reads the manifest after losing a commit race."""
+"""How often a records append reads the manifest and tries its commit (appends
+commute: one that lost a commit race appends to what is there now)."""
 
 
-def _commit_once(
-    plan: _WritePlan,
+def _commit_manifest(
+    plan: WritePlan,
     shards: list[ShardInfo],
     ser_name: str,
     mode: str,
@@ -513,47 +461,46 @@ def _commit_once(
     group_size: int,
     attrs: dict[str, Any] | None,
 ) -> dict[str, Any]:
-    """Read the node's manifest and write the next one (one compare-and-swap try)."""
-    current = plan.store.read_manifest(plan.node)
-    if mode == "w-" and current is not None:
-        plan.store.remove_files(plan.node, [s.name for s in shards])
-        raise FileExistsError(f"records dataset {plan.where} already exists (mode='w-')")
-    if mode == "a" and current is not None:
-        old = RecordsManifest.from_json(current, plan.where)
-        if old.serializer != ser_name:
-            raise ValueError(
-                f"records dataset {plan.where} now uses the {old.serializer!r} serializer; "
-                f"cannot append records encoded with {ser_name!r}"
-            )
-        man = old
-        man.shards = [*old.shards, *shards]
-        if attrs:
-            man.attrs.update(attrs)
-    else:
-        man = RecordsManifest(ser_name, group_size, compression, shards, dict(attrs or {}))
-    gen = current.get("generation", 0) if current is not None else -1
-    man.generation = (gen if isinstance(gen, int) and gen >= 0 else 0) + 1
-    man.commit = plan.write_id
-    out = man.to_json()
-    ensure_parents(plan.store, plan.node)
-    plan.store.write_manifest(plan.node, out)
-    if mode == "w" and current is not None:
-        _remove_replaced(plan.store, plan.node, current)
-    return out
+    """Commit the manifest that lists ``shards`` (:func:`arrayds.nodes.commit.commit`):
+    ``"w-"`` refuses an existing node, ``"a"`` appends to the current dataset (same
+    serializer; retried on a lost race), ``"w"`` replaces the node and removes what
+    only the old one used. A refused commit removes the shards."""
+    where = plan.where
 
+    def check(base: node_commit.NodeVersion) -> None:
+        if base.raw is None:
+            return
+        if mode == "w-":
+            raise FileExistsError(f"records dataset {where} already exists (mode='w-')")
+        if mode == "a":
+            old = RecordsManifest.from_json(base.raw, where)
+            if old.serializer != ser_name:
+                raise ValueError(
+                    f"records dataset {where} now uses the {old.serializer!r} serializer; "
+                    f"cannot append records encoded with {ser_name!r}"
+                )
 
-def _remove_replaced(store: Store, node: str, old: Mapping[str, Any]) -> None:
-    """After ``mode="w"`` replaced a node: remove what only the old node used."""
-    try:
-        if old.get("kind") == KIND:
-            old_rec = RecordsManifest.from_json(old, store.display(node))
-            store.remove_files(node, [s.path for s in old_rec.shards])
+    def build(base: node_commit.NodeVersion) -> dict[str, Any]:
+        if mode == "a" and base.raw is not None:
+            man = RecordsManifest.from_json(base.raw, where)
+            man.shards = [*man.shards, *shards]
+            if attrs:
+                man.attrs.update(attrs)
         else:
-            from . import dataset
+            man = RecordsManifest(ser_name, group_size, compression, shards, dict(attrs or {}))
+        return man.to_json()
 
-            dataset._remove_node_contents(store, node, parse_node(old, store.display(node)))
-    except Exception:  # noqa: BLE001 - best effort: leftovers are orphans, never visible
-        pass
+    return node_commit.commit(
+        plan.store,
+        plan.node,
+        build,
+        write_id=plan.write_id,
+        check=check,
+        written=[s.path for s in shards],
+        retries=_APPEND_ATTEMPTS - 1 if mode == "a" else 0,
+        replaces=mode == "w",
+        what=f"records dataset {where!r}",
+    )
 
 
 def prepare_write(
@@ -565,21 +512,34 @@ def prepare_write(
     serializer: SerializerSpec,
     storage_options: Mapping[str, Any] | None,
     total: int,
-) -> tuple[_WritePlan, str | None]:
+) -> tuple[WritePlan, str | None]:
     """Check a write (mode, parents, serializer) before any shard is written -> (the plan
     of ``total`` shards :func:`write_shard` follows, the serializer name the commit
     expects or ``None`` for ``auto``); ``FileExistsError`` for ``mode="w-"`` on an
     existing node (example under :func:`commit_shards`)."""
+    store, node = _locate(url, component, storage_options)
+    return plan_write(store, node, mode, compression, group_size, serializer, total)
+
+
+def plan_write(
+    store: Store,
+    node: str,
+    mode: str,
+    compression: str,
+    group_size: int,
+    serializer: SerializerSpec,
+    total: int,
+) -> tuple[WritePlan, str | None]:
+    """:func:`prepare_write` at ``node`` of ``store``."""
     if mode not in _MODES:
         raise ValueError(
             f"mode must be one of {', '.join(map(repr, _MODES))} for records, got {mode!r}"
         )
-    store, node = _locate(url, component, storage_options)
     where = store.display(node)
     options = _writer_options(compression, group_size)
     ser = _ser.resolve_for_write(serializer)
-    _check_parents(store, node)
-    current = store.read_manifest(node)
+    node_commit.check_parents(store, node)
+    current = node_commit.read(store, node).raw
     expected: str | None = None
     if current is not None:
         if mode == "w-":
@@ -601,7 +561,7 @@ def prepare_write(
         expected = ser.name
     write_id = new_write_id()
     stem = _shard_stem(store, node, write_id)
-    return _WritePlan(store, node, write_id, stem, total, options, ser), expected
+    return WritePlan(store, node, write_id, stem, total, options, ser), expected
 
 
 def write_records(
@@ -645,6 +605,43 @@ def write_records(
         >>> records.read_records(url).compute(scheduler="sync")
         [b'a', b'b', b'c', b'd', b'e']
     """
+    store, node = _locate(url, component, storage_options)
+    return write(
+        data,
+        store,
+        node,
+        mode=mode,
+        compression=compression,
+        group_size=group_size,
+        serializer=serializer,
+        num_shards=num_shards,
+        attrs=attrs,
+        compute=compute,
+        progress=progress,
+    )
+
+
+def write(
+    data: dask.bag.Bag | Sequence[Any],
+    store: Store,
+    node: str,
+    *,
+    mode: str = "w-",
+    compression: str = "zstd:3",
+    group_size: int = 1,
+    serializer: SerializerSpec = "auto",
+    num_shards: int | None = None,
+    attrs: Mapping[str, Any] | None = None,
+    compute: bool = True,
+    progress: bool = False,
+) -> RecordsDataset | Delayed:
+    """:func:`write_records` at ``node`` of ``store`` (the entry of both it and
+    ``to_arrayrecord``).
+
+    >>> from arrayds.storage import get_store
+    >>> write([b"a", b"b"], get_store("memory://doc-records-write"), "r").num_records
+    2
+    """
     import dask.bag as db
     from dask.delayed import delayed
     from dask.highlevelgraph import HighLevelGraph
@@ -667,9 +664,7 @@ def write_records(
         raise TypeError(
             f"write_records needs a dask.bag.Bag or a list of records, got {type(data).__name__}"
         )
-    plan, expected = prepare_write(
-        url, component, mode, compression, group_size, serializer, storage_options, total
-    )
+    plan, expected = plan_write(store, node, mode, compression, group_size, serializer, total)
     token = plan.stem
     if is_bag:
         from dask.base import get_scheduler
@@ -702,7 +697,7 @@ def write_records(
 
 def _finish(
     writes: list[Any],
-    plan: _WritePlan,
+    plan: WritePlan,
     mode: str,
     compression: str,
     group_size: int,
@@ -733,7 +728,7 @@ def _finish(
     return RecordsDataset._from_manifest(plan.store, plan.node, man)
 
 
-def _write_from_source(source: Any, args: tuple[Any, ...], partition: int, plan: _WritePlan):
+def _write_from_source(source: Any, args: tuple[Any, ...], partition: int, plan: WritePlan):
     """Task: stream the items ``source(*args)`` yields into shard ``partition``."""
     return write_shard(source(*args), partition, plan)
 
@@ -1189,13 +1184,7 @@ def _write_input(
     for key, value in (("shard_size", shard_size), ("region", region), ("dims", dims)):
         if value is not None:
             raise ValueError(f"{what}: {key}= applies to arrays, not records")
-    return write_records(
-        data,
-        store.url,
-        node or None,
-        storage_options=store.storage_options or None,
-        **options,
-    )
+    return write(data, store, node, **options)
 
 
 _READ_KEYS = ("allow_pickle", "serializer", "decode")

@@ -37,6 +37,7 @@ Phase-B compatibility, removed at merge: ``local_shard``, ``make_folders``,
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import queue
@@ -44,7 +45,7 @@ import secrets
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -167,27 +168,62 @@ def new_write_id() -> str:
 # ----------------------------------------------------------------- shard writes
 
 
-def write_shard(store: Store, key: str, records: Iterable[Any], options: str) -> int:
-    """Write one immutable shard at ``key`` (one record per chunk) and return its size.
+@contextlib.contextmanager
+def shard_writer(store: Store, key: str, options: str) -> Iterator[ArrayRecordWriter]:
+    """Write one immutable shard at ``key``: yields its :class:`ArrayRecordWriter`;
+    when the block ends normally the shard is complete under ``key``, else nothing is
+    left there. The one place a shard is written (:func:`write_shard` and the records
+    writers use it).
 
-    The engine writes it through :meth:`Store.new_file`: on local disks under a
+    The engine writes through :meth:`Store.new_file`: on local disks under a
     temporary name, synced to the disk and renamed into place, so a shard name never
     holds a half-written file even if two attempts of the same task race, and a
     commit that names it never outlives its bytes; on object stores the engine
-    uploads the object as it is written and completes it at ``close()``.
+    uploads the object as it is written and completes it at ``close()``. Errors of the
+    writer itself (opening, closing) name the shard's URL; what the caller's block
+    raises is its own.
+
+    >>> import tempfile
+    >>> from arrayds.storage import get_store
+    >>> st = get_store(tempfile.mkdtemp())
+    >>> with shard_writer(st, "a/c/x.array_record", "group_size:1") as w:
+    ...     w.write_many([b"r0", b"r1"])
+    2
+    >>> st.size("a/c/x.array_record") > 0
+    True
     """
     opts = None if store.local else store.storage_options
-    try:
-        with (
-            store.new_file(key) as target,
-            ArrayRecordWriter(target, options, storage_options=opts) as w,
-        ):
-            w.write_many(records)
-        return store.size(key)
-    except (PermissionError, FileNotFoundError) as e:
-        if store.local:
+    with store.new_file(key) as target:
+        try:
+            w = ArrayRecordWriter(target, options, storage_options=opts)
+        except (PermissionError, FileNotFoundError) as e:
+            if store.local:
+                raise
+            raise store.named_error(e, "cannot write the shard", store.path(key)) from e
+        try:
+            yield w
+        except BaseException:
+            w.abort()
             raise
-        raise store.named_error(e, "cannot write the shard", store.path(key)) from e
+        try:
+            w.close()
+        except (PermissionError, FileNotFoundError) as e:
+            if store.local:
+                raise
+            raise store.named_error(e, "cannot write the shard", store.path(key)) from e
+
+
+def write_shard(store: Store, key: str, records: Iterable[Any], options: str) -> int:
+    """Write one immutable shard at ``key`` (one record per chunk, through
+    :func:`shard_writer`) and return its size."""
+    with shard_writer(store, key, options) as w:
+        try:
+            w.write_many(records)
+        except (PermissionError, FileNotFoundError) as e:
+            if store.local:
+                raise
+            raise store.named_error(e, "cannot write the shard", store.path(key)) from e
+    return store.size(key)
 
 
 # ------------------------------------------------------------------------ stats

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 import crc32c as _crc32c
 import fsspec
 
-from arrayds._native import CorruptionError
+from .errors import CorruptionError
 
 if TYPE_CHECKING:
     import dask.bag

@@ -40,13 +40,21 @@ from typing import Any
 
 from ..abc.store import ABSENT, Store, Version
 from ..errors import CommitConflictError, PreconditionFailedError
-from ..store import MANIFEST, dump_json, join_component, new_write_id, parse_json
+from ..store import (
+    MANIFEST,
+    dump_json,
+    is_reserved_name,
+    join_component,
+    new_write_id,
+    parse_json,
+)
 
 __all__ = [
     "NodeVersion",
     "child_nodes",
     "commit",
     "ensure_parents",
+    "is_node_file",
     "manifest_key",
     "put_if_newer",
     "read",
@@ -146,6 +154,22 @@ def referenced_files(manifest: Mapping[str, Any]) -> set[str]:
             if isinstance(name, str) and isinstance(member, dict):
                 out |= {f"{name}/{q}" for q in referenced_files(member)}
     return out
+
+
+def is_node_file(rel: str) -> bool:
+    """Whether ``rel`` (a path a manifest names) is a plain file inside its node: no
+    empty, ``.`` or ``..`` segment, no backslash and no reserved name (the manifest,
+    lock and temporary files). Only such files are removed after a commit.
+
+    >>> is_node_file("c/a-0.array_record"), is_node_file("arrayds.json"), is_node_file("../x")
+    (True, False, False)
+    """
+    return (
+        bool(rel)
+        and "\\" not in rel
+        and not rel.startswith("/")
+        and all(seg not in ("", ".", "..") and not is_reserved_name(seg) for seg in rel.split("/"))
+    )
 
 
 def _key(node: str, rel: str) -> str:
@@ -382,7 +406,8 @@ def remove_replaced(
     removes it)."""
     keep = referenced_files(new) if new is not None else set()
     try:
-        doomed = referenced_files(old) - keep
+        # a forged old manifest may name any key: only plain files inside the node go
+        doomed = {p for p in referenced_files(old) - keep if is_node_file(p)}
         if doomed:
             store.delete(sorted(_key(node, p) for p in doomed))
         if old.get("kind") != "group":
