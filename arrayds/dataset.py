@@ -95,8 +95,9 @@ def _exists_error(store: Store, node: str) -> FileExistsError:
 
 def _commit_create(store: Store, node: str, new: dict[str, Any], mode: str) -> dict[str, Any]:
     """Commit the manifest ``new`` of a created node per ``mode`` (``"w-"``: the node
-    must not exist; ``"w"``/``"a"``: replace what is there, removing what only the old
-    node used: its files, its child nodes, the files left in its shard folder)."""
+    must not exist; ``"w"``: replace what is there, removing what only the old node
+    used: its files, its child nodes, the files left in its shard folder; ``"a"``: the
+    node was missing when the caller looked, nothing is removed)."""
 
     def check(base: commit.NodeVersion) -> None:
         if mode == "w-" and base.exists:
@@ -108,7 +109,7 @@ def _commit_create(store: Store, node: str, new: dict[str, Any], mode: str) -> d
         lambda base: new,
         write_id=new_write_id(),
         check=check,
-        replaces=True,
+        replaces=mode == "w",
         clear=(SHARD_DIR,),
         what=f"node {store.display(node)!r}",
     )
