@@ -21,9 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from .dataset import _missing, _read_node
 from .manifest import GroupManifest
-from .nodes import kinds
+from .node import missing_node, read_node
+from .nodes import commit, kinds
 from .storage import get_store
 from .store import Store, check_component
 
@@ -124,11 +124,11 @@ def from_arrayrecord(
     """
     store = get_store(os.fspath(url), storage_options)
     node = check_component(component)
-    m = _read_node(store, node)
+    m = read_node(store, node)
     if m is None:
-        raise _missing(store, node)
+        raise missing_node(store, node)
     if isinstance(m, GroupManifest):
-        children = store.child_nodes(node)
+        children = commit.child_nodes(store, node)
         raise ValueError(
             f"{store.display(node)!r} is a group; pass component= naming one of its nodes "
             f"{children}"

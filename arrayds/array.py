@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 
 from .arrayrecord import ArrayRecordReader, CorruptionError
+from .errors import CommitConflictError
 from .grid import (
     AxisGrid,
     AxisPlan,
@@ -55,9 +56,9 @@ from .grid import (
     parse_selection,
     plan_axis,
 )
-from .manifest import ArrayManifest, CommitConflictError, ShardEntry, writer_options
-from .node import Node
-from .nodes import kinds
+from .manifest import ArrayManifest, ShardEntry, check_json_value, writer_options
+from .node import Node, kind_phrase, missing_node, read_node
+from .nodes import commit, kinds
 from .storage import get_store
 from .store import (
     SHARD_DIR,
@@ -70,7 +71,15 @@ from .store import (
 )
 from .tensor import decode_chunk, encode_chunk, new_buffer, npy_header
 
-__all__ = ["Array", "ArrayInfo", "Attributes"]
+__all__ = [
+    "Array",
+    "ArrayInfo",
+    "Attributes",
+    "dask_array",
+    "read_array_manifest",
+    "restore_array",
+    "stack_entries",
+]
 
 
 # ------------------------------------------------------------------ attributes
@@ -123,8 +132,6 @@ class Attributes(MutableMapping):
         for k in new:
             if not isinstance(k, str):
                 raise TypeError(f"{self._what}: attribute names must be str, got {k!r}")
-        from .manifest import check_json_value
-
         check_json_value(new, self._what)
         self._commit(new)
 
@@ -441,7 +448,7 @@ class Array(Node):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (
-            _restore_array,
+            restore_array,
             (
                 self._store.url,
                 self._store.storage_options,
@@ -453,9 +460,7 @@ class Array(Node):
 
     def refresh(self) -> Array:
         """Re-read the manifest (see commits made by other writers); returns self."""
-        from .dataset import _read_array_manifest
-
-        self._m = _read_array_manifest(self._store, self._node)
+        self._m = read_array_manifest(self._store, self._node)
         return self
 
     # -- reading
@@ -775,7 +780,7 @@ class Array(Node):
             self._node, relpath, records(), writer_options(m.compression)
         )
         entries = [ShardEntry(e.path, e.start, e.stop, e.offset, nbytes) for e in entries]
-        self._commit(m.with_(shards=stack_entries(m.shards, entries)), write_id)
+        self._commit(m.with_(shards=stack_entries(m.shards, entries)), write_id, [relpath])
 
     def append(self, data: Any, axis: int = 0) -> tuple[int, ...]:
         """Append ``data`` along ``axis``; returns (and sets) the new shape.
@@ -869,32 +874,40 @@ class Array(Node):
                 self._node, relpath, records(), writer_options(m.compression)
             )
             entries.append(ShardEntry(relpath, start, stop, 0, nbytes))
-        self._commit(new_m.with_(shards=stack_entries(m.shards, entries)), write_id)
+        written = [e.path for e in entries]
+        self._commit(new_m.with_(shards=stack_entries(m.shards, entries)), write_id, written)
         return self.shape
 
     # -- commits
 
-    def _commit(self, new: ArrayManifest, write_id: str) -> None:
+    def _commit(self, new: ArrayManifest, write_id: str, written: Sequence[str] = ()) -> None:
         """Make ``new`` the manifest, if nobody committed since this handle's
-        snapshot (else :class:`CommitConflictError`; nothing becomes visible)."""
-        store = self._store
-        from .dataset import _read_array_manifest
+        snapshot (else :class:`CommitConflictError`, and the shards ``written`` are
+        removed: nothing becomes visible)."""
+        snap = self._m
+        what = self._what
 
-        try:
-            cur = _read_array_manifest(store, self._node)
-        except FileNotFoundError:
-            raise CommitConflictError(
-                f"{self._what} was removed while this handle was writing"
-            ) from None
-        if cur.generation != self._m.generation or cur.commit != self._m.commit:
-            raise CommitConflictError(
-                f"{self._what}: another writer committed generation {cur.generation} after "
-                f"this handle read generation {self._m.generation}; reopen and retry "
-                f"(nothing of this write is visible)"
-            )
-        new = new.with_(generation=cur.generation + 1, commit=write_id)
-        store.write_manifest(self._node, new.to_json())
-        self._m = new
+        def check(base: commit.NodeVersion) -> None:
+            if not base.exists:
+                raise CommitConflictError(f"{what} was removed while this handle was writing")
+            if base.stamp != (snap.generation, snap.commit or ""):
+                raise CommitConflictError(
+                    f"{what}: another writer committed generation {base.generation} after "
+                    f"this handle read generation {snap.generation}; reopen and retry "
+                    f"(nothing of this write is visible)"
+                )
+
+        raw = commit.commit(
+            self._store,
+            self._node,
+            lambda base: new.to_json(),
+            write_id=write_id,
+            check=check,
+            written=written,
+            parents=False,
+            what=what,
+        )
+        self._m = new.with_(generation=raw["generation"], commit=write_id)
 
     def _commit_attrs(self, attrs: dict[str, Any]) -> None:
         self._check_writable()
@@ -905,9 +918,7 @@ class Array(Node):
 
     def to_dask(self, chunks: Any = None, name: str | None = None) -> Any:
         """A dask array over this array (same as :func:`arrayds.from_arrayrecord`)."""
-        from .dask.array import array_to_dask
-
-        return array_to_dask(self, chunks=chunks, name=name)
+        return dask_array(self, chunks=chunks, name=name)
 
     def _read_block(self, key: tuple[slice, ...], zero_copy: bool = False) -> np.ndarray:
         """Read a box given as step-1 slices (one dask task): one plan, one batched
@@ -937,18 +948,63 @@ class _OIndex:
         a._write(parse_selection(key, a.shape, a._what, orthogonal=True), value)
 
 
+# ----------------------------------------------------------------- reading
+
+
+def read_array_manifest(store: Store, node: str) -> ArrayManifest:
+    """The manifest of the array ``node``: ``FileNotFoundError`` if there is no node,
+    ``ValueError`` naming its kind if it is not an array.
+
+    >>> import arrayds
+    >>> a = arrayds.open_array("memory://doc-ram", "x", mode="w", shape=(2,), dtype="i1", chunks=1)
+    >>> read_array_manifest(a.store, "x").shape
+    (2,)
+    """
+    m = read_node(store, node)
+    if m is None:
+        raise missing_node(store, node, "array")
+    if not isinstance(m, ArrayManifest):
+        raise ValueError(
+            f"{store.display(node)!r} is {kind_phrase(m.kind)} node, not an array"
+            + ("; pass component= to name an array inside it" if m.kind == "group" else "")
+        )
+    return m
+
+
+def dask_array(a: Array, chunks: Any = None, name: str | None = None) -> Any:
+    """A dask array over ``a`` (:func:`arrayds.dask.array.array_to_dask`).
+
+    The one upcall of this module: dask is optional and :mod:`arrayds.dask.array`
+    builds on this module, so it is imported here, when a dask array is asked for.
+
+    >>> import arrayds
+    >>> a = arrayds.open_array("memory://doc-da", mode="w", shape=(4,), dtype="i1", chunks=2)
+    >>> dask_array(a).chunks
+    ((2, 2),)
+    """
+    from .dask.array import array_to_dask
+
+    return array_to_dask(a, chunks=chunks, name=name)
+
+
 # ----------------------------------------------------------------- unpickle
 
 _restored: dict[tuple[Any, ...], ArrayManifest] = {}
 _restored_lock = threading.Lock()
 
 
-def _restore_array(
+def restore_array(
     url: str, storage_options: dict[str, Any], node: str, mode: str, manifest: dict[str, Any]
 ) -> Array:
-    """Rebuild a pickled :class:`Array` in another process: same snapshot; the parsed
-    manifest (and its shard table) is cached per process by (url, node, generation,
-    commit)."""
+    """Rebuild a pickled :class:`Array` in another process (what its ``__reduce__``
+    names): same snapshot; the parsed manifest (and its shard table) is cached per
+    process by (url, node, generation, commit).
+
+    >>> import arrayds, pickle
+    >>> a = arrayds.open_array("memory://doc-restore", mode="w", shape=(2,), dtype="i1", chunks=1)
+    >>> pickle.loads(pickle.dumps(a)).generation == a.generation
+    True
+    """
     store = get_store(url, storage_options)
     key = (store.token, store.root, node, manifest.get("generation"), manifest.get("commit"))
     m = _restored.get(key)
@@ -965,10 +1021,8 @@ def _to_dask(
     store: Store, node: str, m: ArrayManifest, *, chunks: Any, name: Any, **kwargs: Any
 ) -> Any:
     """``from_arrayrecord`` of an array: a dask array over its chunks."""
-    from .dask.array import array_to_dask
-
     kinds.no_extra_keywords(f"array {store.display(node)!r}", kwargs)
-    return array_to_dask(Array(store, node, m, "r"), chunks=chunks, name=name)
+    return dask_array(Array(store, node, m, "r"), chunks=chunks, name=name)
 
 
 def _shard_refs(m: ArrayManifest) -> list[kinds.ShardRef]:

@@ -33,22 +33,31 @@ from typing import Any
 import numpy as np
 
 from .array import Array, Attributes
-from .arrayrecord import CorruptionError
 from .grid import normalize_chunks
-from .manifest import ArrayManifest, GroupManifest, parse_node
-from .node import Node
-from .nodes import kinds
+from .manifest import ArrayManifest, GroupManifest, check_attrs
+from .node import Node, kind_phrase, missing_node, read_node
+from .nodes import commit, kinds
+from .nodes.commit import check_parents, ensure_parents
 from .storage import get_store
 from .store import SHARD_DIR, Store, check_component, join_component, new_write_id
+from .tensor import check_dtype
 
-__all__ = ["Group", "TreeView", "open", "open_array", "open_group"]
+__all__ = [
+    "Group",
+    "TreeView",
+    "check_parents",
+    "create_array_node",
+    "create_group_node",
+    "ensure_parents",
+    "new_array_manifest",
+    "open",
+    "open_array",
+    "open_group",
+    "refuse_existing",
+    "restore_group",
+]
 
 MODES = ("r", "r+", "a", "w", "w-")
-
-
-def _kind_phrase(kind: str) -> str:
-    """``"an array"``, ``"a group"``, ``"a records"`` ... for messages."""
-    return f"an {kind}" if kind[:1] in "aeiou" else f"a {kind}"
 
 
 def _check_mode(mode: str) -> str:
@@ -64,169 +73,64 @@ def _child_mode(mode: str) -> str:
 # ----------------------------------------------------------- manifest access
 
 
-def _read_node(store: Store, node: str) -> Any | None:
-    """The parsed manifest of ``node`` (a GroupManifest, ArrayManifest, ...), or
-    None if the node does not exist."""
-    raw = store.read_manifest(node)
-    if raw is None:
-        return None
-    return parse_node(raw, f"node {store.display(node)!r}")
-
-
-def _missing(store: Store, node: str, what: str = "node") -> FileNotFoundError:
-    where = repr(store.url) + (f" (component {node!r})" if node else "")
-    return FileNotFoundError(
-        errno.ENOENT,
-        f"no arrayds {what} at {where}: {store.path(node, 'arrayds.json')} does not exist",
-        store.display(node),
-    )
-
-
-def _read_array_manifest(store: Store, node: str) -> ArrayManifest:
-    m = _read_node(store, node)
-    if m is None:
-        raise _missing(store, node, "array")
-    if not isinstance(m, ArrayManifest):
-        raise ValueError(
-            f"{store.display(node)!r} is {_kind_phrase(m.kind)} node, not an array"
-            + ("; pass component= to name an array inside it" if m.kind == "group" else "")
-        )
-    return m
-
-
 def _wrap(store: Store, node: str, m: Any, mode: str) -> Any:
     return kinds.get(getattr(m, "kind", None), store.display(node)).open(store, node, m, mode)
 
 
-def check_parents(store: Store, node: str) -> None:
-    """Raise ``ValueError`` if a node above ``node`` exists and is not a group (read
-    only: used before a write starts, so it fails before any shard is written)."""
-    parts = node.split("/") if node else []
-    for i in range(len(parts)):
-        parent = "/".join(parts[:i])
-        m = _read_node(store, parent)
-        if m is None:
-            return
-        if not isinstance(m, GroupManifest):
-            raise ValueError(
-                f"cannot create {store.display(node)!r}: {store.display(parent)!r} is "
-                f"{_kind_phrase(m.kind)} node, not a group"
-            )
+def refuse_existing(store: Store, node: str) -> None:
+    """``FileExistsError`` naming ``node`` if it exists (what mode ``"w-"`` checks
+    before a create and again at its commit)."""
+    if commit.read(store, node).exists:
+        raise _exists_error(store, node)
 
 
-def ensure_parents(store: Store, node: str) -> None:
-    """Create the missing groups above ``node`` (the root included); an array on the
-    way is a ``ValueError``."""
-    if not node:
-        return
-    parts = node.split("/")
-    for i in range(len(parts)):
-        parent = "/".join(parts[:i])
-        m = _read_node(store, parent)
-        if m is None:
-            store.write_manifest(
-                parent, GroupManifest(generation=1, commit=new_write_id()).to_json()
-            )
-        elif not isinstance(m, GroupManifest):
-            raise ValueError(
-                f"cannot create {store.display(node)!r}: {store.display(parent)!r} is "
-                f"{_kind_phrase(m.kind)} node, not a group"
-            )
+def _exists_error(store: Store, node: str) -> FileExistsError:
+    return FileExistsError(
+        errno.EEXIST,
+        f"{store.display(node)!r} already exists (mode 'w-' never replaces; use "
+        f"mode 'w' to replace it)",
+        store.display(node),
+    )
 
 
-def _remove_node_contents(
-    store: Store,
-    node: str,
-    old: Any,
-    only_listed_shards: bool = False,
-    keep: frozenset[str] = frozenset(),
-) -> None:
-    """After a ``"w"`` commit replaced ``old``: remove what only ``old`` used (a
-    group's child nodes, an array's shard folder or only the shards its manifest
-    named). Files in ``keep`` (paths relative to the node: the new manifest's shards)
-    are never removed, even if an old child node was named like the shard folder.
-    Best effort."""
-    if isinstance(old, GroupManifest):
-        for child in store.child_nodes(node):
-            if child == SHARD_DIR and keep:
-                _clear_folder_except(store, node, SHARD_DIR, keep)
-            else:
-                store.remove(node, child)
-    elif isinstance(old, ArrayManifest):
-        if only_listed_shards:
-            store.remove_files(node, sorted({e.path for e in old.shards} - keep))
-        elif not keep:
-            store.remove(node, SHARD_DIR)
+def _commit_create(store: Store, node: str, new: dict[str, Any], mode: str) -> dict[str, Any]:
+    """Commit the manifest ``new`` of a created node per ``mode`` (``"w-"``: the node
+    must not exist; ``"w"``: replace what is there, removing what only the old node
+    used: its files, its child nodes, the files left in its shard folder; ``"a"``: the
+    node was missing when the caller looked, nothing is removed)."""
 
+    def check(base: commit.NodeVersion) -> None:
+        if mode == "w-" and base.exists:
+            raise _exists_error(store, node)
 
-def _clear_folder_except(store: Store, node: str, folder: str, keep: frozenset[str]) -> None:
-    """Remove every file below ``node/folder`` except the relative paths in ``keep``."""
-    base = store.path(node)
-    root = store.path(node, folder)
-    if store.local:
-        for dirpath, _dirs, files in os.walk(root):
-            for f in files:
-                full = os.path.join(dirpath, f)
-                if os.path.relpath(full, base).replace(os.sep, "/") not in keep:
-                    os.unlink(full)
-        return
-    try:
-        found = store.fs.find(root)
-    except FileNotFoundError:
-        return
-    prefix = base.rstrip("/") + "/"
-    doomed = [p for p in found if p[len(prefix) :] not in keep]
-    if doomed:
-        store.fs.rm(doomed)
-
-
-def _node_to_replace(store: Store, node: str, mode: str) -> Any | None:
-    """The readable manifest a create with ``mode`` replaces (None if there is none or
-    it is unreadable); mode ``"w-"`` refuses an existing node."""
-    raw = store.read_manifest(node)
-    if raw is None:
-        return None
-    if mode == "w-":
-        raise FileExistsError(
-            errno.EEXIST,
-            f"{store.display(node)!r} already exists (mode 'w-' never replaces; use "
-            f"mode 'w' to replace it)",
-            store.display(node),
-        )
-    try:
-        return parse_node(raw, store.display(node))
-    except (CorruptionError, NotImplementedError):
-        return None
+    return commit.commit(
+        store,
+        node,
+        lambda base: new,
+        write_id=new_write_id(),
+        check=check,
+        replaces=mode == "w",
+        clear=(SHARD_DIR,),
+        what=f"node {store.display(node)!r}",
+    )
 
 
 def create_array_node(
     store: Store, node: str, manifest: ArrayManifest, mode: str, handle_mode: str = "r+"
 ) -> Array:
     """Commit a new (empty) array manifest at ``node`` per ``mode`` (w, w-, a)."""
-    old = _node_to_replace(store, node, mode)
-    ensure_parents(store, node)
-    gen = (old.generation + 1) if old is not None else 1
-    new = manifest.with_(generation=gen, commit=new_write_id())
-    store.write_manifest(node, new.to_json())
-    if old is not None:
-        _remove_node_contents(store, node, old)
+    raw = _commit_create(store, node, manifest.to_json(), mode)
+    new = manifest.with_(generation=raw["generation"], commit=raw["commit"])
     return Array(store, node, new, handle_mode)
 
 
 def create_group_node(
     store: Store, node: str, mode: str, attrs: Mapping[str, Any] | None = None
 ) -> Group:
-    old = _node_to_replace(store, node, mode)
-    ensure_parents(store, node)
-    from .manifest import _check_attrs
-
-    gen = (old.generation + 1) if old is not None else 1
-    m = GroupManifest(
-        attrs=_check_attrs(attrs, store.display(node)), generation=gen, commit=new_write_id()
-    )
-    store.write_manifest(node, m.to_json())
-    if old is not None:
-        _remove_node_contents(store, node, old)
+    """Commit a new group manifest at ``node`` per ``mode`` (w, w-, a)."""
+    m = GroupManifest(attrs=check_attrs(attrs, store.display(node)))
+    raw = _commit_create(store, node, m.to_json(), mode)
+    m = GroupManifest(attrs=m.attrs, generation=raw["generation"], commit=raw["commit"])
     return Group(store, node, m, "r+" if mode != "r" else "r")
 
 
@@ -263,8 +167,6 @@ def new_array_manifest(
         shape = tuple(int(n) for n in shape)
     except TypeError:
         raise TypeError(f"{name}: shape must be a tuple of ints, got {shape!r}") from None
-    from .tensor import check_dtype
-
     dt = check_dtype(dtype, name)
     norm = normalize_chunks(chunks, shape, dt.itemsize, name)
     m = ArrayManifest.new(
@@ -305,11 +207,11 @@ def open(  # noqa: A001 - the public name of API.md
     store = get_store(os.fspath(url), storage_options)
     if mode in ("w", "w-"):
         return create_group_node(store, "", mode)
-    m = _read_node(store, "")
+    m = read_node(store, "")
     if m is None:
         if mode == "a":
             return create_group_node(store, "", mode)
-        raise _missing(store, "", "dataset")
+        raise missing_node(store, "", "dataset")
     return _wrap(store, "", m, mode if mode == "r" else "r+")
 
 
@@ -334,13 +236,13 @@ def open_group(
     node = check_component(component)
     if mode in ("w", "w-"):
         return create_group_node(store, node, mode, attrs)
-    m = _read_node(store, node)
+    m = read_node(store, node)
     if m is None:
         if mode == "a":
             return create_group_node(store, node, mode, attrs)
-        raise _missing(store, node, "group")
+        raise missing_node(store, node, "group")
     if not isinstance(m, GroupManifest):
-        raise ValueError(f"{store.display(node)!r} is {_kind_phrase(m.kind)} node, not a group")
+        raise ValueError(f"{store.display(node)!r} is {kind_phrase(m.kind)} node, not a group")
     return Group(store, node, m, mode if mode == "r" else "r+")
 
 
@@ -396,16 +298,16 @@ def open_array(
 
     if mode in ("w", "w-"):
         if mode == "w-":
-            _node_to_replace(store, node, mode)  # an existing node: FileExistsError first
+            refuse_existing(store, node)  # an existing node: FileExistsError first
         return create()
-    m = _read_node(store, node)
+    m = read_node(store, node)
     if m is None:
         if mode == "a" and shape is not None:
             return create()
-        raise _missing(store, node, "array")
+        raise missing_node(store, node, "array")
     if not isinstance(m, ArrayManifest):
         raise ValueError(
-            f"{display!r} is {_kind_phrase(m.kind)} node, not an array"
+            f"{display!r} is {kind_phrase(m.kind)} node, not an array"
             + ("; pass component= to name an array inside it" if m.kind == "group" else "")
         )
     return Array(store, node, m, mode if mode == "r" else "r+")
@@ -466,7 +368,7 @@ class Group(Node, Mapping[str, Any]):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (
-            _restore_group,
+            restore_group,
             (self._store.url, self._store.storage_options, self._node, self._mode),
         )
 
@@ -478,13 +380,17 @@ class Group(Node, Mapping[str, Any]):
 
     def _commit_attrs(self, attrs: dict[str, Any]) -> None:
         self._check_writable()
-        cur = _read_node(self._store, self._node)
-        base = cur if isinstance(cur, GroupManifest) else self._m
-        m = GroupManifest(
-            attrs=attrs, generation=base.generation + 1, commit=new_write_id(), extra=base.extra
+        store, what = self._store, self._what
+
+        def build(base: commit.NodeVersion) -> dict[str, Any]:
+            # the group as it is now (another writer's snapshot fields are kept)
+            cur = GroupManifest.from_json(base.raw, what) if base.kind == "group" else self._m
+            return GroupManifest(attrs=attrs, extra=cur.extra).to_json()
+
+        raw = commit.commit(
+            store, self._node, build, write_id=new_write_id(), retries=8, parents=False, what=what
         )
-        self._store.write_manifest(self._node, m.to_json())
-        self._m = m
+        self._m = GroupManifest.from_json(raw, what)
 
     def _check_writable(self) -> None:
         if self.read_only:
@@ -500,16 +406,16 @@ class Group(Node, Mapping[str, Any]):
         node = join_component(self._node, key)
         if node == self._node:
             return self
-        m = _read_node(self._store, node)
+        m = read_node(self._store, node)
         if m is None:
             raise KeyError(f"{key!r} is not a node of {self._what} (children: {list(self)})")
         return _wrap(self._store, node, m, _child_mode(self._mode))
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._store.child_nodes(self._node))
+        return iter(commit.child_nodes(self._store, self._node))
 
     def __len__(self) -> int:
-        return len(self._store.child_nodes(self._node))
+        return len(commit.child_nodes(self._store, self._node))
 
     def __contains__(self, key: object) -> bool:
         if not isinstance(key, str):
@@ -518,7 +424,7 @@ class Group(Node, Mapping[str, Any]):
             node = join_component(self._node, key)
         except ValueError:
             return False
-        return self._store.has_manifest(node)
+        return self._store.exists(commit.manifest_key(node))
 
     def groups(self) -> Iterator[tuple[str, Group]]:
         """(name, Group) for each child group."""
@@ -544,7 +450,7 @@ class Group(Node, Mapping[str, Any]):
         self._check_writable()
         node = join_component(self._node, name)
         if exist_ok:
-            m = _read_node(self._store, node)
+            m = read_node(self._store, node)
             if isinstance(m, GroupManifest):
                 return Group(self._store, node, m, "r+")
         return create_group_node(self._store, node, "w-", attrs)
@@ -637,11 +543,19 @@ class Group(Node, Mapping[str, Any]):
         )
 
 
-def _restore_group(url: str, storage_options: dict[str, Any], node: str, mode: str) -> Group:
+def restore_group(url: str, storage_options: dict[str, Any], node: str, mode: str) -> Group:
+    """Reopen a pickled :class:`Group` (what its ``__reduce__`` names): the group at
+    ``url`` + ``node``, read again.
+
+    >>> import arrayds, pickle
+    >>> g = arrayds.open("memory://doc-restore-group", mode="w")
+    >>> pickle.loads(pickle.dumps(g)) == g
+    True
+    """
     store = get_store(url, storage_options)
-    m = _read_node(store, node)
+    m = read_node(store, node)
     if not isinstance(m, GroupManifest):
-        raise _missing(store, node, "group")
+        raise missing_node(store, node, "group")
     return Group(store, node, m, mode)
 
 

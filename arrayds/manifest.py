@@ -41,6 +41,7 @@ __all__ = [
     "GroupManifest",
     "ShardEntry",
     "ShardTable",
+    "check_attrs",
     "check_compression",
     "decode_fill_value",
     "encode_fill_value",
@@ -670,7 +671,7 @@ class ArrayManifest:
             fill=make_fill_value(fill_value, dt, name),
             compression=check_compression(compression, name),
             dims=_check_dims(dims, len(shape), name),
-            attrs=_check_attrs(attrs, name),
+            attrs=check_attrs(attrs, name),
             chunk_shape=tuple(max((max(c) if c else 0), 0) for c in chunks),
         )
         return m
@@ -823,7 +824,13 @@ def _check_dims(dims: Sequence[str] | None, ndim: int, name: str) -> tuple[str, 
     return dims
 
 
-def _check_attrs(attrs: Mapping[str, Any] | None, name: str) -> dict[str, Any]:
+def check_attrs(attrs: Mapping[str, Any] | None, name: str) -> dict[str, Any]:
+    """``attrs`` as a new dict, checked to be a mapping of strict JSON values
+    (``TypeError`` naming ``name`` otherwise); ``None`` is ``{}``.
+
+    >>> check_attrs({"units": "m"}, "array 'x'"), check_attrs(None, "x")
+    ({'units': 'm'}, {})
+    """
     if attrs is None:
         return {}
     if not isinstance(attrs, Mapping):

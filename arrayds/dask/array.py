@@ -30,35 +30,40 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ..array import Array, stack_entries
-from ..dataset import _read_node, _remove_node_contents, check_parents, ensure_parents
+from ..errors import CommitConflictError
 from ..grid import AxisGrid, ChunkGrid
-from ..manifest import (
-    ArrayManifest,
-    CommitConflictError,
-    ShardEntry,
-    check_compression,
-    writer_options,
-)
+from ..manifest import ArrayManifest, ShardEntry, check_compression, writer_options
+from ..node import read_node
+from ..nodes import commit
 from ..storage import get_store
 from ..store import SHARD_DIR, SHARD_SUFFIX, Store, new_write_id
 from ..tensor import check_dtype, encode_chunk
+from .graph import (
+    block_keys,
+    joint_graph,  # noqa: F401 - phase-B, removed at merge: xarray imports it here
+    run,
+    streams_blocks,
+    write_graph,
+)
 
 __all__ = [
     "AUTO_SHARD_BYTES",
     "ArraySource",
+    "ArrayWritePlan",
     "array_to_dask",
     "group_blocks",
-    "joint_graph",
+    "plan_array_write",
     "read_chunks",
+    "shard_tasks",
     "write_array",
-    "write_graph",
+    "write_plan_graph",
 ]
 
 AUTO_SHARD_BYTES = 16 << 20
@@ -170,6 +175,7 @@ def _make_job(cls: Any, kw: dict[str, Any]) -> Any:
     return cls(**kw)
 
 
+@streams_blocks
 def _write_shard_task(job: ShardJob, blocks: Iterable[Any]) -> dict[str, Any]:
     """Encode a box of blocks (C order; a list, or an iterator that makes each block
     when it is taken) as one shard; return its manifest entry."""
@@ -207,8 +213,8 @@ def _refuse_committed_shard(store: Store, job: ShardJob) -> None:
     ``compute=False`` write again after it committed would overwrite committed data."""
     if not store.exists(job.node, job.relpath):
         return
-    cur = _read_node(store, job.node)
-    if isinstance(cur, ArrayManifest) and any(e.path == job.relpath for e in cur.shards):
+    cur = commit.read(store, job.node)
+    if cur.kind == "array" and job.relpath in commit.referenced_files(cur.raw or {}):
         raise RuntimeError(
             f"{job.what}: this write already committed shard {job.relpath!r}; a write "
             f"computes once (call to_arrayrecord again to write the data again)"
@@ -216,7 +222,10 @@ def _refuse_committed_shard(store: Store, job: ShardJob) -> None:
 
 
 def _commit_task(job: CommitJob, entries: list[dict[str, Any]]) -> Array:
-    """Check the node is as the graph expects, then write the manifest (atomic)."""
+    """Commit the written shards (:func:`arrayds.nodes.commit.commit`): the node must
+    be as the graph expects (mode ``"w-"``: still missing; ``"a"``/``"r+"``: the
+    generation the write planned from), else nothing of the write is visible and its
+    shards are removed; mode ``"w"`` removes what only the replaced node used."""
     store = get_store(job.url, job.storage_options)
     node, mode, expected = job.node, job.mode, job.expected
     what = f"array {store.display(node)!r}"
@@ -225,256 +234,38 @@ def _commit_task(job: CommitJob, entries: list[dict[str, Any]]) -> Array:
         ShardEntry(e["path"], tuple(e["start"]), tuple(e["stop"]), 0, e.get("bytes"))
         for e in entries
     ]
-    cur = _read_node(store, node)
-    if mode == "w-" and cur is not None:
-        raise FileExistsError(
-            f"{what} was created by another writer while this write ran (mode 'w-'); "
-            f"nothing of this write is visible"
-        )
-    if expected is not None:
-        if not isinstance(cur, ArrayManifest) or (cur.generation, cur.commit) != tuple(expected):
-            got = getattr(cur, "generation", None)
+    final = m.with_(shards=stack_entries(m.shards, new))
+
+    def check(base: commit.NodeVersion) -> None:
+        if mode == "w-" and base.exists:
+            raise FileExistsError(
+                f"{what} was created by another writer while this write ran (mode 'w-'); "
+                f"nothing of this write is visible"
+            )
+        if expected is not None and (
+            base.kind != "array" or base.stamp != (expected[0], expected[1] or "")
+        ):
+            got = base.generation if base.exists else None
             raise CommitConflictError(
                 f"{what}: another writer committed (generation {got}) after this write "
                 f"started from generation {expected[0]}; nothing of this write is visible"
             )
-    if mode in ("w", "w-"):
-        ensure_parents(store, node)
-    gen = (cur.generation + 1) if cur is not None else 1
-    final = m.with_(shards=stack_entries(m.shards, new), generation=gen, commit=job.write_id)
-    store.write_manifest(node, final.to_json())
-    if mode == "w" and cur is not None:
-        keep = frozenset(e.path for e in new)
-        _remove_node_contents(store, node, cur, only_listed_shards=True, keep=keep)
-    return Array(store, node, final, "r")
+
+    raw = commit.commit(
+        store,
+        node,
+        lambda base: final.to_json(),
+        write_id=job.write_id,
+        check=check,
+        written=[e.path for e in new],
+        parents=mode in ("w", "w-"),
+        replaces=mode == "w",
+        what=what,
+    )
+    return Array(store, node, final.with_(generation=raw["generation"], commit=job.write_id), "r")
 
 
 # ---------------------------------------------------------------------- write
-
-
-def _block_keys(x: Any, optimize: bool = True) -> tuple[Any, np.ndarray]:
-    """The optimized collection (``x`` itself with ``optimize=False``) and its block
-    keys as an object array shaped like the block grid (collection protocol only:
-    works with array query planning too)."""
-    import dask
-
-    (y,) = dask.optimize(x) if optimize else (x,)
-    keys = np.empty(y.numblocks, dtype=object)
-    raw = y.__dask_keys__()
-    if not y.numblocks and isinstance(raw, list):  # 0-d: [(name,)]
-        raw = raw[0]
-    flat = list(_flatten(raw, len(y.numblocks)))
-    for i, k in enumerate(flat):
-        keys.flat[i] = k
-    return y, keys
-
-
-def _flatten(keys: Any, depth: int) -> Any:
-    if depth == 0:
-        yield keys
-        return
-    for k in keys:
-        yield from _flatten(k, depth - 1)
-
-
-def joint_graph(xs: Sequence[Any]) -> dict[Any, Any] | None:
-    """The graph of the collections ``xs`` optimized together (as ``dask.compute(*xs)``
-    would), keeping their output keys; ``None`` when dask cannot do that here (the
-    output keys changed, e.g. under array query planning). ``dask.optimize(*xs)``
-    optimizes each collection on its own, which copies an input several of them share
-    into each (computed once per collection).
-
-    >>> import dask.array as da
-    >>> x = da.ones(4, chunks=2)
-    >>> g = joint_graph([x, x * 2])
-    >>> sorted({k[0].split("-")[0] for k in g})  # x's blocks once, used by both
-    ['mul', 'ones_like']
-    """
-    try:
-        from dask.base import collections_to_expr
-
-        g = dict(collections_to_expr(list(xs), True).optimize().__dask_graph__())
-    except Exception:  # noqa: BLE001 - a later dask without this internal (dask.base,
-        return None  # not documented; in dask >= 2025.4, the floor): optimize one by one
-    for x in xs:
-        if not all(k in g for k in _flatten(x.__dask_keys__(), len(x.numblocks) or 1)):
-            return None
-    return g
-
-
-def write_graph(
-    ys: Sequence[Any], name: str, layer: dict[Any, Any], source: Mapping[Any, Any] | None = None
-) -> Any:
-    """The graph of a write: the tasks of ``layer`` (shard tasks and a commit, keyed by
-    strings) on top of the graphs of the collections ``ys`` (``None`` entries are
-    skipped), with every source task fused into the one ``layer`` task that needs it.
-
-    A source task whose result only one shard task needs (directly or through other
-    such tasks) runs inside that shard task, so on a cluster a shard's blocks are
-    computed where they are written and no block travels between workers. A source
-    task needed by two or more shard tasks (a shared input: a big array passed by
-    reference, a rechunk's split piece feeding two shards, a reduction) stays a task
-    of its own, computed once; the shard tasks depend on it. So a write of generated
-    data is one task per shard plus the commit. Works with dask's legacy tuple tasks,
-    its task spec and array query planning (only the collection protocol is used).
-    ``source``: the source graph to use instead of the graphs of ``ys``
-    (:func:`joint_graph`).
-
-    >>> import dask.array as da
-    >>> from dask.local import get_sync
-    >>> x = da.ones(4, chunks=2)  # two blocks, both needed by task "s" only
-    >>> g = write_graph([x], "w", {"s": (sum, x.__dask_keys__())})
-    >>> list(dict(g)), get_sync(g, "s").tolist()
-    (['s'], [2.0, 2.0])
-    """
-    # dask's task spec is private and has no public counterpart: dask >= 2025.1 has all
-    # of it used here (Task's _data_producer), and the floor is tested (make test-floors)
-    from dask._task_spec import Task, TaskRef, convert_legacy_graph
-    from dask.highlevelgraph import HighLevelGraph
-
-    src: dict[Any, Any] = dict(source) if source is not None else {}
-    for y in ys if source is None else ():
-        if y is not None:
-            src.update(y.__dask_graph__())
-    if not src:
-        return HighLevelGraph({name: layer}, {name: set()})
-    tasks = convert_legacy_graph({**src, **layer})
-    shared = object()
-    owner: dict[Any, Any] = {}
-    roots = [k for k in layer if k in tasks]
-    for root in roots:
-        stack = [d for d in tasks[root].dependencies if d in src and d not in layer]
-        while stack:
-            k = stack.pop()
-            o = owner.get(k)
-            if o is root or o is shared:
-                continue  # seen from this root, or already marked shared with its inputs
-            owner[k] = root if o is None else shared
-            stack.extend(d for d in tasks[k].dependencies if d in src)
-    owned: dict[Any, list[Any]] = {}
-    common: dict[Any, Any] = {}
-    for k, o in owner.items():
-        if o is shared:
-            common[k] = tasks[k]
-        else:
-            owned.setdefault(o, []).append(tasks[k])
-    fused: dict[Any, Any] = {}
-    for k in layer:
-        inner = owned.get(k)
-        spec = layer[k]
-        stream = spec if isinstance(spec, tuple) and spec[0] is _write_shard_task else None
-        fused[k] = _fuse(tasks[k], inner, Task, TaskRef, stream) if inner else tasks[k]
-    if not common:
-        return HighLevelGraph({name: fused}, {name: set()})
-    src_name = name + "-shared"
-    return HighLevelGraph({src_name: common, name: fused}, {src_name: set(), name: {src_name}})
-
-
-class _Fused:
-    """The inner tasks of a fused shard task in execution order (depth first from the
-    shard task, so a block is made right before it is needed), each with the keys it
-    is the last user of; ``inputs``: the keys of the outer dependencies. ``stream``:
-    for a shard write, ``(function, job, block keys)``: the function gets its blocks
-    as an iterator that makes each one when the writer takes it (and drops it once
-    taken), so a shard task never holds all its blocks at once; ``keep``: the block
-    keys an inner task still needs after the writer took them."""
-
-    __slots__ = ("steps", "inputs", "stream", "keep")
-
-    def __init__(
-        self,
-        steps: list[tuple[Any, tuple[Any, ...]]],
-        inputs: tuple[Any, ...],
-        stream: tuple[Any, Any, list[Any]] | None = None,
-        keep: frozenset[Any] = frozenset(),
-    ) -> None:
-        self.steps = steps
-        self.inputs = inputs
-        self.stream = stream
-        self.keep = keep
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (_Fused, (self.steps, self.inputs, self.stream, self.keep))
-
-
-def _run_fused(fused: _Fused, *values: Any) -> Any:
-    """Run the inner tasks of a fused shard task; return the shard task's result.
-    (dask's own ``Task.fuse`` orders the inner graph with ``dask.order`` on every
-    run, a third of the CPU of a shard of 1024 small blocks.)"""
-    cache = dict(zip(fused.inputs, values, strict=True))
-    if fused.stream is not None:
-        func, job, keys = fused.stream
-        return func(job, _stream_blocks(fused, cache, keys))
-    node = None
-    for node, done in fused.steps:
-        cache[node.key] = node(cache)
-        for k in done:
-            del cache[k]
-    assert node is not None
-    return cache[node.key]
-
-
-def _stream_blocks(fused: _Fused, cache: dict[Any, Any], keys: list[Any]) -> Iterator[Any]:
-    """The blocks ``keys`` of a streaming fused task, each made (with what it needs)
-    when it is asked for and forgotten once handed over."""
-    steps = iter(fused.steps[:-1])  # the last step is the shard task itself
-    for key in keys:
-        while key not in cache:
-            node, done = next(steps)
-            cache[node.key] = node(cache)
-            for k in done:
-                del cache[k]
-        yield cache[key] if key in fused.keep else cache.pop(key)
-
-
-def _fuse(
-    root: Any, inner: list[Any], task_cls: Any, ref_cls: Any, stream: tuple[Any, ...] | None = None
-) -> Any:
-    """One task with the key of ``root`` running ``inner`` (tasks only ``root`` needs,
-    directly or not) and then ``root``; its dependencies are the outer keys any of
-    them needs. ``stream``: ``root``'s own task tuple ``(_write_shard_task, job,
-    block keys)``, whose blocks are then made one by one as the writer takes them
-    (in the order of the keys)."""
-    nodes = {t.key: t for t in inner}
-    nodes[root.key] = root
-    order: list[Any] = []
-    state: dict[Any, bool] = {}  # False: children pushed; True: placed in order
-    stack = [root.key]
-    while stack:
-        k = stack[-1]
-        if k not in state:
-            state[k] = False
-            deps = reversed(stream[2]) if stream is not None and k == root.key else None
-            deps = nodes[k].dependencies if deps is None else deps
-            stack.extend(d for d in deps if d in nodes and d not in state)
-        else:
-            stack.pop()
-            if not state[k]:
-                state[k] = True
-                order.append(k)
-    outer = sorted({d for t in nodes.values() for d in t.dependencies if d not in nodes}, key=str)
-    last: dict[Any, int] = {}
-    for i, k in enumerate(order):
-        for d in nodes[k].dependencies:
-            last[d] = i
-    done: list[list[Any]] = [[] for _ in order]
-    for d, i in last.items():
-        done[i].append(d)
-    steps = [(nodes[k], tuple(done[i])) for i, k in enumerate(order)]
-    fused = _Fused(steps, tuple(outer))
-    if stream is not None:
-        # blocks still needed after the writer took them: inputs of inner tasks, and
-        # keys listed twice
-        keep = {d for k in order[:-1] for d in nodes[k].dependencies} & set(stream[2])
-        keep |= {k for k, n in Counter(stream[2]).items() if n > 1}
-        fused = _Fused(steps, tuple(outer), stream, frozenset(keep))
-    return task_cls(
-        root.key,
-        _run_fused,
-        fused,
-        *(ref_cls(d) for d in outer),
-        _data_producer=any(t.data_producer for t in nodes.values()),
-    )
 
 
 def normalize_region(
@@ -520,6 +311,29 @@ def normalize_region(
     return tuple(c_start), tuple(c_stop)
 
 
+@dataclass
+class ArrayWritePlan:
+    """A validated array write (:func:`plan_array_write`): what its graph
+    (:func:`write_plan_graph`) writes and what its commit expects."""
+
+    x: Any
+    """The dask array to write, rechunked to the stored grid where needed."""
+    store: Store
+    node: str
+    mode: str
+    """The effective mode: ``"w-"``, ``"w"``, ``"a"`` or ``"r+"`` (``"a"`` on a
+    missing node is ``"w-"``)."""
+    base: ArrayManifest
+    """The manifest the write's shards are added to (new, or the current one with the
+    new grid and attrs)."""
+    offset: tuple[int, ...]
+    """Chunk coordinates of the data's first chunk in the stored grid."""
+    dtype: np.dtype
+    expected: tuple[int, str] | None
+    """The (generation, commit) the node must still have at the commit, if any."""
+    what: str
+
+
 def write_array(
     x: Any,
     store: Store,
@@ -537,8 +351,57 @@ def write_array(
 ) -> Any:
     """Write the dask array ``x`` to the array node ``node`` (see
     :func:`arrayds.to_arrayrecord`). Returns the committed :class:`Array` or, with
-    ``compute=False``, a ``dask.delayed.Delayed`` that writes and commits."""
+    ``compute=False``, a ``dask.delayed.Delayed`` that writes and commits.
 
+    Two steps: :func:`plan_array_write` checks the arguments against the node,
+    :func:`write_plan_graph` builds the graph (shard tasks and the commit).
+
+    >>> import arrayds, dask.array as da
+    >>> st = arrayds.open("memory://doc-write-array", mode="w").store
+    >>> write_array(da.ones(5, chunks=2), st, "x").chunks
+    ((2, 2, 1),)
+    """
+    plan = plan_array_write(
+        x,
+        store,
+        node,
+        mode=mode,
+        compression=compression,
+        region=region,
+        attrs=attrs,
+        dims=dims,
+        fill_value=fill_value,
+    )
+    commit_task = write_plan_graph(plan, shard_size)
+    if not compute:
+        return commit_task
+    return run(commit_task, progress)
+
+
+def plan_array_write(
+    x: Any,
+    store: Store,
+    node: str,
+    *,
+    mode: str = "w-",
+    compression: str = "zstd:3",
+    region: Any = None,
+    attrs: Mapping[str, Any] | None = None,
+    dims: Sequence[str] | None = None,
+    fill_value: Any = 0,
+) -> ArrayWritePlan:
+    """Check a write of the dask array ``x`` to ``node`` (arguments of
+    :func:`write_array`) against what is stored, before anything is written; returns
+    its plan. Errors: ``FileExistsError`` (mode ``"w-"``), ``FileNotFoundError``
+    (``"a"``/``"r+"`` on a missing array), ``ValueError`` for data that does not fit
+    the stored array, a region not on chunk boundaries or a non-group parent.
+
+    >>> import arrayds, dask.array as da
+    >>> st = arrayds.open("memory://doc-plan-write", mode="w").store
+    >>> p = plan_array_write(da.ones((4, 3), chunks=2), st, "x")
+    >>> p.mode, p.offset, p.base.grid.chunks
+    ('w-', (0, 0), ((2, 2), (2, 1)))
+    """
     what = f"array {store.display(node)!r}"
     if mode not in ("w-", "w", "a", "r+"):
         raise ValueError(f"{what}: mode must be one of 'w-', 'w', 'a', 'r+', got {mode!r}")
@@ -549,10 +412,8 @@ def write_array(
         )
     if any(0 in c for c in x.chunks if len(c) > 1):
         x = x.rechunk(tuple(tuple(s for s in c if s) or (0,) for c in x.chunks))
-    cur = _read_node(store, node)
-    eff = mode
-    if mode == "a" and cur is None:
-        eff = "w-"
+    cur = read_node(store, node)
+    eff = "w-" if mode == "a" and cur is None else mode
     if mode == "w-" and cur is not None:
         raise FileExistsError(
             f"{store.display(node)!r} already exists (mode 'w-' never replaces; use mode 'w' to "
@@ -566,12 +427,9 @@ def write_array(
         if not isinstance(cur, ArrayManifest):
             raise ValueError(f"{store.display(node)!r} is a {cur.kind} node, not an array")
     if eff in ("w", "w-"):
-        check_parents(store, node)
+        commit.check_parents(store, node)
     if region is not None and eff != "r+":
         raise ValueError(f"{what}: region= needs mode 'r+' (got mode {mode!r})")
-
-    offset: tuple[int, ...]
-    expected: tuple[int, str] | None = None
     if eff in ("w", "w-"):
         comp = check_compression(compression, what)
         base = ArrayManifest.new(
@@ -584,67 +442,93 @@ def write_array(
             attrs=attrs,
             name=what,
         )
-        offset = (0,) * x.ndim
-    else:
-        assert isinstance(cur, ArrayManifest)
-        old = cur
-        expected = (old.generation, old.commit)
-        if x.ndim != old.ndim:
-            raise ValueError(
-                f"{what}: data has {x.ndim} dimensions, the array has {old.ndim} (shape "
-                f"{old.shape})"
-            )
-        if dtype != old.dtype and not np.can_cast(dtype, old.dtype, "same_kind"):
-            raise ValueError(
-                f"{what}: data of dtype {dtype} cannot be written to an array of dtype "
-                f"{old.dtype} (expected {old.dtype.str} or a dtype of the same kind)"
-            )
-        if dims is not None and tuple(dims) != old.dims:
-            raise ValueError(f"{what}: dims {tuple(dims)} differ from the stored {old.dims}")
-        new_attrs = old.attrs if attrs is None else {**old.attrs, **dict(attrs)}
-        if eff == "a":
-            if old.ndim == 0:
-                raise ValueError(f"{what}: cannot append to a 0-d array")
-            if x.shape[1:] != old.shape[1:]:
-                raise ValueError(
-                    f"{what}: cannot append data of shape {x.shape} along axis 0: expected "
-                    f"shape (n, {', '.join(map(str, old.shape[1:]))}) to match {old.shape}"
-                )
-            want = (x.chunks[0],) + old.grid.chunks[1:]
-            if tuple(x.chunks) != want:
-                x = x.rechunk(want)
-            ax0 = old.grid.axes[0]
-            offset = (ax0.nchunks,) + (0,) * (old.ndim - 1)
-            added = AxisGrid.from_sizes([c for c in x.chunks[0] if c])
-            grid = ChunkGrid((ax0.concat(added),) + tuple(old.grid.axes[1:]))
-            base = old.with_(grid=grid, attrs=new_attrs)
-        else:
-            c_start, c_stop = normalize_region(region, old, x.shape, what)
-            want = tuple(
-                ax.sub(a, b).sizes() or (0,)
-                for ax, a, b in zip(old.grid.axes, c_start, c_stop, strict=False)
-            )
-            if tuple(x.chunks) != want:
-                x = x.rechunk(want)
-            offset = c_start
-            base = old.with_(attrs=new_attrs)
-        dtype = old.dtype
+        return ArrayWritePlan(x, store, node, eff, base, (0,) * x.ndim, dtype, None, what)
+    assert isinstance(cur, ArrayManifest)
+    return _plan_update(x, store, node, eff, cur, dtype, region, attrs, dims, what)
 
-    write_id = new_write_id()
+
+def _plan_update(
+    x: Any,
+    store: Store,
+    node: str,
+    mode: str,
+    old: ArrayManifest,
+    dtype: np.dtype,
+    region: Any,
+    attrs: Mapping[str, Any] | None,
+    dims: Sequence[str] | None,
+    what: str,
+) -> ArrayWritePlan:
+    """The plan of an append (``"a"``) or region overwrite (``"r+"``) of ``old``."""
+    if x.ndim != old.ndim:
+        raise ValueError(
+            f"{what}: data has {x.ndim} dimensions, the array has {old.ndim} (shape {old.shape})"
+        )
+    if dtype != old.dtype and not np.can_cast(dtype, old.dtype, "same_kind"):
+        raise ValueError(
+            f"{what}: data of dtype {dtype} cannot be written to an array of dtype "
+            f"{old.dtype} (expected {old.dtype.str} or a dtype of the same kind)"
+        )
+    if dims is not None and tuple(dims) != old.dims:
+        raise ValueError(f"{what}: dims {tuple(dims)} differ from the stored {old.dims}")
+    new_attrs = old.attrs if attrs is None else {**old.attrs, **dict(attrs)}
+    offset: tuple[int, ...]
+    if mode == "a":
+        if old.ndim == 0:
+            raise ValueError(f"{what}: cannot append to a 0-d array")
+        if x.shape[1:] != old.shape[1:]:
+            raise ValueError(
+                f"{what}: cannot append data of shape {x.shape} along axis 0: expected "
+                f"shape (n, {', '.join(map(str, old.shape[1:]))}) to match {old.shape}"
+            )
+        want = (x.chunks[0],) + old.grid.chunks[1:]
+        if tuple(x.chunks) != want:
+            x = x.rechunk(want)
+        ax0 = old.grid.axes[0]
+        offset = (ax0.nchunks,) + (0,) * (old.ndim - 1)
+        added = AxisGrid.from_sizes([c for c in x.chunks[0] if c])
+        grid = ChunkGrid((ax0.concat(added),) + tuple(old.grid.axes[1:]))
+        base = old.with_(grid=grid, attrs=new_attrs)
+    else:
+        c_start, c_stop = normalize_region(region, old, x.shape, what)
+        want = tuple(
+            ax.sub(a, b).sizes() or (0,)
+            for ax, a, b in zip(old.grid.axes, c_start, c_stop, strict=False)
+        )
+        if tuple(x.chunks) != want:
+            x = x.rechunk(want)
+        offset = c_start
+        base = old.with_(attrs=new_attrs)
+    expected = (old.generation, old.commit)
+    return ArrayWritePlan(x, store, node, mode, base, offset, old.dtype, expected, what)
+
+
+def write_plan_graph(plan: ArrayWritePlan, shard_size: Any = None) -> Any:
+    """The ``dask.delayed.Delayed`` of a planned write: one task per shard
+    (:func:`shard_tasks`), one commit task on top of them, the source tasks fused into
+    the shard tasks (:func:`arrayds.dask.graph.write_graph`). Nothing runs yet.
+
+    >>> import arrayds, dask.array as da
+    >>> st = arrayds.open("memory://doc-plan-graph", mode="w").store
+    >>> d = write_plan_graph(plan_array_write(da.ones(4, chunks=2), st, "x"))
+    >>> d.compute().shape
+    (4,)
+    """
     from dask.delayed import Delayed
 
+    store, write_id = plan.store, new_write_id()
     name = f"arrayds-write-{write_id}"
     layer: dict[Any, Any] = {}
     y, shard_keys = shard_tasks(
-        x,
+        plan.x,
         store,
-        node,
+        plan.node,
         write_id,
-        offset,
-        dtype,
-        writer_options(base.compression),
+        plan.offset,
+        plan.dtype,
+        writer_options(plan.base.compression),
         shard_size,
-        what,
+        plan.what,
         f"arrayds-shard-{write_id}",
         layer,
     )
@@ -652,17 +536,14 @@ def write_array(
     cjob = CommitJob(
         url=store.url,
         storage_options=store.storage_options,
-        node=node,
-        mode=eff,
-        base=base.to_json(),
-        expected=expected,
+        node=plan.node,
+        mode=plan.mode,
+        base=plan.base.to_json(),
+        expected=plan.expected,
         write_id=write_id,
     )
     layer[commit_key] = (_commit_task, cjob, shard_keys)
-    commit = Delayed(commit_key, write_graph([y], name, layer), layer=name)
-    if not compute:
-        return commit
-    return run(commit, progress)
+    return Delayed(commit_key, write_graph([y], name, layer), layer=name)
 
 
 def shard_tasks(
@@ -691,7 +572,7 @@ def shard_tasks(
     boxes = group_blocks(x.numblocks, x.chunks, dtype.itemsize, shard_size, what)
     if not boxes or not x.size:
         return None, []
-    y, keys = _block_keys(x, optimize)
+    y, keys = block_keys(x, optimize)
     out = []
     for n, (bstart, bstop) in enumerate(boxes):
         box = tuple(slice(a, b) for a, b in zip(bstart, bstop, strict=True))
@@ -711,14 +592,6 @@ def shard_tasks(
         layer[key] = (_write_shard_task, job, list(keys[box + (Ellipsis,)].reshape(-1)))
         out.append(key)
     return y, out
-
-
-def run(obj: Any, progress: bool) -> Any:
-    """Compute ``obj`` under the shared progress rule (:mod:`arrayds.progress`): a bar
-    only on a terminal; dask's ProgressBar locally, distributed's under a Client."""
-    from ..progress import compute
-
-    return compute(obj, progress=progress)
 
 
 # ----------------------------------------------------------------------- read

@@ -203,6 +203,7 @@ def commit(
     retries: int = 0,
     parents: bool = True,
     replaces: bool = False,
+    clear: Iterable[str] = (),
     after: After | None = None,
     what: str | None = None,
 ) -> dict[str, Any]:
@@ -214,10 +215,13 @@ def commit(
     ``retries``: how often a refused conditional put is retried from a fresh read
     (only for writes that commute, such as appends); ``parents``: create the missing
     groups above the node; ``replaces``: after the commit, remove what only the old
-    manifest used (:func:`remove_replaced`); ``after(base, new)``: a follow-up run once
-    the commit landed, whose failure is the caller's to report.
+    manifest used (:func:`remove_replaced`), and with ``clear`` also every other file
+    of those folders of the node (a create replacing a node: its uncommitted leftovers
+    go too); ``after(base, new)``: a follow-up run once the commit landed, whose
+    failure is the caller's to report.
     """
     written = tuple(written)
+    clear = tuple(clear)
     label = what or f"node {store.display(node)!r}"
     attempt = 0
     while True:
@@ -250,7 +254,7 @@ def commit(
         if after is not None:
             after(base, new)
         if replaces and base.raw is not None:
-            remove_replaced(store, node, base.raw, new)
+            remove_replaced(store, node, base.raw, new, folders=clear)
         return new
 
 
@@ -398,16 +402,29 @@ def child_nodes(store: Store, node: str) -> list[str]:
 
 
 def remove_replaced(
-    store: Store, node: str, old: Mapping[str, Any], new: Mapping[str, Any] | None
+    store: Store,
+    node: str,
+    old: Mapping[str, Any],
+    new: Mapping[str, Any] | None,
+    *,
+    folders: Iterable[str] = (),
 ) -> None:
     """After a commit replaced ``old`` with ``new`` at ``node``: remove the files only
     ``old`` referenced and, if ``old`` was a group, its child nodes that ``new`` does
-    not use. Best effort: what is left is an orphan (no reader sees it; ``arrayds gc``
-    removes it)."""
+    not use. ``folders`` (relative to the node): also remove every other file below
+    them that ``new`` does not reference (files of writes that never committed). Best
+    effort: what is left is an orphan (no reader sees it; ``arrayds gc`` removes it).
+    """
     keep = referenced_files(new) if new is not None else set()
     try:
         # a forged old manifest may name any key: only plain files inside the node go
         doomed = {p for p in referenced_files(old) - keep if is_node_file(p)}
+        start = len(node) + 1 if node else 0
+        for folder in folders:
+            if any(p.startswith(folder + "/") for p in keep):
+                doomed |= {k[start:] for k, _, _ in store.list(_key(node, folder))} - keep
+            else:  # nothing of it is kept: the folder goes
+                store.delete_prefix(_key(node, folder))
         if doomed:
             store.delete(sorted(_key(node, p) for p in doomed))
         if old.get("kind") != "group":

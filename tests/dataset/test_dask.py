@@ -14,6 +14,7 @@ from dask.delayed import Delayed
 
 import arrayds
 from arrayds.dask.array import group_blocks
+from arrayds.nodes import commit
 
 from .conftest import run_with_query_planning
 
@@ -288,7 +289,7 @@ def test_w_replacing_a_group_with_a_child_named_like_the_shard_folder(url):
     np.testing.assert_array_equal(arrayds.open_array(url)[...], np.arange(10))
     assert a.nchunks_initialized == 2
     assert isinstance(arrayds.open(url), arrayds.Array)  # the root is an array now
-    assert not a.store.has_manifest("other") and not a.store.has_manifest("c")
+    assert not commit.read(a.store, "other").exists and not commit.read(a.store, "c").exists
 
 
 @pytest.mark.parametrize("mode", ["w", "a"])

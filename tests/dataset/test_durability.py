@@ -159,7 +159,25 @@ def test_xarray_write_is_durable(rec, tmp_path):
 # ------------------------------------------------- locks and compare-and-swap (item 7)
 
 from arrayds.manifest import CommitConflictError  # noqa: E402
-from arrayds.store import BlindCommitWarning, CommitLockError, Store  # noqa: E402
+from arrayds.nodes import commit  # noqa: E402
+from arrayds.store import BlindCommitWarning, CommitLockError, Store, new_write_id  # noqa: E402
+
+
+def _commit(store: Store, node: str, doc: dict) -> None:
+    """Commit ``doc`` (its generation) at ``node`` through the one commit path: a
+    generation that is there already is a conflict, as for a stale writer."""
+
+    def check(base: commit.NodeVersion) -> None:
+        if base.generation >= doc["generation"]:
+            raise CommitConflictError(f"{node}: generation {base.generation} is there")
+
+    commit.commit(
+        store, node, lambda base: doc, write_id=new_write_id(), check=check, parents=False
+    )
+
+
+def _manifest(store: Store, node: str) -> dict:
+    return commit.read(store, node).raw
 
 
 def _group(gen: int, tag: str = "") -> dict:
@@ -194,7 +212,7 @@ def _race(store: Store, node: str, n: int) -> tuple[list[str], list[BaseExceptio
     def commit(k: int) -> None:
         barrier.wait()
         try:
-            store.write_manifest(node, _group(2, f"w{k}"))
+            _commit(store, node, _group(2, f"w{k}"))
             won.append(f"w{k}")
         except BaseException as e:  # noqa: BLE001
             lost.append(e)
@@ -214,11 +232,11 @@ def test_local_commits_stay_compare_and_swap(request, tmp_path, flock):
     store = Store(str(tmp_path / "ds"))
     for attempt in range(5):
         node = f"n{attempt}"
-        store.write_manifest(node, _group(1))
+        _commit(store, node, _group(1))
         won, lost = _race(store, node, 8)
         assert len(won) == 1 and len(lost) == 7, (won, lost)
         assert all(isinstance(e, CommitConflictError) for e in lost)
-        assert store.read_manifest(node)["attrs"] == {"by": won[0]}
+        assert _manifest(store, node)["attrs"] == {"by": won[0]}
         assert os.listdir(tmp_path / "ds" / node) == ["arrayds.json"]  # no lock file left
 
 
@@ -227,22 +245,22 @@ def test_lock_file_held_by_a_live_commit_is_waited_for(no_flock, tmp_path, monke
 
     monkeypatch.setenv("ARRAYDS_LOCK_TIMEOUT", "0.3")
     store = Store(str(tmp_path / "ds"))
-    store.write_manifest("a", _group(1))
+    _commit(store, "a", _group(1))
     lock = tmp_path / "ds" / "a" / ".arrayds.json.lock"
     lock.write_text(f"{os.getpid()} {socket.gethostname()} 0123456789abcdef")  # alive
     with pytest.raises(CommitLockError, match=f"held by process {os.getpid()} on host"):
-        store.write_manifest("a", _group(2))
-    assert store.read_manifest("a")["generation"] == 1
+        _commit(store, "a", _group(2))
+    assert _manifest(store, "a")["generation"] == 1
     # released while the commit waits: the commit goes ahead
     monkeypatch.setenv("ARRAYDS_LOCK_TIMEOUT", "10")
     threading.Timer(0.3, lock.unlink).start()
-    store.write_manifest("a", _group(2))
-    assert store.read_manifest("a")["generation"] == 2 and not lock.exists()
+    _commit(store, "a", _group(2))
+    assert _manifest(store, "a")["generation"] == 2 and not lock.exists()
     # another host's lock cannot be judged: waited for, then the error names it
     monkeypatch.setenv("ARRAYDS_LOCK_TIMEOUT", "0.2")
     lock.write_text("4242 some-other-host 0123456789abcdef")
     with pytest.raises(CommitLockError, match="process 4242 on host some-other-host"):
-        store.write_manifest("a", _group(3))
+        _commit(store, "a", _group(3))
 
 
 def test_stale_lock_file_of_a_dead_process_is_broken(no_flock, tmp_path, monkeypatch):
@@ -258,11 +276,11 @@ def test_stale_lock_file_of_a_dead_process_is_broken(no_flock, tmp_path, monkeyp
         check=True,
     )
     store = Store(str(tmp_path / "ds"))
-    store.write_manifest("a", _group(1))
+    _commit(store, "a", _group(1))
     lock = tmp_path / "ds" / "a" / ".arrayds.json.lock"
     lock.write_text(f"{dead.stdout.strip()} {socket.gethostname()} 0123456789abcdef")
-    store.write_manifest("a", _group(2))
-    assert store.read_manifest("a")["generation"] == 2
+    _commit(store, "a", _group(2))
+    assert _manifest(store, "a")["generation"] == 2
     assert sorted(os.listdir(tmp_path / "ds" / "a")) == ["arrayds.json"]
 
 
@@ -294,7 +312,7 @@ def test_memory_commits_are_compare_and_swap(fresh_warnings):
     store = Store(f"memory://cas-{uuid.uuid4().hex}")
     with warnings.catch_warnings():
         warnings.simplefilter("error", BlindCommitWarning)
-        store.write_manifest("a", _group(1))
+        _commit(store, "a", _group(1))
         won, lost = _race(store, "a", 8)
     assert len(won) == 1 and all(isinstance(e, CommitConflictError) for e in lost)
     assert len(lost) == 7

@@ -10,7 +10,8 @@ import pytest
 
 import arrayds
 from arrayds import CorruptionError
-from arrayds.store import MANIFEST, Store, check_component
+from arrayds.nodes import commit
+from arrayds.store import MANIFEST, Store, check_component, new_write_id
 
 
 def make(url, name="x"):
@@ -82,8 +83,7 @@ def test_shard_with_too_few_records(local_url):
     a = make(local_url)
     m = a.manifest.to_json()
     m["shards"][0]["offset"] = 10  # points past the 4 records in the file
-    m["generation"] += 1
-    a.store.write_manifest("x", m)
+    commit.commit(a.store, "x", lambda base: m, write_id=new_write_id())
     with pytest.raises(CorruptionError, match="has 4 records, but the manifest needs record 13"):
         arrayds.open_array(local_url, "x")[...]
 
@@ -93,8 +93,7 @@ def test_record_of_the_wrong_shape_is_detected(local_url):
     m = a.manifest.to_json()
     m["chunks"] = [[[2, 4]], [[3, 2]]]  # claims 2x3 chunks; records hold 4x3
     m["shards"][0]["stop"] = [2, 2]
-    m["generation"] += 1
-    a.store.write_manifest("x", m)
+    commit.commit(a.store, "x", lambda base: m, write_id=new_write_id())
     with pytest.raises(
         CorruptionError,
         match=r"chunk \(0, 0\).*holds dtype <i4 shape \(4, 3\), expected dtype <i4 shape \(2, 3\)",
@@ -175,8 +174,7 @@ def test_manifest_shard_paths_cannot_escape_the_node(local_url):
     a = make(local_url)
     m = a.manifest.to_json()
     m["shards"][0]["path"] = "/etc/passwd"
-    m["generation"] += 1
-    a.store.write_manifest("x", m)
+    commit.commit(a.store, "x", lambda base: m, write_id=new_write_id())
     with pytest.raises(CorruptionError, match="must be relative to the node folder"):
         arrayds.open_array(local_url, "x")
 
@@ -184,15 +182,13 @@ def test_manifest_shard_paths_cannot_escape_the_node(local_url):
 def test_unknown_kind_and_future_version(local_url):
     make(local_url)
     st = Store(local_url)
-    raw = json.loads(st.read_manifest_bytes("x"))
+    raw = commit.read(st, "x").raw
     raw["format_version"] = 99
-    raw["generation"] += 1
-    st.write_manifest("x", raw)
+    commit.commit(st, "x", lambda base: raw, write_id=new_write_id())
     with pytest.raises(NotImplementedError, match="format version 99 is newer"):
         arrayds.open_array(local_url, "x")
     raw["format_version"] = 1
     raw["kind"] = "tensor-soup"
-    raw["generation"] += 1
-    st.write_manifest("x", raw)
+    commit.commit(st, "x", lambda base: raw, write_id=new_write_id())
     with pytest.raises(NotImplementedError, match="kind 'tensor-soup' is not supported"):
         arrayds.open(local_url)["x"]
