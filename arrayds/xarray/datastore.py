@@ -26,6 +26,7 @@ from typing import Any
 
 from xarray.backends.common import WritableCFDataStore
 
+from ..errors import CommitConflictError
 from ..storage import get_store
 from ..store import Store, check_component
 from .state import read_state
@@ -135,8 +136,6 @@ class ArrayDSWritableStore(WritableCFDataStore):
         names = {k: variable_name(k, what) for k in self._variables}
         state = read_state(self._store, self._node)
         if state.version != self._state.version:
-            from ..manifest import CommitConflictError
-
             raise CommitConflictError(f"{what}: another writer committed since this store opened")
         store_encoded(
             self._store,
