@@ -59,7 +59,6 @@ from .writer import (
     encode_dataset,
     new_shards,
     plan_encoded,
-    run_write,
     variable_name,
 )
 
@@ -175,17 +174,18 @@ def write_datatree(
             for rel, g in groups.items()
         },
     )
-    delayed = commit_graph(
+    return commit_graph(
         store,
+        node,
         [(suffix, p, w) for suffix, _rel, p, w in plans],
         write_id=write_id,
         shard_size=shard_size,
-        layer_name=f"arrayds-xr-tree-{write_id}",
-        commit_key=f"arrayds-xr-tree-commit-{write_id}",
+        name="tree",
         commit_task=_commit_task,
         job=job,
+        compute=compute,
+        progress=progress,
     )
-    return run_write(delayed, store, node, compute, progress)
 
 
 def _plan_group(

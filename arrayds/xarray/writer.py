@@ -66,7 +66,6 @@ __all__ = [
     "WritePlan",
     "commit_graph",
     "plan_encoded",
-    "run_write",
     "store_encoded",
     "write_dataset",
 ]
@@ -348,24 +347,31 @@ def plan_shard_tasks(
 
 def commit_graph(
     store: Store,
+    node: str,
     plans: Sequence[tuple[str, VariablePlan, str]],
     *,
     write_id: str,
     shard_size: Any,
-    layer_name: str,
-    commit_key: str,
+    name: str,
     commit_task: Callable[[Any, list[list[dict[str, Any]]]], Any],
     job: Any,
+    compute: bool = True,
+    progress: bool = False,
 ) -> Any:
-    """The ``dask.delayed.Delayed`` that writes the shards of ``plans`` (``(task key
-    suffix, plan, what)``) and then runs ``commit_task(job, results)`` once, where
-    ``results[i]`` are the shard entries of ``plans[i]``. The variables are optimized
-    together, so a dask input several of them share stays one task (optimized one by
-    one, each would fuse its own copy of it); each block-producing task is fused into
-    the one shard task that needs it (:func:`arrayds.dask.array.write_graph`). ``job``
-    is one opaque object, so dask never looks inside it for keys."""
+    """Write the shards of ``plans`` (``(task key suffix, plan, what)``), then run
+    ``commit_task(job, results)`` once, where ``results[i]`` are the shard entries of
+    ``plans[i]``: one dask graph (layer ``arrayds-xr-<name>-<write id>``). The
+    variables are optimized together, so a dask input several of them share stays
+    one task (optimized one by one, each would fuse its own copy of it); each
+    block-producing task is fused into the one shard task that needs it
+    (:func:`arrayds.dask.array.write_graph`). ``job`` is one opaque object, so dask
+    never looks inside it for keys. Returns the written :class:`arrayds.Group` at
+    ``node``, or with ``compute=False`` the ``dask.delayed.Delayed`` that writes and
+    commits."""
     from dask.delayed import Delayed
 
+    layer_name = f"arrayds-xr-{name}-{write_id}"
+    commit_key = f"arrayds-xr-{name}-commit-{write_id}"
     layer: dict[Any, Any] = {}
     ys = []
     keys = []
@@ -376,12 +382,7 @@ def commit_graph(
         ys.append(y)
         keys.append(list(k))
     layer[commit_key] = (commit_task, job, keys)
-    return Delayed(commit_key, write_graph(ys, layer_name, layer, joint), layer=layer_name)
-
-
-def run_write(delayed: Any, store: Store, node: str, compute: bool, progress: bool) -> Any:
-    """``delayed`` itself (``compute=False``), else run it and return the written
-    :class:`arrayds.Group`."""
+    delayed = Delayed(commit_key, write_graph(ys, layer_name, layer, joint), layer=layer_name)
     if not compute:
         return delayed
     run(delayed, progress)
@@ -538,11 +539,10 @@ def write_dataset(
         ds, names, user_enc, existing, region_d, appending, append_dim, what
     )
     variables, gattrs = encode_dataset(ds2, what)
-    return store_encoded(
+    plan = plan_encoded(
         store,
         node,
         variables,
-        gattrs,
         state=state,
         mode=mode,
         names=names,
@@ -552,6 +552,14 @@ def write_dataset(
         region=region_d,
         append_dim=append_dim,
         compression=compression,
+    )
+    return store_encoded(
+        store,
+        node,
+        plan,
+        gattrs,
+        state=state,
+        mode=mode,
         shard_size=shard_size,
         attrs=attrs,
         compute=compute,
@@ -793,44 +801,24 @@ def encode_strings(var: Any, name: Hashable = None) -> Any:
 def store_encoded(
     store: Store,
     node: str,
-    variables: Mapping[Hashable, Any],
+    plan: WritePlan,
     gattrs: Mapping[str, Any],
     *,
     state: DatasetState,
     mode: str,
-    names: Mapping[Hashable, str],
-    kinds: Mapping[str, str],
-    explicit_chunks: Iterable[str] = (),
-    dim_chunks: Mapping[Hashable, tuple[int, ...]] | None = None,
-    region: Mapping[str, slice] | None = None,
-    append_dim: Hashable | None = None,
-    compression: str = "zstd:3",
     shard_size: Any = None,
     attrs: Mapping[str, Any] | None = None,
     compute: bool = True,
     progress: bool = False,
 ) -> Any:
-    """Write CF-encoded ``variables`` (and global ``gattrs``) to the group ``node``
-    with one commit, planned from ``state`` (what :func:`read_state` returned before
-    any check): :func:`plan_encoded`, then one task graph of the shard tasks and the
-    commit. Returns the written :class:`arrayds.Group`, or with ``compute=False`` the
-    ``dask.delayed.Delayed`` that writes and commits."""
+    """Write the checked ``plan`` (:func:`plan_encoded`) and the global ``gattrs``
+    (CF-encoded, plus ``attrs``) to the group ``node`` with one commit, planned from
+    ``state`` (what :func:`read_state` returned before any check): one task graph of
+    the shard tasks and the commit (:func:`commit_graph`). Returns the written
+    :class:`arrayds.Group`, or with ``compute=False`` the ``dask.delayed.Delayed``
+    that writes and commits."""
     what = f"dataset {store.display(node)!r}"
     write_id = new_write_id()
-    plan = plan_encoded(
-        store,
-        node,
-        variables,
-        state=state,
-        mode=mode,
-        names=names,
-        kinds=kinds,
-        explicit_chunks=explicit_chunks,
-        dim_chunks=dim_chunks,
-        region=region,
-        append_dim=append_dim,
-        compression=compression,
-    )
     existing = state.members if mode != "w" else {}
     written = set(plan.bases)
     gattrs_json = encode_attrs(gattrs, what)
@@ -859,17 +847,18 @@ def store_encoded(
         remove_files=remove_files,
         names=[p.name for p in plan.plans],
     )
-    delayed = commit_graph(
+    return commit_graph(
         store,
+        node,
         [(str(p.index), p, what) for p in plan.plans],
         write_id=write_id,
         shard_size=shard_size,
-        layer_name=f"arrayds-xr-write-{write_id}",
-        commit_key=f"arrayds-xr-commit-{write_id}",
+        name="write",
         commit_task=_commit_task,
         job=job,
+        compute=compute,
+        progress=progress,
     )
-    return run_write(delayed, store, node, compute, progress)
 
 
 def _shard_paths(raw: Mapping[str, Any] | None, what: str) -> list[str]:
