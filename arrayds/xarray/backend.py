@@ -38,9 +38,11 @@ from xarray.core import indexing
 from xarray.core.utils import FrozenDict
 
 from ..array import Array
-from ..manifest import ArrayManifest, CommitConflictError, parse_node
+from ..errors import CommitConflictError
+from ..manifest import ArrayManifest, parse_node
+from ..nodes import commit as node_commit
 from ..storage import get_store
-from ..store import MANIFEST, Store, check_component, join_component
+from ..store import Store, check_component, join_component
 from .attrs import decode_attrs
 from .state import chain_stamps, read_state
 
@@ -144,9 +146,8 @@ class ArrayDSDataStore(AbstractDataStore):
         state = read_state(store, node)
         what = f"dataset {store.display(node)!r}"
         if state.kind is None:
-            raise FileNotFoundError(
-                f"no arrayds dataset at {what[8:]}: {store.path(node, MANIFEST)} does not exist"
-            )
+            manifest = store.path(node_commit.manifest_key(node))
+            raise FileNotFoundError(f"no arrayds dataset at {what[8:]}: {manifest} does not exist")
         if state.kind == "array":
             # a single array node opens as a dataset of one variable
             m = parse_node(state.root, what)  # type: ignore[arg-type]
@@ -317,9 +318,7 @@ class ArrayDSBackendEntrypoint(BackendEntrypoint):
             return False
         try:
             store = Store(url)  # not cached: xarray guesses for every file it opens
-            if store.local and not os.path.isdir(store.root):
-                return False
-            raw = store.read_manifest("")
+            raw = node_commit.read(store, "").raw
         except Exception:  # noqa: BLE001 - guessing must never fail
             return False
         if not raw or raw.get("format") != "arrayds":

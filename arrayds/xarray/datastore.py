@@ -26,6 +26,7 @@ from typing import Any
 
 from xarray.backends.common import WritableCFDataStore
 
+from ..errors import CommitConflictError
 from ..storage import get_store
 from ..store import Store, check_component
 from .state import read_state
@@ -129,25 +130,24 @@ class ArrayDSWritableStore(WritableCFDataStore):
         """Write and commit everything buffered, as one commit."""
         if not self._variables and not self._attrs:
             return
-        from .writer import store_encoded, variable_name
+        from .writer import plan_encoded, store_encoded, variable_name
 
         what = f"dataset {self._store.display(self._node)!r}"
         names = {k: variable_name(k, what) for k in self._variables}
         state = read_state(self._store, self._node)
         if state.version != self._state.version:
-            from ..manifest import CommitConflictError
-
             raise CommitConflictError(f"{what}: another writer committed since this store opened")
-        store_encoded(
+        mode = "w" if self._mode in ("w", "w-") else "a"
+        plan = plan_encoded(
             self._store,
             self._node,
             self._variables,
-            self._attrs,
             state=state,
-            mode="w" if self._mode in ("w", "w-") else "a",
+            mode=mode,
             names=names,
             kinds={n: "full" for n in names.values()},
         )
+        store_encoded(self._store, self._node, plan, self._attrs, state=state, mode=mode)
         self._variables.clear()
         self._attrs.clear()
         self._mode = "a"

@@ -25,10 +25,9 @@ root's snapshot, each a group manifest with its own snapshot: reading any group
 therefore resolves its manifest from the root down, at each level the newer of the
 node's own manifest and the copy the level above lists (docs/spec.md section 10.4).
 
->>> import numpy as np
->>> from arrayds.store import Store
+>>> from arrayds.storage import get_store
 >>> from arrayds.manifest import ArrayManifest
->>> st = Store("memory://doc-state")
+>>> st = get_store("memory://doc-state")
 >>> m = ArrayManifest.new((3,), "i4", ((3,),), dims=("x",))
 >>> _ = commit_snapshot(st, "", expected=read_state(st, ""), members={"v": m},
 ...                     changed={"v"}, attrs={"title": "t"}, write_id=new_write_id())
@@ -39,13 +38,17 @@ node's own manifest and the copy the level above lists (docs/spec.md section 10.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..arrayrecord import CorruptionError
-from ..manifest import FORMAT, FORMAT_VERSION, ArrayManifest, CommitConflictError, parse_node
-from ..store import Store, io_pool, join_component, new_write_id
+from ..abc.store import Store
+from ..errors import CommitConflictError, CorruptionError
+from ..manifest import FORMAT, FORMAT_VERSION, ArrayManifest, parse_node
+from ..nodes import commit as node_commit
+from ..nodes.commit import NodeVersion, generation_of
+from ..store import io_pool, join_component, new_write_id
 
 __all__ = [
     "SNAPSHOT",
@@ -53,13 +56,21 @@ __all__ = [
     "chain_stamps",
     "commit_snapshot",
     "group_entry",
+    "group_json",
     "new_write_id",
     "newer",
+    "next_generation",
     "read_state",
+    "remove_replaced_members",
+    "roll_forward",
 ]
 
 SNAPSHOT = "snapshot"
 """The key of the group manifest holding the snapshot."""
+
+Stamp = tuple[int, str] | None
+"""A manifest's ``(generation, commit)`` as read (:attr:`NodeVersion.stamp`), or
+``None`` for a node without one."""
 
 
 @dataclass
@@ -72,12 +83,12 @@ class DatasetState:
     root: dict[str, Any] | None
     members: dict[str, ArrayManifest] = field(default_factory=dict)
     attrs: dict[str, Any] = field(default_factory=dict)
-    children: dict[str, tuple[int, str] | None] = field(default_factory=dict)
+    children: dict[str, Stamp] = field(default_factory=dict)
     stale: set[str] = field(default_factory=set)
     others: list[str] = field(default_factory=list)
     groups: dict[str, dict[str, Any]] = field(default_factory=dict)
-    own: tuple[int, str] | None = None
-    chain: list[tuple[int, str] | None] = field(default_factory=list)
+    own: Stamp = None
+    chain: list[Stamp] = field(default_factory=list)
 
     @property
     def exists(self) -> bool:
@@ -88,18 +99,6 @@ class DatasetState:
         if self.root is None:
             return None
         return (self.root.get("generation"), self.root.get("commit"))
-
-
-def _stamp(raw: Mapping[str, Any] | None) -> tuple[int, str] | None:
-    if raw is None:
-        return None
-    return (raw.get("generation", 0), str(raw.get("commit", "")))
-
-
-def generation_of(raw: Mapping[str, Any] | None) -> int:
-    """The ``generation`` of the manifest ``raw`` (-1 for a missing one)."""
-    g = raw.get("generation", 0) if raw is not None else -1
-    return g if isinstance(g, int) else 0
 
 
 def group_entry(raw: Mapping[str, Any] | None, name: str) -> dict[str, Any] | None:
@@ -121,38 +120,37 @@ def newer(own: dict[str, Any] | None, copy: dict[str, Any] | None) -> dict[str, 
     return copy
 
 
-def _resolve(store: Store, node: str) -> tuple[list[tuple[int, str] | None], dict[str, Any] | None]:
+def _read_all(store: Store, nodes: list[str]) -> list[NodeVersion]:
+    """The manifests of ``nodes`` (concurrently on an object store)."""
+    if store.local or len(nodes) <= 1:
+        return [node_commit.read(store, n) for n in nodes]
+    return list(io_pool().map(lambda n: node_commit.read(store, n), nodes))
+
+
+def _resolve(store: Store, node: str) -> tuple[list[Stamp], dict[str, Any] | None]:
     """The manifests of the root, every group down to ``node`` and ``node`` itself
     (their stamps, for the re-read check) and the effective manifest of ``node``: at
     each level the newer of its own manifest and the copy in the level above's
     snapshot. The root (``node == ""``) is one read, as for a dataset."""
     segs = node.split("/") if node else []
     paths = [""] + ["/".join(segs[: i + 1]) for i in range(len(segs))]
-    if store.local or len(paths) <= 1:
-        raws = [store.read_manifest(p) for p in paths]
-    else:
-        raws = list(io_pool().map(store.read_manifest, paths))
-    eff = raws[0]
-    for seg, own in zip(segs, raws[1:], strict=True):
-        eff = newer(own, group_entry(eff, seg))
-    return [_stamp(r) for r in raws], eff
+    reads = _read_all(store, paths)
+    eff = reads[0].raw
+    for seg, own in zip(segs, reads[1:], strict=True):
+        eff = newer(own.raw, group_entry(eff, seg))
+    return [r.stamp for r in reads], eff
 
 
-def chain_stamps(store: Store, node: str) -> list[tuple[int, str] | None]:
+def chain_stamps(store: Store, node: str) -> list[Stamp]:
     """The ``(generation, commit)`` of the manifests of the root and every group down
     to ``node``: unchanged between two calls, no commit at or above ``node`` happened."""
     return _resolve(store, node)[0]
 
 
-def _read_children(store: Store, node: str, names: Iterable[str]) -> dict[str, Any]:
+def _read_children(store: Store, node: str, names: Iterable[str]) -> dict[str, NodeVersion]:
     names = list(names)
-
-    def one(name: str) -> Any:
-        return store.read_manifest(join_component(node, name))
-
-    if store.local or len(names) <= 1:
-        return {n: one(n) for n in names}
-    return dict(zip(names, io_pool().map(one, names), strict=True))
+    reads = _read_all(store, [join_component(node, n) for n in names])
+    return dict(zip(names, reads, strict=True))
 
 
 def read_state(store: Store, node: str, max_tries: int = 8) -> DatasetState:
@@ -170,8 +168,9 @@ def read_state(store: Store, node: str, max_tries: int = 8) -> DatasetState:
         if isinstance(snap, dict) and isinstance(snap.get("members"), dict):
             snap_members = snap["members"]
         # snapshot order first (the order the variables were written), then the rest
-        names = list(snap_members) + sorted(set(store.child_nodes(node)) - set(snap_members))
-        raw_children = _read_children(store, node, names)
+        others = set(node_commit.child_nodes(store, node)) - set(snap_members)
+        names = list(snap_members) + sorted(others)
+        children = _read_children(store, node, names)
         again_chain, again = _resolve(store, node)
         if again_chain == chain:
             break
@@ -184,8 +183,8 @@ def read_state(store: Store, node: str, max_tries: int = 8) -> DatasetState:
     snap_commit = str(snap.get("commit", "")) if isinstance(snap, dict) else None
     tree = isinstance(snap, dict) and snap.get("tree") is True
     for name in names:
-        raw = raw_children.get(name)
-        state.children[name] = _stamp(raw)
+        raw = children[name].raw
+        state.children[name] = children[name].stamp
         entry = group_entry(root, name)
         if entry is not None:  # a subgroup of a DataTree commit
             eff = newer(raw, entry)
@@ -243,16 +242,89 @@ def group_json(
 def next_generation(state: DatasetState, name: str) -> int:
     """The generation a rewritten child ``name`` of the group read as ``state`` needs:
     above its own manifest's and above any copy the group's snapshot holds (of an
-    array, or of a group a DataTree commit listed)."""
+    array, or of a group a DataTree commit listed). The snapshot's own rule: a
+    member's copy in the snapshot must win over its own manifest until rolled
+    forward (:func:`newer`)."""
     g = 0
     st = state.children.get(name)
-    if st is not None and isinstance(st[0], int):
+    if st is not None:
         g = st[0]
     if name in state.members:
         g = max(g, state.members[name].generation)
     if name in state.groups:
         g = max(g, generation_of(state.groups[name]))
     return g + 1
+
+
+def check_unchanged(
+    base: NodeVersion, expected: Stamp, children: Mapping[str, Stamp], what: str
+) -> None:
+    """:class:`CommitConflictError` unless the group manifest ``base`` (as the commit
+    read it) and the manifests of its ``children`` (name -> stamp) still have the
+    stamps a write planned from (``expected`` for the group)."""
+    if base.stamp != expected:
+        raise CommitConflictError(
+            f"{what}: another writer committed to the dataset after this write started; "
+            f"nothing of this write is visible"
+        )
+    current = _read_children(base.store, base.node, sorted(children))
+    for name, version in current.items():
+        if version.stamp != children[name]:
+            raise CommitConflictError(
+                f"{what}: variable {name!r} was changed by another writer after this write "
+                f"started; nothing of this write is visible"
+            )
+
+
+def roll_forward(
+    store: Store, node: str, doc: Mapping[str, Any], names: Iterable[str] | None = None
+) -> None:
+    """Bring the own manifest of each member that the snapshot of the committed group
+    manifest ``doc`` (at ``node``) lists up to date (all of them, or ``names``), with
+    :func:`arrayds.nodes.commit.put_if_newer`, top-down: a subgroup's manifest before
+    its members'. A member whose own manifest is as new or newer stays as it is. The
+    write is committed already, so a failure is a warning, not the write's failure:
+    readers use the snapshot, and the next write to the group rolls forward again."""
+    members = (doc.get(SNAPSHOT) or {}).get("members") or {}
+    for name, entry in members.items():
+        if names is not None and name not in names:
+            continue
+        child = join_component(node, name)
+        try:
+            node_commit.put_if_newer(store, child, entry)
+        except Exception as e:  # noqa: BLE001
+            warnings.warn(
+                f"{store.display(node)!r}: committed, but the manifest of member {name!r} "
+                f"could not be brought up to date ({type(e).__name__}: {e}); readers are "
+                f"not affected, and the next write to the group retries",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+        if entry.get("kind") == "group":
+            roll_forward(store, child, entry)
+
+
+def remove_replaced_members(
+    store: Store,
+    node: str,
+    children: Iterable[str] = (),
+    files: Mapping[str, Iterable[str]] | None = None,
+) -> None:
+    """After a commit of the group ``node``: remove the whole child nodes
+    ``children`` and the shard files ``files`` (member -> paths) it no longer
+    references. Best effort: leftovers are orphans that readers ignore (and
+    ``arrayds gc`` removes)."""
+    for name in children:
+        try:
+            store.delete_prefix(join_component(node, name))
+        except Exception:  # noqa: BLE001 - best effort
+            pass
+    for name, paths in (files or {}).items():
+        member = join_component(node, name)
+        try:
+            store.delete(sorted({f"{member}/{p}" if member else p for p in paths}))
+        except Exception:  # noqa: BLE001 - best effort
+            pass
 
 
 def commit_snapshot(
@@ -264,82 +336,50 @@ def commit_snapshot(
     changed: Iterable[str],
     attrs: Mapping[str, Any],
     write_id: str,
+    written: Iterable[str] = (),
     remove_children: Iterable[str] = (),
     remove_files: Mapping[str, Iterable[str]] | None = None,
 ) -> dict[str, Any]:
     """Commit ``members`` (all arrays of the dataset, new manifests for ``changed``)
-    and ``attrs`` as one atomic write of the group manifest at ``node``.
+    and ``attrs`` as one atomic write of the group manifest at ``node``, through
+    :func:`arrayds.nodes.commit.commit`.
 
     ``expected`` is the state the write was planned from: if the group or a changed
-    member's manifest moved since, :class:`arrayds.manifest.CommitConflictError` is
-    raised and nothing becomes visible. After the commit the members' own manifests
-    are rolled forward, then ``remove_children`` (whole child nodes) and
+    member's manifest moved since, :class:`arrayds.CommitConflictError` is raised,
+    nothing becomes visible and the files ``written`` (relative to ``node``) are
+    removed. After the commit the members' own manifests are rolled forward
+    (:func:`roll_forward`), then ``remove_children`` (whole child nodes) and
     ``remove_files`` (member -> shard paths no longer referenced) are deleted, best
-    effort. Returns the committed group manifest.
+    effort (:func:`remove_replaced_members`). Returns the committed group manifest.
     """
     what = f"dataset {store.display(node)!r}"
     changed = set(changed)
-    cur_root = store.read_manifest(node)
-    if _stamp(cur_root) != (expected.own if expected.chain else _stamp(expected.root)):
-        raise CommitConflictError(
-            f"{what}: another writer committed to the dataset after this write started; "
-            f"nothing of this write is visible"
-        )
-    cur_children = _read_children(store, node, sorted(changed))
-    for name in changed:
-        if _stamp(cur_children[name]) != expected.children.get(name):
-            raise CommitConflictError(
-                f"{what}: variable {name!r} was changed by another writer after this write "
-                f"started; nothing of this write is visible"
-            )
-    gen = max(0, generation_of(cur_root), generation_of(expected.root)) + 1
+    gone = set(remove_children)
     final: dict[str, ArrayManifest] = {}
     for name, m in members.items():
         if name in changed:
             m = m.with_(generation=next_generation(expected, name), commit=write_id)
         final[name] = m
-    doc = group_json(gen, write_id, attrs, {n: m.to_json() for n, m in final.items()})
-    # the subgroups a DataTree commit listed stay listed (their roll forward may be
-    # pending), unless this write removes them
-    gone = set(remove_children)
-    carried = {n: g for n, g in expected.groups.items() if n not in gone and n not in final}
-    old_snap = expected.root.get(SNAPSHOT) if expected.root is not None else None
-    if carried and isinstance(old_snap, dict) and old_snap.get("tree") is True:
-        doc[SNAPSHOT]["members"].update(carried)
-        doc[SNAPSHOT]["tree"] = True
-    if node:
-        from ..dataset import ensure_parents
 
-        ensure_parents(store, node)
-    store.write_manifest(node, doc)  # the commit point
-    # roll forward: the members' own manifests. The write is committed already, so a
-    # failure here is not the write's failure: readers use the snapshot, and the next
-    # dataset write rolls forward again.
-    for name, m in final.items():
-        if name in changed or name in expected.stale:
-            try:
-                store.write_manifest(join_component(node, name), m.to_json())
-            except CommitConflictError:
-                pass  # someone else rolled it forward (or wrote a newer version)
-            except Exception as e:  # noqa: BLE001
-                import warnings
+    def check(base: NodeVersion) -> None:
+        check_unchanged(base, expected.own, {n: expected.children.get(n) for n in changed}, what)
 
-                warnings.warn(
-                    f"{what}: committed, but the manifest of member {name!r} could not be "
-                    f"brought up to date ({type(e).__name__}: {e}); dataset readers are not "
-                    f"affected, and the next write to the dataset retries",
-                    RuntimeWarning,
-                    stacklevel=2,
-                )
-    for name in remove_children:
-        if name not in final:
-            try:
-                store.remove(node, name)
-            except Exception:  # noqa: BLE001 - best effort: leftovers are ignored by readers
-                pass
-    for name, paths in (remove_files or {}).items():
-        try:
-            store.remove_files(join_component(node, name), sorted(set(paths)))
-        except Exception:  # noqa: BLE001 - best effort: unreferenced shards are orphans
-            pass
-    return doc
+    def build(base: NodeVersion) -> dict[str, Any]:
+        gen = max(base.generation, generation_of(expected.root)) + 1
+        doc = group_json(gen, write_id, attrs, {n: m.to_json() for n, m in final.items()})
+        # the subgroups a DataTree commit listed stay listed (their roll forward may be
+        # pending), unless this write removes them
+        carried = {n: g for n, g in expected.groups.items() if n not in gone and n not in final}
+        old_snap = expected.root.get(SNAPSHOT) if expected.root is not None else None
+        if carried and isinstance(old_snap, dict) and old_snap.get("tree") is True:
+            doc[SNAPSHOT]["members"].update(carried)
+            doc[SNAPSHOT]["tree"] = True
+        return doc
+
+    def after(base: NodeVersion, doc: dict[str, Any]) -> None:
+        roll_forward(store, node, doc, changed | expected.stale)
+        remove_replaced_members(store, node, gone - set(final), remove_files)
+
+    return node_commit.commit(
+        store, node, build, write_id=write_id, check=check, written=written, after=after, what=what
+    )

@@ -28,36 +28,37 @@ Appending to a tree (``"a"``, ``"r+"``, ``append_dim=``, ``region=``) is a
 from __future__ import annotations
 
 import errno
-import warnings
 from collections.abc import Hashable, Mapping
 from typing import Any
 
+from ..abc.store import Store
 from ..array import stack_entries
-from ..dask.array import joint_graph, run, write_graph
-from ..manifest import (
-    ArrayManifest,
-    CommitConflictError,
-    ShardEntry,
-    check_compression,
-)
+from ..errors import CommitConflictError
+from ..manifest import ArrayManifest, check_compression
+from ..nodes import commit as node_commit
+from ..nodes.commit import NodeVersion, generation_of
 from ..storage import get_store
-from ..store import Store, check_component, join_component
+from ..store import check_component, join_component
 from .attrs import encode_attrs
 from .state import (
     SNAPSHOT,
     DatasetState,
-    generation_of,
     group_json,
     new_write_id,
     next_generation,
     read_state,
+    remove_replaced_members,
+    roll_forward,
 )
 from .writer import (
     ENCODING_KEYS,
+    CommitJob,
     check_encoding,
+    commit_graph,
+    dask_dim_chunks,
     encode_dataset,
-    plan_shard_tasks,
-    store_encoded,
+    new_shards,
+    plan_encoded,
     variable_name,
 )
 
@@ -94,13 +95,6 @@ def _check_tree(dt: Any, what: str) -> list[tuple[str, Any]]:
                 )
             pending.append((f"{rel}/{seg}" if rel else seg, child))
     return out
-
-
-class _TreeJob:
-    """What the commit task needs besides the shard entries (opaque to dask)."""
-
-    def __init__(self, **kw: Any) -> None:
-        self.__dict__.update(kw)
 
 
 def write_datatree(
@@ -148,7 +142,6 @@ def write_datatree(
         if rel not in dict(nodes):
             raise KeyError(f"{what}: encoding names node {path!r}, which is not in the tree")
         enc_by_path[rel] = enc
-
     root_state = read_state(store, node)
     if root_state.exists and mode == "w-":
         raise FileExistsError(
@@ -157,136 +150,131 @@ def write_datatree(
             store.display(node),
         )
     write_id = new_write_id()
-    groups: dict[str, dict[str, Any]] = {}
-    for gi, (rel, tnode) in enumerate(nodes):
-        gnode = join_component(node, rel) if rel else node
-        gwhat = f"dataset {store.display(gnode)!r}"
-        # the tree's root keeps the coordinates it inherits (a subtree written on its
-        # own), as xarray's DataTree.to_zarr does; below it they are inherited again
-        ds = tnode.to_dataset(inherit=not rel)
-        user_enc = check_encoding(enc_by_path.get(rel), ds, gwhat)
-        names = {k: variable_name(k, gwhat) for k in ds.variables}
-        state = root_state if not rel else read_state(store, gnode)
-        ds2 = ds.copy(deep=False)
-        for key, var in ds2.variables.items():
-            var.encoding = {k: v for k, v in var.encoding.items() if k in ENCODING_KEYS}
-            var.encoding.update(user_enc.get(key, {}))
-        variables, gattrs = encode_dataset(ds2, gwhat)
-        dim_chunks: dict[Hashable, tuple[int, ...]] = {}
-        for var in ds.variables.values():
-            if var.chunks is not None:
-                for d, c in zip(var.dims, var.chunks, strict=True):
-                    dim_chunks.setdefault(d, tuple(c))
-        plan = store_encoded(
-            store,
-            gnode,
-            variables,
-            gattrs,
-            state=state,
-            mode="w",
-            names=names,
-            kinds={n: "full" for n in names.values()},
-            explicit_chunks={names[k] for k, e in user_enc.items() if "chunks" in e},
-            dim_chunks=dim_chunks,
-            compression=compression,
-            shard_size=shard_size,
-            write_id=write_id,
-            plan_only=True,
+    groups = {
+        rel: _plan_group(
+            store, node, rel, tnode, root_state, enc_by_path.get(rel), attrs, compression
         )
-        gattrs_json = encode_attrs(gattrs, gwhat)
-        if attrs and not rel:
-            gattrs_json.update(encode_attrs(dict(attrs), gwhat))
-        children = [str(c) for c in tnode.children]
-        keep = set(plan.bases) | set(children)
-        remove_children = []
-        if state.kind == "group":
-            old = (*state.children, *state.others, *state.groups)
-            remove_children = sorted({n for n in old if n not in keep})
-        groups[rel] = {
-            "gi": gi,
-            "node": gnode,
-            "plan": plan,
-            "state": state,
-            "attrs": gattrs_json,
-            "children": children,
-            "remove_children": remove_children,
-        }
-
+        for rel, tnode in nodes
+    }
     # nothing was written so far: every check above raised before any task ran
-    layer_name = f"arrayds-xr-tree-{write_id}"
-    layer: dict[Any, Any] = {}
-    ys = []
-    all_plans = [(rel, p) for rel, g in groups.items() for p in g["plan"].plans]
-    joint = joint_graph([p[1] for _rel, p in all_plans])
-    keys: dict[tuple[str, str], list[Any]] = {}
-    for rel, plan in all_plans:
-        g = groups[rel]
-        what = f"dataset {store.display(g['node'])!r}"
-        key = f"arrayds-xr-shard-{write_id}-{g['gi']}-{plan[5]}"
-        y, keys[(rel, plan[0])] = plan_shard_tasks(
-            plan, store, write_id, shard_size, what, key, layer, joint
-        )
-        ys.append(y)
-    order = list(keys)
-    job = _TreeJob(
+    plans = [
+        (f"{gi}-{p.index}", rel, p, f"dataset {store.display(g['node'])!r}")
+        for gi, (rel, g) in enumerate(groups.items())
+        for p in g["plan"].plans
+    ]
+    job = CommitJob(
         url=store.url,
         storage_options=store.storage_options,
         node=node,
         write_id=write_id,
-        order=order,
+        order=[(rel, p.name) for _s, rel, p, _w in plans],
         groups={
             rel: {k: v for k, v in g.items() if k != "plan"}
             | {"bases": g["plan"].bases, "remove_files": g["plan"].remove_files}
             for rel, g in groups.items()
         },
     )
-    from dask.delayed import Delayed
+    return commit_graph(
+        store,
+        node,
+        [(suffix, p, w) for suffix, _rel, p, w in plans],
+        write_id=write_id,
+        shard_size=shard_size,
+        name="tree",
+        commit_task=_commit_task,
+        job=job,
+        compute=compute,
+        progress=progress,
+    )
 
-    commit_key = f"arrayds-xr-tree-commit-{write_id}"
-    layer[commit_key] = (_commit_task, job, [list(keys[k]) for k in order])
-    commit = Delayed(commit_key, write_graph(ys, layer_name, layer, joint), layer=layer_name)
-    if not compute:
-        return commit
-    run(commit, progress)
-    from ..dataset import open_group
 
-    return open_group(store.url, node or None, storage_options=store.storage_options or None)
+def _plan_group(
+    store: Store,
+    node: str,
+    rel: str,
+    tnode: Any,
+    root_state: DatasetState,
+    encoding: Any,
+    attrs: Mapping[str, Any] | None,
+    compression: str,
+) -> dict[str, Any]:
+    """The checked plan of writing the tree node ``tnode`` (at ``rel`` below the
+    tree's root ``node``) as a dataset, with what its commit needs."""
+    gnode = join_component(node, rel) if rel else node
+    gwhat = f"dataset {store.display(gnode)!r}"
+    # the tree's root keeps the coordinates it inherits (a subtree written on its
+    # own), as xarray's DataTree.to_zarr does; below it they are inherited again
+    ds = tnode.to_dataset(inherit=not rel)
+    user_enc = check_encoding(encoding, ds, gwhat)
+    names = {k: variable_name(k, gwhat) for k in ds.variables}
+    state = root_state if not rel else read_state(store, gnode)
+    ds2 = ds.copy(deep=False)
+    for key, var in ds2.variables.items():
+        var.encoding = {k: v for k, v in var.encoding.items() if k in ENCODING_KEYS}
+        var.encoding.update(user_enc.get(key, {}))
+    variables, gattrs = encode_dataset(ds2, gwhat)
+    plan = plan_encoded(
+        store,
+        gnode,
+        variables,
+        state=state,
+        mode="w",
+        names=names,
+        kinds={n: "full" for n in names.values()},
+        explicit_chunks={names[k] for k, e in user_enc.items() if "chunks" in e},
+        dim_chunks=dask_dim_chunks(ds),
+        compression=compression,
+    )
+    gattrs_json = encode_attrs(gattrs, gwhat)
+    if attrs and not rel:
+        gattrs_json.update(encode_attrs(dict(attrs), gwhat))
+    children = [str(c) for c in tnode.children]
+    keep = set(plan.bases) | set(children)
+    remove_children = []
+    if state.kind == "group":
+        old = (*state.children, *state.others, *state.groups)
+        remove_children = sorted({n for n in old if n not in keep})
+    return {
+        "node": gnode,
+        "plan": plan,
+        "state": state,
+        "attrs": gattrs_json,
+        "children": children,
+        "remove_children": remove_children,
+    }
 
 
-def _commit_task(job: _TreeJob, results: list[list[dict[str, Any]]]) -> dict[str, Any]:
-    """The one commit of the whole tree, after every shard task succeeded."""
+def _commit_task(job: CommitJob, results: list[list[dict[str, Any]]]) -> dict[str, Any]:
+    """The one commit of the whole tree, after every shard task succeeded: the tree
+    root's group manifest, through :func:`arrayds.nodes.commit.commit`."""
     store = get_store(job.url, job.storage_options)
     what = f"datatree {store.display(job.node)!r}"
     by_key = dict(zip(job.order, results, strict=True))
-    # the conflict check: no group of the tree changed since the write was planned
-    for g in job.groups.values():
-        st: DatasetState = g["state"]
-        cur = store.read_manifest(g["node"])
-        stamp = None if cur is None else (cur.get("generation", 0), str(cur.get("commit", "")))
-        if stamp != st.own:
-            raise CommitConflictError(
-                f"{what}: group {store.display(g['node'])!r} was changed by another writer "
-                f"after this write started; nothing of this write is visible"
-            )
 
-    def build(rel: str) -> dict[str, Any]:
+    def check(base: NodeVersion) -> None:
+        # no group of the tree changed since the write was planned
+        for g in job.groups.values():
+            cur = base if g["node"] == job.node else node_commit.read(store, g["node"])
+            if cur.stamp != g["state"].own:
+                raise CommitConflictError(
+                    f"{what}: group {store.display(g['node'])!r} was changed by another "
+                    f"writer after this write started; nothing of this write is visible"
+                )
+
+    def build_group(rel: str) -> dict[str, Any]:
         g = job.groups[rel]
         st: DatasetState = g["state"]
         members: dict[str, Any] = {}
         for name, base_json in g["bases"].items():
             base = ArrayManifest.from_json(base_json, f"{what} variable {name!r}")
-            new = [
-                ShardEntry(e["path"], tuple(e["start"]), tuple(e["stop"]), 0, e.get("bytes"))
-                for e in by_key.get((rel, name), [])
-            ]
             m = base.with_(
-                shards=stack_entries(base.shards, new),
+                shards=stack_entries(base.shards, new_shards(by_key.get((rel, name), []))),
                 generation=next_generation(st, name),
                 commit=job.write_id,
             )
             members[name] = m.to_json()
         for child in g["children"]:
-            doc = build(f"{rel}/{child}" if rel else child)
+            doc = build_group(f"{rel}/{child}" if rel else child)
             doc["generation"] = max(doc["generation"], next_generation(st, child))
             members[child] = doc
         gen = max(0, generation_of(st.root), st.own[0] if st.own else 0) + 1
@@ -294,44 +282,23 @@ def _commit_task(job: _TreeJob, results: list[list[dict[str, Any]]]) -> dict[str
         doc[SNAPSHOT]["tree"] = True
         return doc
 
-    root = build("")
-    if job.node:
-        from ..dataset import ensure_parents
+    def after(base: NodeVersion, root: dict[str, Any]) -> None:
+        roll_forward(store, job.node, root)
+        for g in job.groups.values():
+            remove_replaced_members(store, g["node"], g["remove_children"], g["remove_files"])
 
-        ensure_parents(store, job.node)
-    store.write_manifest(job.node, root)  # the commit point
-    roll_forward(store, job.node, root)
-    for g in job.groups.values():
-        for name in g["remove_children"]:
-            try:
-                store.remove(g["node"], name)
-            except Exception:  # noqa: BLE001 - best effort: leftovers are ignored by readers
-                pass
-        for name, paths in g["remove_files"].items():
-            try:
-                store.remove_files(join_component(g["node"], name), sorted(set(paths)))
-            except Exception:  # noqa: BLE001 - best effort: unreferenced shards are orphans
-                pass
-    return root
-
-
-def roll_forward(store: Store, node: str, doc: Mapping[str, Any]) -> None:
-    """Write the own manifest of every member the snapshot of the committed group
-    manifest ``doc`` (at ``node``) lists, top-down: a subgroup's manifest before its
-    members'. The tree is committed already: a failure is a warning, not the write's
-    failure (readers use the snapshots, and the next tree write rolls forward again)."""
-    members = (doc.get(SNAPSHOT) or {}).get("members") or {}
-    for name, entry in members.items():
-        child = join_component(node, name)
-        try:
-            store.write_manifest(child, entry)
-        except Exception as e:  # noqa: BLE001
-            warnings.warn(
-                f"datatree {store.display(node)!r}: committed, but the manifest of "
-                f"{name!r} could not be brought up to date ({type(e).__name__}: {e}); "
-                f"readers are not affected",
-                RuntimeWarning,
-                stacklevel=2,
-            )
-        if entry.get("kind") == "group":
-            roll_forward(store, child, entry)
+    written = [
+        "/".join(filter(None, (rel, name, e["path"])))
+        for (rel, name), entries in by_key.items()
+        for e in entries
+    ]
+    return node_commit.commit(
+        store,
+        job.node,
+        lambda base: build_group(""),
+        write_id=job.write_id,
+        check=check,
+        written=written,
+        after=after,
+        what=what,
+    )

@@ -35,8 +35,8 @@ naming the variable and the key; a variable whose dtype cannot be stored is a
 from __future__ import annotations
 
 import errno
-from collections.abc import Hashable, Mapping
-from typing import Any
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -49,15 +49,26 @@ from ..dask.array import (
     write_graph,
 )
 from ..grid import AxisGrid, ChunkGrid, normalize_chunks
-from ..manifest import ArrayManifest, ShardEntry, check_compression, writer_options
+from ..manifest import ArrayManifest, ShardEntry, check_compression, parse_node, writer_options
 from ..storage import get_store
 from ..store import Store, check_component, join_component
 from ..tensor import check_dtype
 from .attrs import decode_attrs, encode_attrs
 from .backend import INTERNAL
-from .state import commit_snapshot, new_write_id, read_state
+from .state import DatasetState, commit_snapshot, new_write_id, read_state
 
-__all__ = ["DATAARRAY_NAME", "DATAARRAY_VARIABLE", "ENCODING_KEYS", "write_dataset"]
+__all__ = [
+    "DATAARRAY_NAME",
+    "DATAARRAY_VARIABLE",
+    "ENCODING_KEYS",
+    "CommitJob",
+    "VariablePlan",
+    "WritePlan",
+    "commit_graph",
+    "plan_encoded",
+    "store_encoded",
+    "write_dataset",
+]
 
 DATAARRAY_VARIABLE = "__xarray_dataarray_variable__"
 DATAARRAY_NAME = "__xarray_dataarray_name__"
@@ -272,22 +283,31 @@ def _to_dask(
     return da.from_array(arr, chunks=norm, name=False)
 
 
-def _graph(ys: list[Any], name: str, layer: dict[Any, Any], joint: Any = None) -> Any:
-    """``layer`` on top of the graphs of the collections ``ys`` (or the graph ``joint``
-    of all of them), each block-producing task fused into the one shard task that
-    needs it (:func:`write_graph`; inputs shared by several shard tasks, also across
-    variables, stay tasks of their own)."""
-    return write_graph(ys, name, layer, joint)
+class VariablePlan(NamedTuple):
+    """One checked variable of a dataset write: what its shard tasks write."""
+
+    name: str
+    """The variable's node name."""
+    array: Any
+    """The data, a dask array in the chunks it is stored in."""
+    member: str
+    """The variable's node."""
+    offset: tuple[int, ...]
+    """The chunk index of the data's first block in the stored grid."""
+    base: ArrayManifest
+    """The variable's manifest before the new shards are added."""
+    index: int
+    """The variable's position in the dataset (names its tasks)."""
 
 
 class WritePlan:
-    """The checked arrays of one dataset write: ``plans`` are ``(name, dask array,
-    member node, chunk offset, base manifest, index)``, ``bases`` the base manifests
-    (JSON) by name, ``remove_files`` the shard files the commit makes unreferenced."""
+    """The checked arrays of one dataset write: ``plans`` the :class:`VariablePlan`
+    of each variable, ``bases`` the base manifests (JSON) by name, ``remove_files``
+    the shard files the commit makes unreferenced (member -> paths)."""
 
     def __init__(
         self,
-        plans: list[tuple[Any, ...]],
+        plans: list[VariablePlan],
         bases: dict[str, dict[str, Any]],
         remove_files: dict[str, list[str]],
     ) -> None:
@@ -297,7 +317,7 @@ class WritePlan:
 
 
 def plan_shard_tasks(
-    plan: tuple[Any, ...],
+    plan: VariablePlan,
     store: Store,
     write_id: str,
     shard_size: Any,
@@ -307,34 +327,88 @@ def plan_shard_tasks(
     joint: Any,
 ) -> tuple[Any, list[Any]]:
     """The shard tasks (added to ``layer``, named after ``key``) that write one
-    planned variable of :class:`WritePlan` ``plans``; ``joint`` is the graph all
-    variables were optimized in together (or ``None``)."""
-    name, x, member, offset, base, _idx = plan
+    planned variable; ``joint`` is the graph all variables were optimized in
+    together (or ``None``)."""
     return shard_tasks(
-        x,
+        plan.array,
         store,
-        member,
+        plan.member,
         write_id,
-        offset,
-        base.dtype,
-        writer_options(base.compression),
+        plan.offset,
+        plan.base.dtype,
+        writer_options(plan.base.compression),
         shard_size,
-        f"{what} variable {name!r}",
+        f"{what} variable {plan.name!r}",
         key,
         layer,
         optimize=joint is None,
     )
 
 
-class _CommitJob:
-    """Everything the commit task needs besides the shard entries (one opaque
-    object, so dask never looks inside it for keys)."""
+def commit_graph(
+    store: Store,
+    node: str,
+    plans: Sequence[tuple[str, VariablePlan, str]],
+    *,
+    write_id: str,
+    shard_size: Any,
+    name: str,
+    commit_task: Callable[[Any, list[list[dict[str, Any]]]], Any],
+    job: Any,
+    compute: bool = True,
+    progress: bool = False,
+) -> Any:
+    """Write the shards of ``plans`` (``(task key suffix, plan, what)``), then run
+    ``commit_task(job, results)`` once, where ``results[i]`` are the shard entries of
+    ``plans[i]``: one dask graph (layer ``arrayds-xr-<name>-<write id>``). The
+    variables are optimized together, so a dask input several of them share stays
+    one task (optimized one by one, each would fuse its own copy of it); each
+    block-producing task is fused into the one shard task that needs it
+    (:func:`arrayds.dask.array.write_graph`). ``job`` is one opaque object, so dask
+    never looks inside it for keys. Returns the written :class:`arrayds.Group` at
+    ``node``, or with ``compute=False`` the ``dask.delayed.Delayed`` that writes and
+    commits."""
+    from dask.delayed import Delayed
+
+    layer_name = f"arrayds-xr-{name}-{write_id}"
+    commit_key = f"arrayds-xr-{name}-commit-{write_id}"
+    layer: dict[Any, Any] = {}
+    ys = []
+    keys = []
+    joint = joint_graph([p.array for _s, p, _w in plans])
+    for suffix, plan, what in plans:
+        key = f"arrayds-xr-shard-{write_id}-{suffix}"
+        y, k = plan_shard_tasks(plan, store, write_id, shard_size, what, key, layer, joint)
+        ys.append(y)
+        keys.append(list(k))
+    layer[commit_key] = (commit_task, job, keys)
+    delayed = Delayed(commit_key, write_graph(ys, layer_name, layer, joint), layer=layer_name)
+    if not compute:
+        return delayed
+    run(delayed, progress)
+    from ..dataset import open_group
+
+    return open_group(store.url, node or None, storage_options=store.storage_options or None)
+
+
+def new_shards(entries: Iterable[Mapping[str, Any]]) -> list[ShardEntry]:
+    """The shard entries that shard tasks returned, as manifest entries."""
+    return [
+        ShardEntry(e["path"], tuple(e["start"]), tuple(e["stop"]), 0, e.get("bytes"))
+        for e in entries
+    ]
+
+
+class CommitJob:
+    """Everything a commit task of :func:`commit_graph` needs besides the shard
+    entries, as attributes (one opaque object, so dask never looks inside it for
+    keys)."""
 
     def __init__(self, **kw: Any) -> None:
         self.__dict__.update(kw)
 
 
-def _commit_task(job: _CommitJob, results: list[list[dict[str, Any]]]) -> dict[str, Any]:
+def _commit_task(job: CommitJob, results: list[list[dict[str, Any]]]) -> dict[str, Any]:
     """The one commit of the whole dataset (after every shard task succeeded);
     ``results[i]`` are the shard entries of variable ``job.names[i]``."""
     store = get_store(job.url, job.storage_options)
@@ -344,11 +418,9 @@ def _commit_task(job: _CommitJob, results: list[list[dict[str, Any]]]) -> dict[s
     by_name = dict(zip(job.names, results, strict=True))
     for name, base_json in job.bases.items():
         base = ArrayManifest.from_json(base_json, f"{what} variable {name!r}")
-        new = [
-            ShardEntry(e["path"], tuple(e["start"]), tuple(e["stop"]), 0, e.get("bytes"))
-            for e in by_name.get(name, [])
-        ]
+        new = new_shards(by_name.get(name, []))
         members[name] = base.with_(shards=stack_entries(base.shards, new))
+    written = [f"{n}/{e['path']}" for n, entries in by_name.items() for e in entries]
     return commit_snapshot(
         store,
         node,
@@ -357,6 +429,7 @@ def _commit_task(job: _CommitJob, results: list[list[dict[str, Any]]]) -> dict[s
         changed=set(job.bases),
         attrs=job.attrs,
         write_id=job.write_id,
+        written=written,
         remove_children=job.remove_children,
         remove_files=job.remove_files,
     )
@@ -454,6 +527,56 @@ def write_dataset(
     ``dask.delayed.Delayed`` that writes and commits."""
     what = f"dataset {store.display(node)!r}"
     ds = _as_dataset(data)
+    _check_arguments(mode, region, append_dim, dims, serializer, group_size, what)
+    compression = check_compression(compression, what)
+    user_enc = check_encoding(encoding, ds, what)
+    names = {k: variable_name(k, what) for k in ds.variables}
+    state = read_state(store, node)
+    existing, region_d, appending = _check_against_stored(
+        ds, state, names, mode, region, append_dim, store.display(node), what
+    )
+    ds2, kinds = _apply_stored_encodings(
+        ds, names, user_enc, existing, region_d, appending, append_dim, what
+    )
+    variables, gattrs = encode_dataset(ds2, what)
+    plan = plan_encoded(
+        store,
+        node,
+        variables,
+        state=state,
+        mode=mode,
+        names=names,
+        kinds=kinds,
+        explicit_chunks={names[k] for k, e in user_enc.items() if "chunks" in e},
+        dim_chunks=dask_dim_chunks(ds),
+        region=region_d,
+        append_dim=append_dim,
+        compression=compression,
+    )
+    return store_encoded(
+        store,
+        node,
+        plan,
+        gattrs,
+        state=state,
+        mode=mode,
+        shard_size=shard_size,
+        attrs=attrs,
+        compute=compute,
+        progress=progress,
+    )
+
+
+def _check_arguments(
+    mode: str,
+    region: Any,
+    append_dim: Hashable | None,
+    dims: Any,
+    serializer: str,
+    group_size: int,
+    what: str,
+) -> None:
+    """The arguments of :func:`write_dataset` that need no stored state."""
     if dims is not None:
         raise ValueError(f"{what}: dims= is for arrays; xarray variables carry their own dims")
     if serializer not in ("auto", None) or group_size != 1:
@@ -474,17 +597,27 @@ def write_dataset(
             )
     if mode == "r+" and region is None:
         raise ValueError(f"{what}: mode 'r+' overwrites a region: pass region={{dim: slice}}")
-    compression = check_compression(compression, what)
-    user_enc = check_encoding(encoding, ds, what)
-    names = {k: variable_name(k, what) for k in ds.variables}
 
-    state = read_state(store, node)
+
+def _check_against_stored(
+    ds: Any,
+    state: Any,
+    names: Mapping[Hashable, str],
+    mode: str,
+    region: Mapping[Hashable, slice] | None,
+    append_dim: Hashable | None,
+    shown: str,
+    what: str,
+) -> tuple[dict[str, ArrayManifest], dict[str, slice], bool]:
+    """The mode, ``append_dim`` and ``region`` against the stored dataset ``state``:
+    returns the stored variables the write builds on, the region (dimension name ->
+    slice) and whether the write appends."""
     if state.exists and mode == "w-":
         raise FileExistsError(
             errno.EEXIST,
             f"{what} already exists (mode 'w-'); use mode 'w' to replace it, 'a' to add "
             f"variables or append_dim= to append",
-            store.display(node),
+            shown,
         )
     if state.exists and state.kind != "group" and mode != "w":
         raise ValueError(f"{what} is a {state.kind!r} node, not a dataset (group of arrays)")
@@ -503,14 +636,12 @@ def write_dataset(
                 f"{what}: append_dim {append_dim!r} is not a dimension of the stored dataset"
             )
     region_d: dict[str, slice] = {}
-    if region is not None:
-        for dim, sl in region.items():
-            if dim not in ds.dims:
-                raise ValueError(f"{what}: region dimension {dim!r} is not in the data")
-            if not isinstance(sl, slice):
-                raise TypeError(f"{what}: region[{dim!r}] must be a slice, got {sl!r}")
-            region_d[str(dim)] = sl
-
+    for dim, sl in (region or {}).items():
+        if dim not in ds.dims:
+            raise ValueError(f"{what}: region dimension {dim!r} is not in the data")
+        if not isinstance(sl, slice):
+            raise TypeError(f"{what}: region[{dim!r}] must be a slice, got {sl!r}")
+        region_d[str(dim)] = sl
     if existing and not region_d:
         _check_dimension_sizes(ds, existing, append_dim if appending else None, what)
     if appending:
@@ -522,8 +653,22 @@ def write_dataset(
                     f"not in the data: appending without it would leave the variables of "
                     f"different lengths along {append_dim!r}; nothing was written"
                 )
+    return existing, region_d, appending
 
-    # which stored encoding applies to which variable
+
+def _apply_stored_encodings(
+    ds: Any,
+    names: Mapping[Hashable, str],
+    user_enc: Mapping[Hashable, Mapping[str, Any]],
+    existing: Mapping[str, ArrayManifest],
+    region_d: Mapping[str, slice],
+    appending: bool,
+    append_dim: Hashable | None,
+    what: str,
+) -> tuple[Any, dict[str, str]]:
+    """A shallow copy of ``ds`` whose variables carry the encoding they are written
+    with (the stored one for appends and regions, else their own and the user's),
+    and the kind of write of each variable (``"full"``, ``"append"``, ``"region"``)."""
     ds2 = ds.copy(deep=False)
     kinds: dict[str, str] = {}
     for key, var in ds2.variables.items():
@@ -540,55 +685,41 @@ def write_dataset(
             kinds[name] = "append"
         else:
             kinds[name] = "full"
-        if kinds[name] != "full":
-            if name not in existing:
-                raise ValueError(
-                    f"{what}: variable {name!r} is not in the stored dataset; cannot "
-                    f"{'append to' if kinds[name] == 'append' else 'write a region of'} it"
-                )
-            if enc_user:
-                raise ValueError(
-                    f"{what}: variable {name!r} already exists; its encoding is fixed "
-                    f"(remove it from encoding=)"
-                )
-            old_dt = _decoded_dtype(name, existing[name])
-            if not _compatible(var.dtype, old_dt):
-                raise ValueError(
-                    f"{what} variable {name!r}: dtype {var.dtype} does not match the stored "
-                    f"variable's {old_dt}; nothing was written"
-                )
-            enc = _stored_encoding(existing[name], var)
-            var.encoding = enc
-            var.attrs = {k: v for k, v in var.attrs.items() if k not in enc}
-        else:
+        if kinds[name] == "full":
             var.encoding = {k: v for k, v in var.encoding.items() if k in ENCODING_KEYS}
             var.encoding.update(enc_user)
+            continue
+        if name not in existing:
+            raise ValueError(
+                f"{what}: variable {name!r} is not in the stored dataset; cannot "
+                f"{'append to' if kinds[name] == 'append' else 'write a region of'} it"
+            )
+        if enc_user:
+            raise ValueError(
+                f"{what}: variable {name!r} already exists; its encoding is fixed "
+                f"(remove it from encoding=)"
+            )
+        old_dt = _decoded_dtype(name, existing[name])
+        if not _compatible(var.dtype, old_dt):
+            raise ValueError(
+                f"{what} variable {name!r}: dtype {var.dtype} does not match the stored "
+                f"variable's {old_dt}; nothing was written"
+            )
+        enc = _stored_encoding(existing[name], var)
+        var.encoding = enc
+        var.attrs = {k: v for k, v in var.attrs.items() if k not in enc}
+    return ds2, kinds
 
-    variables, gattrs = encode_dataset(ds2, what)
+
+def dask_dim_chunks(ds: Any) -> dict[Hashable, tuple[int, ...]]:
+    """Dimension -> the chunks of the first dask variable of ``ds`` along it (numpy
+    variables are chunked alike, so coordinates line up with the data)."""
     dim_chunks: dict[Hashable, tuple[int, ...]] = {}
     for var in ds.variables.values():
         if var.chunks is not None:
             for d, c in zip(var.dims, var.chunks, strict=True):
                 dim_chunks.setdefault(d, tuple(c))
-    return store_encoded(
-        store,
-        node,
-        variables,
-        gattrs,
-        state=state,
-        mode=mode,
-        names=names,
-        kinds=kinds,
-        explicit_chunks={names[k] for k, e in user_enc.items() if "chunks" in e},
-        dim_chunks=dim_chunks,
-        region=region_d,
-        append_dim=append_dim,
-        compression=compression,
-        shard_size=shard_size,
-        attrs=attrs,
-        compute=compute,
-        progress=progress,
-    )
+    return dim_chunks
 
 
 def check_fits(key: Hashable, var: Any, what: str) -> None:
@@ -670,39 +801,101 @@ def encode_strings(var: Any, name: Hashable = None) -> Any:
 def store_encoded(
     store: Store,
     node: str,
-    variables: Mapping[Hashable, Any],
+    plan: WritePlan,
     gattrs: Mapping[str, Any],
     *,
-    state: Any,
+    state: DatasetState,
     mode: str,
-    names: Mapping[Hashable, str],
-    kinds: Mapping[str, str],
-    explicit_chunks: set[str] = frozenset(),  # type: ignore[assignment]
-    dim_chunks: Mapping[Hashable, tuple[int, ...]] | None = None,
-    region: Mapping[str, slice] | None = None,
-    append_dim: Hashable | None = None,
-    compression: str = "zstd:3",
     shard_size: Any = None,
     attrs: Mapping[str, Any] | None = None,
     compute: bool = True,
     progress: bool = False,
-    write_id: str | None = None,
-    plan_only: bool = False,
 ) -> Any:
-    """Write CF-encoded ``variables`` (and global ``gattrs``) to the group ``node``
-    with one commit, planned from ``state`` (what :func:`read_state` returned before
-    any check). ``kinds[name]`` is ``"full"``, ``"append"`` (along ``append_dim``) or
-    ``"region"`` (``region``: dimension -> slice). Every check runs before the first
-    shard is written. ``plan_only``: return the checked :class:`WritePlan` (the
-    arrays to write, with write id ``write_id``) instead of writing; a DataTree
-    write (:mod:`arrayds.xarray.tree`) commits the plans of all its groups at once."""
+    """Write the checked ``plan`` (:func:`plan_encoded`) and the global ``gattrs``
+    (CF-encoded, plus ``attrs``) to the group ``node`` with one commit, planned from
+    ``state`` (what :func:`read_state` returned before any check): one task graph of
+    the shard tasks and the commit (:func:`commit_graph`). Returns the written
+    :class:`arrayds.Group`, or with ``compute=False`` the ``dask.delayed.Delayed``
+    that writes and commits."""
     what = f"dataset {store.display(node)!r}"
-    region_d = dict(region or {})
-    dim_chunks = dim_chunks or {}
+    write_id = new_write_id()
+    existing = state.members if mode != "w" else {}
+    written = set(plan.bases)
+    gattrs_json = encode_attrs(gattrs, what)
+    if attrs:
+        gattrs_json.update(encode_attrs(dict(attrs), what))
+    if mode != "w" and state.kind == "group":
+        gattrs_json = {**state.attrs, **gattrs_json}
+    remove_files = dict(plan.remove_files)
+    remove_children: list[str] = []
+    if mode == "w" and state.exists:
+        if state.kind == "group":
+            remove_children = [n for n in (*state.children, *state.others) if n not in written]
+        else:
+            remove_files[""] = _shard_paths(state.root, what)
+    # nothing was written so far: every check above raised before any task ran
+    job = CommitJob(
+        url=store.url,
+        storage_options=store.storage_options,
+        node=node,
+        expected=state,
+        bases=plan.bases,
+        keep=[n for n in existing if n not in written],
+        attrs=gattrs_json,
+        write_id=write_id,
+        remove_children=remove_children,
+        remove_files=remove_files,
+        names=[p.name for p in plan.plans],
+    )
+    return commit_graph(
+        store,
+        node,
+        [(str(p.index), p, what) for p in plan.plans],
+        write_id=write_id,
+        shard_size=shard_size,
+        name="write",
+        commit_task=_commit_task,
+        job=job,
+        compute=compute,
+        progress=progress,
+    )
+
+
+def _shard_paths(raw: Mapping[str, Any] | None, what: str) -> list[str]:
+    """The shard files of the (non-group) node manifest ``raw`` that a mode ``"w"``
+    dataset write replaces (none if it cannot be read: cleanup only)."""
+    try:
+        old_node = parse_node(raw, what)  # type: ignore[arg-type]
+        return sorted({e.path for e in getattr(old_node, "shards", [])})
+    except Exception:  # noqa: BLE001 - cleanup only
+        return []
+
+
+def plan_encoded(
+    store: Store,
+    node: str,
+    variables: Mapping[Hashable, Any],
+    *,
+    state: DatasetState,
+    mode: str,
+    names: Mapping[Hashable, str],
+    kinds: Mapping[str, str],
+    explicit_chunks: Iterable[str] = (),
+    dim_chunks: Mapping[Hashable, tuple[int, ...]] | None = None,
+    region: Mapping[str, slice] | None = None,
+    append_dim: Hashable | None = None,
+    compression: str = "zstd:3",
+) -> WritePlan:
+    """The checked :class:`WritePlan` of writing the CF-encoded ``variables`` to the
+    group ``node`` (the validation/plan step of :func:`store_encoded`; a DataTree
+    write, :mod:`arrayds.xarray.tree`, commits the plans of all its groups at once).
+    ``kinds[name]`` is ``"full"``, ``"append"`` (along ``append_dim``) or ``"region"``
+    (``region``: dimension -> slice). Every check raises before any shard is
+    written."""
+    what = f"dataset {store.display(node)!r}"
+    explicit_chunks = set(explicit_chunks)
     existing: dict[str, ArrayManifest] = dict(state.members) if mode != "w" else {}
-    write_id = write_id or new_write_id()
     bases: dict[str, dict[str, Any]] = {}
-    tasks: dict[str, list[Any]] = {}
     remove_files: dict[str, list[str]] = {}
     plans = []
     for idx, (key, enc) in enumerate(variables.items()):
@@ -718,173 +911,144 @@ def store_encoded(
         if vlen:
             vattrs[INTERNAL] = {"strings": vlen}
         kind = kinds[name]
-        chunks_enc = enc.encoding.get("chunks")
         if kind == "full":
-            explicit = name in explicit_chunks
-            x = _to_dask(
+            x, offset, base = _plan_full(
+                enc,
                 data,
-                chunks_enc if (explicit or not _is_dask(data)) else None,
+                dtype,
+                vattrs,
+                name in explicit_chunks,
+                dim_chunks or {},
+                compression,
                 vwhat,
-                tuple(enc.dims),
-                dim_chunks,
             )
-            fill = enc.attrs.get("_FillValue", 0)
-            comp = check_compression(enc.encoding.get("compression", compression), vwhat)
-            try:
-                base = ArrayManifest.new(
-                    x.shape,
-                    dtype,
-                    x.chunks,
-                    fill_value=fill,
-                    compression=comp,
-                    dims=enc.dims,
-                    attrs=vattrs,
-                    name=vwhat,
-                )
-            except ValueError:
-                base = ArrayManifest.new(
-                    x.shape,
-                    dtype,
-                    x.chunks,
-                    compression=comp,
-                    dims=enc.dims,
-                    attrs=vattrs,
-                    name=vwhat,
-                )
-            offset = (0,) * x.ndim
             if name in state.members:
                 remove_files[name] = sorted({e.path for e in state.members[name].shards})
         else:
             old = existing[name]
-            if tuple(enc.dims) != tuple(old.dims or ()):
-                raise ValueError(
-                    f"{vwhat}: dimensions {tuple(enc.dims)} do not match the stored "
-                    f"{old.dims}; nothing was written"
-                )
-            same = (
-                dtype == old.dtype
-                or (
-                    dtype.kind == old.dtype.kind
-                    and dtype.kind in "SU"
-                    and dtype.itemsize <= old.dtype.itemsize
-                )
-                or (dtype.kind not in "SU" and np.can_cast(dtype, old.dtype, "safe"))
-            )
-            if not same and dtype.kind in "SU" and dtype.kind == old.dtype.kind:
-                per = 4 if old.dtype.kind == "U" else 1
-                width, need = old.dtype.itemsize // per, dtype.itemsize // per
-                raise ValueError(
-                    f"{vwhat}: strings of up to {need} "
-                    f"characters do not fit the stored width of {width} (fixed-width storage); "
-                    f"rewrite the variable (mode 'a' without append_dim) to widen it; nothing "
-                    f"was written"
-                )
-            if not same:
-                raise ValueError(
-                    f"{vwhat}: dtype {dtype} (after CF encoding) does not match the stored "
-                    f"{old.dtype}; nothing was written"
-                )
+            _check_stored_dtype(enc, dtype, old, vwhat)
             x = _to_dask(data, None, vwhat)
             if x.dtype != old.dtype:
                 x = x.astype(old.dtype)
             if kind == "append":
-                axis = list(enc.dims).index(append_dim)
-                for d in range(old.ndim):
-                    if d != axis and x.shape[d] != old.shape[d]:
-                        raise ValueError(
-                            f"{vwhat}: cannot append data of shape {x.shape} along "
-                            f"{append_dim!r}: dimension {enc.dims[d]!r} has length "
-                            f"{x.shape[d]}, the stored one {old.shape[d]}; nothing was written"
-                        )
-                along = (
-                    x.chunks[axis]
-                    if _is_dask(data)
-                    else AxisGrid.regular(
-                        x.shape[axis], max(1, old.chunk_shape[axis] or x.shape[axis])
-                    ).sizes()
+                x, offset, base = _plan_append(
+                    enc, x, old, vattrs, append_dim, _is_dask(data), vwhat
                 )
-                want = tuple(
-                    tuple(along) if d == axis else old.grid.chunks[d] for d in range(old.ndim)
-                )
-                if tuple(x.chunks) != want:
-                    x = x.rechunk(want)
-                ax = old.grid.axes[axis]
-                offset = tuple(ax.nchunks if d == axis else 0 for d in range(old.ndim))
-                added = AxisGrid.from_sizes([c for c in x.chunks[axis] if c])
-                axes = list(old.grid.axes)
-                axes[axis] = ax.concat(added)
-                base = old.with_(grid=ChunkGrid(axes), attrs=vattrs)
             else:
-                reg = tuple(region_d.get(d, slice(None)) for d in enc.dims)
-                c_start, c_stop = normalize_region(reg, old, x.shape, vwhat)
-                want = tuple(
-                    ax.sub(a, b).sizes() or (0,)
-                    for ax, a, b in zip(old.grid.axes, c_start, c_stop, strict=True)
-                )
-                if tuple(x.chunks) != want:
-                    x = x.rechunk(want)
-                offset = tuple(c_start)
-                base = old
-        member = join_component(node, name)
-        plans.append((name, x, member, offset, base, idx))
+                x, offset, base = _plan_region(enc, x, old, dict(region or {}), vwhat)
+        plans.append(VariablePlan(name, x, join_component(node, name), offset, base, idx))
         bases[name] = base.to_json()
+    return WritePlan(plans, bases, remove_files)
 
-    # nothing was written so far: every check above raised before any task ran
-    if plan_only:
-        return WritePlan(plans, bases, remove_files)
-    layer_name = f"arrayds-xr-write-{write_id}"
-    layer: dict[Any, Any] = {}
-    ys = []
-    # the variables optimized together, so a dask input several of them share stays
-    # one task (optimized one by one, each would fuse its own copy of it)
-    joint = joint_graph([p[1] for p in plans])
-    for plan in plans:
-        key = f"arrayds-xr-shard-{write_id}-{plan[5]}"
-        y, tasks[plan[0]] = plan_shard_tasks(
-            plan, store, write_id, shard_size, what, key, layer, joint
-        )
-        ys.append(y)
-    written = set(bases)
-    keep = [n for n in existing if n not in written]
-    gattrs_json = encode_attrs(gattrs, what)
-    if attrs:
-        gattrs_json.update(encode_attrs(dict(attrs), what))
-    if mode != "w" and state.kind == "group":
-        gattrs_json = {**state.attrs, **gattrs_json}
-    remove_children: list[str] = []
-    if mode == "w" and state.exists:
-        if state.kind == "group":
-            remove_children = [n for n in (*state.children, *state.others) if n not in written]
-        else:
-            from ..manifest import parse_node
 
-            try:
-                old_node = parse_node(state.root, what)  # type: ignore[arg-type]
-                remove_files[""] = sorted({e.path for e in getattr(old_node, "shards", [])})
-            except Exception:  # noqa: BLE001 - cleanup only
-                pass
-    from dask.delayed import Delayed
-
-    names_order = list(tasks)
-    commit_key = f"arrayds-xr-commit-{write_id}"
-    job = _CommitJob(
-        url=store.url,
-        storage_options=store.storage_options,
-        node=node,
-        expected=state,
-        bases=bases,
-        keep=keep,
-        attrs=gattrs_json,
-        write_id=write_id,
-        remove_children=remove_children,
-        remove_files=remove_files,
-        names=names_order,
+def _plan_full(
+    enc: Any,
+    data: Any,
+    dtype: np.dtype,
+    vattrs: dict[str, Any],
+    explicit: bool,
+    dim_chunks: Mapping[Hashable, tuple[int, ...]],
+    compression: str,
+    vwhat: str,
+) -> tuple[Any, tuple[int, ...], ArrayManifest]:
+    """A variable written whole: its dask array, chunk offset and new manifest."""
+    chunks_enc = enc.encoding.get("chunks")
+    x = _to_dask(
+        data,
+        chunks_enc if (explicit or not _is_dask(data)) else None,
+        vwhat,
+        tuple(enc.dims),
+        dim_chunks,
     )
-    layer[commit_key] = (_commit_task, job, [list(tasks[n]) for n in names_order])
-    commit = Delayed(commit_key, _graph(ys, layer_name, layer, joint), layer=layer_name)
-    if not compute:
-        return commit
-    run(commit, progress)
-    from ..dataset import open_group
+    fill = enc.attrs.get("_FillValue", 0)
+    comp = check_compression(enc.encoding.get("compression", compression), vwhat)
+    kw: dict[str, Any] = {"compression": comp, "dims": enc.dims, "attrs": vattrs, "name": vwhat}
+    try:
+        base = ArrayManifest.new(x.shape, dtype, x.chunks, fill_value=fill, **kw)
+    except ValueError:
+        base = ArrayManifest.new(x.shape, dtype, x.chunks, **kw)
+    return x, (0,) * x.ndim, base
 
-    return open_group(store.url, node or None, storage_options=store.storage_options or None)
+
+def _check_stored_dtype(enc: Any, dtype: np.dtype, old: ArrayManifest, vwhat: str) -> None:
+    """Data appended to, or written into a region of, the stored variable ``old``
+    has its dimensions and a dtype that fits its stored one."""
+    if tuple(enc.dims) != tuple(old.dims or ()):
+        raise ValueError(
+            f"{vwhat}: dimensions {tuple(enc.dims)} do not match the stored "
+            f"{old.dims}; nothing was written"
+        )
+    same = (
+        dtype == old.dtype
+        or (
+            dtype.kind == old.dtype.kind
+            and dtype.kind in "SU"
+            and dtype.itemsize <= old.dtype.itemsize
+        )
+        or (dtype.kind not in "SU" and np.can_cast(dtype, old.dtype, "safe"))
+    )
+    if not same and dtype.kind in "SU" and dtype.kind == old.dtype.kind:
+        per = 4 if old.dtype.kind == "U" else 1
+        width, need = old.dtype.itemsize // per, dtype.itemsize // per
+        raise ValueError(
+            f"{vwhat}: strings of up to {need} "
+            f"characters do not fit the stored width of {width} (fixed-width storage); "
+            f"rewrite the variable (mode 'a' without append_dim) to widen it; nothing "
+            f"was written"
+        )
+    if not same:
+        raise ValueError(
+            f"{vwhat}: dtype {dtype} (after CF encoding) does not match the stored "
+            f"{old.dtype}; nothing was written"
+        )
+
+
+def _plan_append(
+    enc: Any,
+    x: Any,
+    old: ArrayManifest,
+    vattrs: dict[str, Any],
+    append_dim: Hashable | None,
+    was_dask: bool,
+    vwhat: str,
+) -> tuple[Any, tuple[int, ...], ArrayManifest]:
+    """Data appended along ``append_dim`` to the stored variable ``old``: the data
+    rechunked to the stored grid, its chunk offset and the grown manifest."""
+    axis = list(enc.dims).index(append_dim)
+    for d in range(old.ndim):
+        if d != axis and x.shape[d] != old.shape[d]:
+            raise ValueError(
+                f"{vwhat}: cannot append data of shape {x.shape} along "
+                f"{append_dim!r}: dimension {enc.dims[d]!r} has length "
+                f"{x.shape[d]}, the stored one {old.shape[d]}; nothing was written"
+            )
+    along = (
+        x.chunks[axis]
+        if was_dask
+        else AxisGrid.regular(x.shape[axis], max(1, old.chunk_shape[axis] or x.shape[axis])).sizes()
+    )
+    want = tuple(tuple(along) if d == axis else old.grid.chunks[d] for d in range(old.ndim))
+    if tuple(x.chunks) != want:
+        x = x.rechunk(want)
+    ax = old.grid.axes[axis]
+    offset = tuple(ax.nchunks if d == axis else 0 for d in range(old.ndim))
+    added = AxisGrid.from_sizes([c for c in x.chunks[axis] if c])
+    axes = list(old.grid.axes)
+    axes[axis] = ax.concat(added)
+    return x, offset, old.with_(grid=ChunkGrid(axes), attrs=vattrs)
+
+
+def _plan_region(
+    enc: Any, x: Any, old: ArrayManifest, region: Mapping[str, slice], vwhat: str
+) -> tuple[Any, tuple[int, ...], ArrayManifest]:
+    """Data written into a chunk-aligned ``region`` of the stored variable ``old``:
+    the data in the stored chunks, its chunk offset and the manifest it changes."""
+    reg = tuple(region.get(d, slice(None)) for d in enc.dims)
+    c_start, c_stop = normalize_region(reg, old, x.shape, vwhat)
+    want = tuple(
+        ax.sub(a, b).sizes() or (0,)
+        for ax, a, b in zip(old.grid.axes, c_start, c_stop, strict=True)
+    )
+    if tuple(x.chunks) != want:
+        x = x.rechunk(want)
+    return x, tuple(c_start), old

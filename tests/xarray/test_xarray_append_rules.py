@@ -5,29 +5,16 @@ leaves every stored file byte for byte as it was."""
 
 from __future__ import annotations
 
-import hashlib
-import os
-
 import numpy as np
 import pandas as pd
 import pytest
 import xarray as xr
+from xr_helpers import tree_digest
 
 import arrayds
 
 zarr = pytest.importorskip("zarr")
 pytestmark = pytest.mark.filterwarnings("ignore:The data type .* does not have a Zarr V3")
-
-
-def digest(root: str) -> str:
-    h = hashlib.sha256()
-    for d, _, files in sorted(os.walk(root)):
-        for f in sorted(files):
-            p = os.path.join(d, f)
-            h.update(os.path.relpath(p, root).encode())
-            with open(p, "rb") as fh:
-                h.update(fh.read())
-    return h.hexdigest()
 
 
 def base() -> xr.Dataset:
@@ -90,11 +77,11 @@ def test_refused_like_to_zarr_and_nothing_changes(tmp_path, case):
     base().to_zarr(zst, mode="w", consolidated=False)
     with pytest.raises(ValueError):
         make().to_zarr(zst, consolidated=False, **kw)
-    before = digest(ads)
+    before = tree_digest(ads)
     with pytest.raises(ValueError) as e:
         arrayds.to_arrayrecord(make(), ads, **kw)
     assert "nothing was written" in str(e.value) or "dataset" in str(e.value)
-    assert digest(ads) == before
+    assert tree_digest(ads) == before
     xr.testing.assert_identical(xr.open_dataset(ads, engine="arrayds").load(), base().compute())
 
 
@@ -105,7 +92,7 @@ def test_stricter_than_zarr_where_zarr_leaves_an_inconsistent_store(tmp_path):
     ads, zst = str(tmp_path / "ds.arrayds"), str(tmp_path / "ds.zarr")
     arrayds.to_arrayrecord(base(), ads)
     base().to_zarr(zst, mode="w", consolidated=False)
-    before = digest(ads)
+    before = tree_digest(ads)
     shorter = xr.Dataset({"w": ("x", [1.0, 2.0])})
     shorter.to_zarr(zst, mode="a", consolidated=False)  # accepted by zarr
     with pytest.raises(ValueError, match="conflicting sizes"):
@@ -118,7 +105,7 @@ def test_stricter_than_zarr_where_zarr_leaves_an_inconsistent_store(tmp_path):
     floats = more(label=("time", np.arange(4.0)))
     with pytest.raises(ValueError, match=r"variable 'label': dtype float64 does not match"):
         arrayds.to_arrayrecord(floats, ads, mode="a", append_dim="time")
-    assert digest(ads) == before
+    assert tree_digest(ads) == before
 
 
 def test_good_append_and_region_still_work(tmp_path):

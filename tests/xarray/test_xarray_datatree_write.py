@@ -19,6 +19,7 @@ import xarray as xr
 import arrayds
 import arrayds.xarray.tree as xtree
 from arrayds.manifest import ArrayManifest, CommitConflictError
+from arrayds.nodes.commit import read
 from arrayds.store import Store
 
 DataTree = pytest.importorskip("xarray").DataTree
@@ -73,8 +74,8 @@ def test_round_trip_identical_and_like_zarr(tmp_path):
     # the roll forward brought every own manifest up to date: node-by-node readers agree
     st = Store(url)
     for path in ("set1", "set1/b", "set1/set2", "set1/set2/d", "empty"):
-        own = st.read_manifest(path)
-        assert own is not None and own["commit"] == st.read_manifest("")["commit"]
+        own = read(st, path).raw
+        assert own is not None and own["commit"] == read(st, "").raw["commit"]
 
 
 def test_accessor_open_groups_and_subtree(tmp_path):
@@ -144,7 +145,7 @@ def test_per_node_encoding(tmp_path):
     arrayds.to_arrayrecord(tree(), url, encoding=enc)
     back = xr.open_datatree(url, engine="arrayds")
     xr.testing.assert_identical(back, tree())
-    m = ArrayManifest.from_json(Store(url).read_manifest("set1/set2/d"), "d")
+    m = ArrayManifest.from_json(read(Store(url), "set1/set2/d").raw, "d")
     assert m.dtype == np.dtype("int16") and m.chunk_shape == (1,)
 
 
@@ -247,7 +248,7 @@ def test_crash_after_the_commit_reads_the_new_tree(tmp_path, no_roll_forward, mo
     with pytest.raises(no_roll_forward):
         arrayds.to_arrayrecord(tree(), url, "data")
     st = Store(url)
-    assert st.read_manifest("data/set1") is None  # only the commit point was written
+    assert read(st, "data/set1").raw is None  # only the commit point was written
     back = xr.open_datatree(url, engine="arrayds", group="data")
     xr.testing.assert_identical(back, tree())
     groups = xr.open_groups(url, engine="arrayds", group="data")
@@ -262,11 +263,11 @@ def test_crash_after_replacing_commit_reads_the_new_tree(tmp_path, no_roll_forwa
     with pytest.MonkeyPatch.context() as mp:  # a first tree, fully rolled forward
         mp.setattr(xtree, "roll_forward", _real_roll_forward)
         arrayds.to_arrayrecord(other_tree(), url)
-    old_own = Store(url).read_manifest("set1")
+    old_own = read(Store(url), "set1").raw
     with pytest.raises(no_roll_forward):
         arrayds.to_arrayrecord(tree(), url, mode="w")
     # every own manifest below the root is still the old tree's
-    assert Store(url).read_manifest("set1") == old_own
+    assert read(Store(url), "set1").raw == old_own
     xr.testing.assert_identical(xr.open_datatree(url, engine="arrayds"), tree())
     xr.testing.assert_identical(
         xr.open_dataset(url, engine="arrayds", group="set1"),
@@ -285,7 +286,7 @@ def test_crash_after_replacing_commit_reads_the_new_tree(tmp_path, no_roll_forwa
         mp.setattr(xtree, "roll_forward", _real_roll_forward)
         arrayds.to_arrayrecord(tree(3.0), url, mode="w")
     xr.testing.assert_identical(xr.open_datatree(url, engine="arrayds"), tree(3.0))
-    assert Store(url).read_manifest("set1")["commit"] == Store(url).read_manifest("")["commit"]
+    assert read(Store(url), "set1").raw["commit"] == read(Store(url), "").raw["commit"]
 
 
 def test_dataset_write_to_a_tree_root_keeps_the_groups(tmp_path, no_roll_forward):

@@ -18,6 +18,7 @@ import pytest
 import xarray as xr
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from xr_helpers import tree_digest
 
 import arrayds
 
@@ -25,18 +26,6 @@ import arrayds
 def roundtrip(ds: xr.Dataset, url: str, **kw) -> xr.Dataset:
     arrayds.to_arrayrecord(ds, url, mode="w", **kw)
     return xr.open_dataset(url, engine="arrayds").load()
-
-
-def tree_digest(root: str) -> str:
-    """Every file under ``root`` (names and bytes), for "nothing changed" checks."""
-    h = hashlib.sha256()
-    for d, _, files in sorted(os.walk(root)):
-        for f in sorted(files):
-            p = os.path.join(d, f)
-            h.update(os.path.relpath(p, root).encode())
-            with open(p, "rb") as fh:
-                h.update(fh.read())
-    return h.hexdigest()
 
 
 # -- the corruption cases of issue 11
