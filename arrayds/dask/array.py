@@ -47,7 +47,6 @@ from ..store import SHARD_DIR, SHARD_SUFFIX, Store, new_write_id
 from ..tensor import check_dtype, encode_chunk
 from .graph import (
     block_keys,
-    joint_graph,  # noqa: F401 - phase-B, removed at merge: xarray imports it here
     run,
     streams_blocks,
     write_graph,

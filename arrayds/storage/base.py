@@ -199,35 +199,3 @@ class BaseStore:
         from ..store import node_shard_reader
 
         return node_shard_reader(self, node, relpath, size, shards)
-
-    # -- phase-B compatibility, removed at merge: manifests are arrayds.nodes.commit's
-
-    def read_manifest(self, node: str) -> dict[str, Any] | None:
-        """``arrayds.nodes.commit.read(store, node).raw``."""
-        from ..nodes import commit
-
-        return commit.read(self, node).raw
-
-    def read_manifest_bytes(self, node: str) -> bytes | None:
-        """The manifest bytes of ``node`` (``store.get(commit.manifest_key(node))``)."""
-        from ..nodes import commit
-
-        return self.get(commit.manifest_key(node))
-
-    def has_manifest(self, node: str) -> bool:
-        """``store.exists(commit.manifest_key(node))``."""
-        from ..nodes import commit
-
-        return self.exists(commit.manifest_key(node))
-
-    def write_manifest(self, node: str, manifest: Mapping[str, Any]) -> None:
-        """``arrayds.nodes.commit.replace(store, node, manifest)``."""
-        from ..nodes import commit
-
-        commit.replace(self, node, manifest)
-
-    def child_nodes(self, node: str) -> list[str]:
-        """``arrayds.nodes.commit.child_nodes(store, node)``."""
-        from ..nodes import commit
-
-        return commit.child_nodes(self, node)

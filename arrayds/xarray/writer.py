@@ -41,13 +41,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..array import stack_entries
-from ..dask.array import (
-    joint_graph,
-    normalize_region,
-    run,
-    shard_tasks,
-    write_graph,
-)
+from ..dask.array import normalize_region, shard_tasks
+from ..dask.graph import joint_graph, run, write_graph
 from ..grid import AxisGrid, ChunkGrid, normalize_chunks
 from ..manifest import ArrayManifest, ShardEntry, check_compression, parse_node, writer_options
 from ..storage import get_store

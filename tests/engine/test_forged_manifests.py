@@ -4,7 +4,6 @@ or the record decoded, never an allocation of what they claim."""
 
 from __future__ import annotations
 
-import json
 import struct
 import time
 from pathlib import Path
@@ -16,16 +15,17 @@ import arrayds
 import arrayds.ragged as rg
 from arrayds import CorruptionError
 from arrayds.manifest import MAX_CHUNK_BYTES, ArrayManifest
+from arrayds.nodes import commit
 from arrayds.store import Store
 from arrayds.tensor import MAX_HEADER_BYTES, decode_chunk, encode_chunk
 
 
 def _rewrite_manifest(url: str, name: str, change) -> None:  # noqa: ANN001
     st = Store(url)
-    raw = json.loads(st.read_manifest_bytes(name))
+    raw = commit.read(st, name).raw
     change(raw)
     raw["generation"] += 1
-    st.write_manifest(name, raw)
+    commit.replace(st, name, raw)
 
 
 def _timed_open(url: str, name: str):  # noqa: ANN202
