@@ -167,10 +167,13 @@ def read_state(store: Store, node: str, max_tries: int = 8) -> DatasetState:
         snap_members: dict[str, Any] = {}
         if isinstance(snap, dict) and isinstance(snap.get("members"), dict):
             snap_members = snap["members"]
-        # snapshot order first (the order the variables were written), then the rest
-        others = set(node_commit.child_nodes(store, node)) - set(snap_members)
-        names = list(snap_members) + sorted(others)
-        children = _read_children(store, node, names)
+        # snapshot order first (the order the variables were written), then the other
+        # folders that hold a manifest: each child's manifest is read anyway, so one
+        # listing of the folders and those reads find the child nodes
+        # (:func:`arrayds.nodes.commit.child_nodes` would read each one twice)
+        folders = sorted(set(store.list_dir(node)) - set(snap_members))
+        children = _read_children(store, node, [*snap_members, *folders])
+        names = [n for n in children if n in snap_members or children[n].exists]
         again_chain, again = _resolve(store, node)
         if again_chain == chain:
             break
