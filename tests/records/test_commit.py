@@ -18,6 +18,7 @@ from arrayds import ragged as rg
 from arrayds import records
 from arrayds.errors import CommitConflictError
 from arrayds.storage import get_store
+from arrayds.store import shard_writer, write_shard
 
 
 def _manifest(url: str) -> dict:
@@ -114,11 +115,11 @@ def test_shard_writer_leaves_nothing_when_the_write_fails(tmp_path, where):
     url = str(tmp_path) if where == "local" else f"memory://shards-{uuid.uuid4().hex}"
     store = get_store(url)
     with pytest.raises(RuntimeError, match="stop"):
-        with store.shard_writer("n", "c/x.array_record", "group_size:1") as w:
+        with shard_writer(store, "n/c/x.array_record", "group_size:1") as w:
             w.write_many([b"a", b"b"])
             raise RuntimeError("stop")
     assert store.list("n") == []
-    size = store.write_shard("n", "c/x.array_record", [b"a", b"b"], "group_size:1")
+    size = write_shard(store, "n/c/x.array_record", [b"a", b"b"], "group_size:1")
     assert [(k, s) for k, s, _ in store.list("n")] == [("n/c/x.array_record", size)]
     assert arrayds.ArrayRecordReader(store.url_of("n", "c/x.array_record")).read_all() == [
         b"a",
