@@ -2,7 +2,7 @@
 
 * :class:`GroupManifest`, :class:`ArrayManifest` — parsed, validated manifests with
   ``to_json()``; :func:`parse_node` turns any manifest dict into one (later kinds
-  register with :func:`register_kind`).
+  are parsed by their record in :mod:`arrayds.nodes.kinds`).
 * :class:`ShardTable` — the shard entries of an array as numpy arrays, with the
   vectorized chunk -> (shard entry, record) lookup :meth:`ShardTable.locate`.
 * :func:`encode_fill_value` / :func:`decode_fill_value` — JSON-safe fill values that

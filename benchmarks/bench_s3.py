@@ -56,6 +56,7 @@ from s3server import ServerProcess  # noqa: E402
 
 import arrayds  # noqa: E402
 from arrayds import store as store_mod  # noqa: E402
+from arrayds.storage import clear_store_cache  # noqa: E402
 from arrayds.verify import verify  # noqa: E402
 
 CHUNK = 256
@@ -74,7 +75,7 @@ def fresh_s3fs() -> None:
     """Forget arrayds' cached shard readers (footers) and stores: a cold reader.
     (The HTTP connection pool stays warm, for both libraries.)"""
     store_mod.clear_reader_cache()
-    store_mod.Store._instances.clear()
+    clear_store_cache()
 
 
 def write_both(data: np.ndarray, so: dict, bucket: str, chunks_per_shard: int) -> tuple[str, str]:

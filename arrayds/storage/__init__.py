@@ -29,7 +29,15 @@ from .base import BaseStore, options_token
 from .fsspec import FsspecStore
 from .local import LocalStore
 
-__all__ = ["BaseStore", "FsspecStore", "LocalStore", "get_store", "register_store", "store_class"]
+__all__ = [
+    "clear_store_cache",
+    "BaseStore",
+    "FsspecStore",
+    "LocalStore",
+    "get_store",
+    "register_store",
+    "store_class",
+]
 
 _registry: dict[str, type[BaseStore]] = {"file": LocalStore, "local": LocalStore}
 _instances: dict[tuple[str, str], BaseStore] = {}
@@ -77,6 +85,12 @@ def get_store(
         with _lock:
             st = _instances.setdefault(key, st)
     return st
+
+
+def clear_store_cache() -> None:
+    """Forget the stores :func:`get_store` made (benchmarks use it for cold reads)."""
+    with _lock:
+        _instances.clear()
 
 
 def _after_fork_in_child() -> None:
