@@ -65,9 +65,12 @@ from .store import (
     SHARD_SUFFIX,
     Store,
     io_pool,
+    join_component,
     new_write_id,
+    node_shard_reader,
     read_records,
     read_records_into,
+    write_shard,
 )
 from .tensor import decode_chunk, encode_chunk, new_buffer, npy_header
 
@@ -517,7 +520,7 @@ class Array(Node):
     def _reader(self, relpath: str) -> ArrayRecordReader:
         try:
             sizes = self._m.table.sizes
-            return self._store.shard_reader(self._node, relpath, sizes.get(relpath), sizes)
+            return node_shard_reader(self._store, self._node, relpath, sizes.get(relpath), sizes)
         except FileNotFoundError:
             raise FileNotFoundError(
                 errno.ENOENT,
@@ -776,8 +779,11 @@ class Array(Node):
                         chunk[plan.local_key(idx)] = src
                         yield encode_chunk(chunk, dtype)
 
-        nbytes = self._store.write_shard(
-            self._node, relpath, records(), writer_options(m.compression)
+        nbytes = write_shard(
+            self._store,
+            join_component(self._node, relpath),
+            records(),
+            writer_options(m.compression),
         )
         entries = [ShardEntry(e.path, e.start, e.stop, e.offset, nbytes) for e in entries]
         self._commit(m.with_(shards=stack_entries(m.shards, entries)), write_id, [relpath])
@@ -870,8 +876,11 @@ class Array(Node):
                     )
                     yield encode_chunk(block[sl], m.dtype)
 
-            nbytes = self._store.write_shard(
-                self._node, relpath, records(), writer_options(m.compression)
+            nbytes = write_shard(
+                self._store,
+                join_component(self._node, relpath),
+                records(),
+                writer_options(m.compression),
             )
             entries.append(ShardEntry(relpath, start, stop, 0, nbytes))
         written = [e.path for e in entries]

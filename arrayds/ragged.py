@@ -72,8 +72,11 @@ from .store import (
     check_component,
     io_pool,
     is_reserved_name,
+    join_component,
     new_write_id,
+    node_shard_reader,
     read_records,
+    write_shard,
 )
 from .tensor import check_dtype, decode_chunk, encode_chunk
 
@@ -551,7 +554,7 @@ class RaggedArray(Node):
     def _reader(self, relpath: str) -> Any:
         try:
             sizes = self._sizes
-            return self._store.shard_reader(self._node, relpath, sizes.get(relpath), sizes)
+            return node_shard_reader(self._store, self._node, relpath, sizes.get(relpath), sizes)
         except FileNotFoundError:
             raise FileNotFoundError(
                 errno.ENOENT,
@@ -1107,7 +1110,9 @@ def _write_items(
                 yield from _item_records(a, lay)
             yield encode_chunk(shapes, np.dtype("<i8"))
 
-        nbytes = plan.store.write_shard(plan.node, relpath, records(), plan.options)
+        nbytes = write_shard(
+            plan.store, join_component(plan.node, relpath), records(), plan.options
+        )
         out.append({"path": relpath, "items": len(batch), "records": npieces + 1, "bytes": nbytes})
         batch, size = [], 0
 

@@ -65,6 +65,7 @@ from .store import (
     check_component,
     is_reserved_name,
     new_write_id,
+    node_shard_reader,
     shard_writer,
 )
 
@@ -799,7 +800,7 @@ def _read_shard(
 ) -> list[Any]:
     """Task: every record of one shard, decoded (one batched engine read); ``size``:
     the file's byte size from the manifest (0: not recorded)."""
-    reader = store.shard_reader(node, name, size or None)
+    reader = node_shard_reader(store, node, name, size or None)
     n = reader.num_records()
     if n != expected:
         raise CorruptionError(

@@ -43,7 +43,7 @@ from ..manifest import ArrayManifest, ShardEntry, check_compression, writer_opti
 from ..node import read_node
 from ..nodes import commit
 from ..storage import get_store
-from ..store import SHARD_DIR, SHARD_SUFFIX, Store, new_write_id
+from ..store import SHARD_DIR, SHARD_SUFFIX, Store, join_component, new_write_id, write_shard
 from ..tensor import check_dtype, encode_chunk
 from .graph import (
     block_keys,
@@ -202,7 +202,7 @@ def _write_shard_task(job: ShardJob, blocks: Iterable[Any]) -> dict[str, Any]:
                 )
             yield encode_chunk(arr, dtype)
 
-    nbytes = store.write_shard(job.node, job.relpath, records(), job.options)
+    nbytes = write_shard(store, join_component(job.node, job.relpath), records(), job.options)
     return ShardEntry(job.relpath, tuple(job.start), tuple(job.stop), 0, nbytes).to_json()
 
 

@@ -181,21 +181,3 @@ class BaseStore:
         """Remove many files inside ``node``, ignoring the missing ones."""
         if names:
             self.delete([join_key(node, n) for n in names])
-
-    def write_shard(self, node: str, relpath: str, records: Iterable[Any], options: str) -> int:
-        """Write one immutable shard (:func:`arrayds.store.write_shard`); its size."""
-        from ..store import write_shard
-
-        return write_shard(self, join_key(node, relpath), records, options)
-
-    def shard_reader(
-        self,
-        node: str,
-        relpath: str,
-        size: int | None = None,
-        shards: Mapping[str, int | None] | None = None,
-    ) -> Any:
-        """The cached reader of a shard (:func:`arrayds.store.node_shard_reader`)."""
-        from ..store import node_shard_reader
-
-        return node_shard_reader(self, node, relpath, size, shards)

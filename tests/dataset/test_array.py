@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 import arrayds
 from arrayds.array import Array
 from arrayds.nodes.commit import manifest_key
+from arrayds.store import node_shard_reader
 
 DTYPES = [
     "|b1", "|i1", "<i2", "<i4", "<i8", "|u1", "<u2", "<u4", "<u8", "<f2", "<f4", "<f8",
@@ -485,7 +486,7 @@ def test_compression_options_are_used(url):
         b = arrayds.open_array(url, comp)
         assert b[...].tolist() == list(range(100))
         relpath = b.manifest.shards[0].path
-        r = b.store.shard_reader(b.path, relpath)
+        r = node_shard_reader(b.store, b.path, relpath)
         assert comp.split(":")[0] in r.writer_options_string()
         assert "group_size:1" in r.writer_options_string()
     with pytest.raises(ValueError, match="unknown compression 'lz9'"):

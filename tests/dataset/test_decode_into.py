@@ -14,7 +14,7 @@ import arrayds
 from arrayds import ArrayRecordReader, ArrayRecordWriter
 from arrayds.array import _Plan
 from arrayds.grid import parse_selection
-from arrayds.store import clear_reader_cache
+from arrayds.store import clear_reader_cache, node_shard_reader
 from arrayds.tensor import decode_chunk
 
 from .test_array import CHUNKS, DTYPES, SHAPES, sample
@@ -25,7 +25,7 @@ def old_path_chunk(a: arrayds.Array, coord: tuple[int, ...]) -> np.ndarray:
     m = a.manifest
     e, r = m.table.locate_one(list(coord))
     shape = tuple(ax.offset_size_int(c)[1] for ax, c in zip(m.grid.axes, coord, strict=True))
-    reader = a.store.shard_reader(a.path, m.table.entries[e].path)
+    reader = node_shard_reader(a.store, a.path, m.table.entries[e].path)
     return decode_chunk(reader.read(r), m.dtype, shape, "chunk")
 
 
