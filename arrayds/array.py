@@ -252,10 +252,19 @@ class _Plan:
         return f
 
 
-def stack_entries(old: Sequence[ShardEntry], new: Sequence[ShardEntry]) -> list[ShardEntry]:
-    """Old entries (minus those a single new box hides completely) then the new ones."""
+def stack_entries(
+    old: Sequence[ShardEntry], new: Sequence[ShardEntry], grid_shape: Sequence[int] | None = None
+) -> list[ShardEntry]:
+    """Old entries (minus those a single new box hides completely) then the new ones.
+    ``grid_shape``: the chunk grid the old entries lie in; new boxes wholly outside it
+    (an append) hide nothing, and the old entries are then not looked at."""
     if not new:
         return list(old)
+    if grid_shape is not None:
+        new = list(new)
+        inside = [n for n in new if all(a < g for a, g in zip(n.start, grid_shape, strict=False))]
+        if not inside:
+            return [*old, *new]
     kept = [e for e in old if not any(n.contains_box(e.start, e.stop) for n in new)]
     return kept + list(new)
 
@@ -786,7 +795,8 @@ class Array(Node):
             writer_options(m.compression),
         )
         entries = [ShardEntry(e.path, e.start, e.stop, e.offset, nbytes) for e in entries]
-        self._commit(m.with_(shards=stack_entries(m.shards, entries)), write_id, [relpath])
+        shards = stack_entries(m.shards, entries)
+        self._commit(m.with_(shards=shards), write_id, [relpath], entries)
 
     def append(self, data: Any, axis: int = 0) -> tuple[int, ...]:
         """Append ``data`` along ``axis``; returns (and sets) the new shape.
@@ -884,17 +894,30 @@ class Array(Node):
             )
             entries.append(ShardEntry(relpath, start, stop, 0, nbytes))
         written = [e.path for e in entries]
-        self._commit(new_m.with_(shards=stack_entries(m.shards, entries)), write_id, written)
+        shards = stack_entries(m.shards, entries, m.grid.grid_shape)
+        self._commit(new_m.with_(shards=shards), write_id, written, entries)
         return self.shape
 
     # -- commits
 
-    def _commit(self, new: ArrayManifest, write_id: str, written: Sequence[str] = ()) -> None:
+    def _commit(
+        self,
+        new: ArrayManifest,
+        write_id: str,
+        written: Sequence[str] = (),
+        added: Sequence[ShardEntry] | None = None,
+    ) -> None:
         """Make ``new`` the manifest, if nobody committed since this handle's
         snapshot (else :class:`CommitConflictError`, and the shards ``written`` are
-        removed: nothing becomes visible)."""
+        removed: nothing becomes visible). ``added``: the entries ``new`` appends to
+        the snapshot's (all of them kept): the commit then writes only those."""
         snap = self._m
         what = self._what
+        change: Any
+        if added is not None and len(new.shards) == len(snap.shards) + len(added):
+            change = commit.Extend(new.header_json(), [e.to_json() for e in added])
+        else:
+            change = new.to_json()
 
         def check(base: commit.NodeVersion) -> None:
             if not base.exists:
@@ -909,19 +932,19 @@ class Array(Node):
         raw = commit.commit(
             self._store,
             self._node,
-            lambda base: new.to_json(),
+            lambda base: change,
             write_id=write_id,
             check=check,
             written=written,
             parents=False,
             what=what,
         )
-        self._m = new.with_(generation=raw["generation"], commit=write_id)
+        self._m = new.with_(generation=raw["generation"], commit=write_id, _table=new._table)
 
     def _commit_attrs(self, attrs: dict[str, Any]) -> None:
         self._check_writable()
         with self._lock:
-            self._commit(self._m.with_(attrs=attrs), new_write_id())
+            self._commit(self._m.with_(attrs=attrs), new_write_id(), added=())
 
     # -- dask
 

@@ -49,7 +49,8 @@ __all__ = [
 ]
 
 FORMAT = "arrayds"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+"""The newest manifest format version this release reads and writes (docs/spec.md)."""
 
 
 # ------------------------------------------------------------------ compression
@@ -682,6 +683,11 @@ class ArrayManifest:
         return replace(self, **changes)
 
     def to_json(self) -> dict[str, Any]:
+        return {**self.header_json(), "shards": [e.to_json() for e in self.shards]}
+
+    def header_json(self) -> dict[str, Any]:
+        """Every field of :meth:`to_json` but the shard entries (what a commit that
+        only adds entries writes, :class:`arrayds.nodes.log.Extend`)."""
         return {
             "format": FORMAT,
             "format_version": FORMAT_VERSION,
@@ -696,7 +702,6 @@ class ArrayManifest:
             "compression": self.compression,
             "dims": None if self.dims is None else list(self.dims),
             "attrs": self.attrs,
-            "shards": [e.to_json() for e in self.shards],
         }
 
     @classmethod

@@ -469,26 +469,28 @@ def _commit_manifest(
     where = plan.where
 
     def check(base: node_commit.NodeVersion) -> None:
-        if base.raw is None:
+        if base.head is None:
             return
         if mode == "w-":
             raise FileExistsError(f"records dataset {where} already exists (mode='w-')")
         if mode == "a":
-            old = RecordsManifest.from_json(base.raw, where)
-            if old.serializer != ser_name:
+            old = head_serializer(base.head, where)
+            if old != ser_name:
                 raise ValueError(
-                    f"records dataset {where} now uses the {old.serializer!r} serializer; "
+                    f"records dataset {where} now uses the {old!r} serializer; "
                     f"cannot append records encoded with {ser_name!r}"
                 )
 
-    def build(base: node_commit.NodeVersion) -> dict[str, Any]:
-        if mode == "a" and base.raw is not None:
-            man = RecordsManifest.from_json(base.raw, where)
-            man.shards = [*man.shards, *shards]
+    def build(base: node_commit.NodeVersion) -> dict[str, Any] | node_commit.Extend:
+        if mode == "a" and base.head is not None:
+            head = base.head
+            fields: dict[str, Any] = {
+                "num_records": _count(head, where) + sum(s.num_records for s in shards)
+            }
             if attrs:
-                man.attrs.update(attrs)
-        else:
-            man = RecordsManifest(ser_name, group_size, compression, shards, dict(attrs or {}))
+                fields["attrs"] = {**_attrs(head, where), **attrs}
+            return node_commit.Extend(fields, [s.to_json() for s in shards])
+        man = RecordsManifest(ser_name, group_size, compression, shards, dict(attrs or {}))
         return man.to_json()
 
     return node_commit.commit(
@@ -502,6 +504,33 @@ def _commit_manifest(
         replaces=mode == "w",
         what=f"records dataset {where!r}",
     )
+
+
+def head_serializer(head: Mapping[str, Any], where: str) -> str:
+    """The serializer a records manifest names, read from its stored head alone (no
+    shard entry is parsed): ``ValueError`` if the node is not a records dataset."""
+    if head.get("kind") != KIND:
+        raise ValueError(
+            f"{where} is a {head.get('kind', 'unknown')!r} node, not a records dataset"
+        )
+    ser = head.get("serializer")
+    if not isinstance(ser, str):
+        raise CorruptionError(f"{where}: a records manifest needs a 'serializer' string")
+    return ser
+
+
+def _count(head: Mapping[str, Any], where: str) -> int:
+    n = head.get("num_records")
+    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+        raise CorruptionError(f"{where}: manifest field 'num_records' has a bad value {n!r}")
+    return n
+
+
+def _attrs(head: Mapping[str, Any], where: str) -> dict[str, Any]:
+    attrs = head.get("attrs", {})
+    if not isinstance(attrs, dict):
+        raise CorruptionError(f"{where}: manifest field 'attrs' must be an object")
+    return attrs
 
 
 def prepare_write(
@@ -540,7 +569,7 @@ def plan_write(
     options = _writer_options(compression, group_size)
     ser = _ser.resolve_for_write(serializer)
     node_commit.check_parents(store, node)
-    current = node_commit.read(store, node).raw
+    current = node_commit.read(store, node).head
     expected: str | None = None
     if current is not None:
         if mode == "w-":
@@ -548,14 +577,12 @@ def plan_write(
                 f"{where} already exists (mode='w-'); use mode='w' to replace it or 'a' to append"
             )
         if mode == "a":
-            old = RecordsManifest.from_json(current, where)
+            old = head_serializer(current, where)
             if ser is None:
-                ser = _ser.resolve_for_read(
-                    old.serializer, allow_pickle=old.serializer == "pickle", where=where
-                )
-            elif ser.name != old.serializer:
+                ser = _ser.resolve_for_read(old, allow_pickle=old == "pickle", where=where)
+            elif ser.name != old:
                 raise ValueError(
-                    f"records dataset {where} uses the {old.serializer!r} serializer; "
+                    f"records dataset {where} uses the {old!r} serializer; "
                     f"cannot append with {ser.name!r}"
                 )
     if ser is not None:
@@ -847,21 +874,32 @@ class RecordsDataset:
 
     @classmethod
     def _from_manifest(cls, store: Store, node: str, man: dict[str, Any]) -> RecordsDataset:
-        return cls._from_parsed(store, node, RecordsManifest.from_json(man, store.display(node)))
+        """The dataset a write just committed (its manifest ``man`` is parsed when it
+        is first used: a write's cost does not grow with the dataset)."""
+        self = cls._from_parsed(store, node, None)
+        self._raw = man
+        return self
 
     @classmethod
-    def _from_parsed(cls, store: Store, node: str, man: RecordsManifest) -> RecordsDataset:
+    def _from_parsed(cls, store: Store, node: str, man: RecordsManifest | None) -> RecordsDataset:
         self = cls.__new__(cls)
         self._init(store, node, man)
         self._allow_pickle = False
         self._override = None
         return self
 
-    def _init(self, store: Store, node: str, man: RecordsManifest) -> None:
+    def _init(self, store: Store, node: str, man: RecordsManifest | None) -> None:
         self._store = store
         self._node = node
         self.url = store.display(node)
-        self._manifest = man
+        self._parsed = man
+        self._raw: dict[str, Any] | None = None
+
+    @property
+    def _manifest(self) -> RecordsManifest:
+        if self._parsed is None:
+            self._parsed = RecordsManifest.from_json(self._raw or {}, self.url)
+        return self._parsed
 
     @property
     def serializer(self) -> str:

@@ -58,6 +58,7 @@ from .storage.local import make_folders, sync_file, sync_folder
 
 __all__ = [
     "MANIFEST",
+    "META_DIR",
     "SHARD_DIR",
     "BlindCommitWarning",
     "CommitLockError",
@@ -82,6 +83,9 @@ MANIFEST = "arrayds.json"
 """The file name of every node's manifest."""
 SHARD_DIR = "c"
 """The folder (inside an array node) holding its shards."""
+META_DIR = "_arrayds"
+"""The folder inside every node that holds its manifest's segments and history
+(:mod:`arrayds.nodes.log`); no node or shard may be named so."""
 SHARD_SUFFIX = ".array_record"
 
 
@@ -128,8 +132,8 @@ def check_component(component: str | None, what: str = "component") -> str:
                 f"{what} {component!r}: {seg!r} segments are not allowed (names cannot leave "
                 f"the dataset root)"
             )
-        if seg == MANIFEST:
-            raise ValueError(f"{what} {component!r}: {MANIFEST!r} is reserved")
+        if seg in (MANIFEST, META_DIR):
+            raise ValueError(f"{what} {component!r}: {seg!r} is reserved")
     return name
 
 
@@ -139,10 +143,12 @@ def is_reserved_name(segment: str) -> bool:
 
     >>> is_reserved_name("arrayds.json"), is_reserved_name(".arrayds.json.lock")
     (True, True)
+    >>> is_reserved_name("_arrayds")
+    True
     >>> is_reserved_name("0661702927ec82393c249537-0.array_record")
     False
     """
-    return segment == MANIFEST or segment.startswith(f".{MANIFEST}.")
+    return segment in (MANIFEST, META_DIR) or segment.startswith(f".{MANIFEST}.")
 
 
 def join_component(parent: str, child: str) -> str:

@@ -36,10 +36,12 @@ import random
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from datetime import datetime, timezone
+from functools import cached_property
 from typing import Any
 
 from ..abc.store import ABSENT, Store, Version
-from ..errors import CommitConflictError, PreconditionFailedError
+from ..errors import CommitConflictError, CorruptionError, PreconditionFailedError
 from ..store import (
     MANIFEST,
     dump_json,
@@ -48,9 +50,14 @@ from ..store import (
     new_write_id,
     parse_json,
 )
+from . import log
+from .log import Extend
 
 __all__ = [
+    "NEWEST",
+    "Extend",
     "NodeVersion",
+    "check_parents",
     "child_nodes",
     "commit",
     "ensure_parents",
@@ -61,10 +68,12 @@ __all__ = [
     "referenced_files",
     "replace",
     "remove_replaced",
+    "upgrade",
+    "versions",
 ]
 
 Check = Callable[["NodeVersion"], None]
-Build = Callable[["NodeVersion"], Mapping[str, Any]]
+Build = Callable[["NodeVersion"], "Mapping[str, Any] | Extend"]
 After = Callable[["NodeVersion", dict[str, Any]], None]
 
 
@@ -84,34 +93,55 @@ class NodeVersion:
 
     store: Store
     node: str
-    raw: dict[str, Any] | None
-    """The manifest (JSON object), or ``None`` if the node has none."""
+    head: dict[str, Any] | None
+    """The manifest as stored (format 2: its shard lists are logs, :mod:`.log`), or
+    ``None`` if the node has none."""
     version: Version
+    data: bytes | None = None
+    """The stored bytes of ``head`` (kept as the version's copy by the next commit)."""
 
     @property
     def exists(self) -> bool:
-        return self.raw is not None
+        return self.head is not None
+
+    @cached_property
+    def raw(self) -> dict[str, Any] | None:
+        """The manifest (JSON object) with every shard list complete, or ``None``."""
+        if self.head is None:
+            return None
+        return log.resolve(self.store, self.node, self.head, self.what)
 
     @property
     def kind(self) -> str | None:
-        kind = self.raw.get("kind") if self.raw is not None else None
+        kind = self.head.get("kind") if self.head is not None else None
         return kind if isinstance(kind, str) else None
 
     @property
     def generation(self) -> int:
         """The manifest's generation (0 when there is none or it is not a count)."""
-        return generation_of(self.raw)
+        return generation_of(self.head)
 
     @property
     def commit(self) -> str | None:
-        c = self.raw.get("commit") if self.raw is not None else None
+        c = self.head.get("commit") if self.head is not None else None
         return c if isinstance(c, str) else None
+
+    @property
+    def format_version(self) -> int:
+        """The format version the node is stored in (0 for none)."""
+        v = self.head.get("format_version") if self.head is not None else None
+        return v if isinstance(v, int) and not isinstance(v, bool) else 0
+
+    @property
+    def time(self) -> datetime | None:
+        """When this version was committed (``None`` before format 2)."""
+        return log.parse_time(self.head.get("time")) if self.head is not None else None
 
     @property
     def stamp(self) -> tuple[int, str] | None:
         """(generation, commit), or ``None`` for a missing node: what a write that
         planned from this read expects to find at its commit."""
-        return None if self.raw is None else (self.generation, self.commit or "")
+        return None if self.head is None else (self.generation, self.commit or "")
 
     @property
     def what(self) -> str:
@@ -124,12 +154,127 @@ def generation_of(raw: Mapping[str, Any] | None) -> int:
     return g if isinstance(g, int) and not isinstance(g, bool) and g >= 0 else 0
 
 
-def read(store: Store, node: str) -> NodeVersion:
-    """The manifest of ``node`` and its version. A manifest that is not a JSON object
-    raises :class:`arrayds.CorruptionError` naming the node."""
-    data, version = store.get_versioned(manifest_key(node))
-    raw = None if data is None else parse_json(data, store.display(node))
-    return NodeVersion(store, node, raw, version if data is not None else ABSENT)
+def read(
+    store: Store, node: str, *, version: int | None = None, as_of: datetime | None = None
+) -> NodeVersion:
+    """The manifest of ``node`` and its version; with ``version`` (a generation) or
+    ``as_of`` (the newest version committed at or before that time), that version of
+    the node's history (:func:`versions`): ``ValueError`` naming the versions kept if
+    it is not one of them. A manifest that is not a JSON object raises
+    :class:`arrayds.CorruptionError` naming the node."""
+    data, tag = store.get_versioned(manifest_key(node))
+    head = None if data is None else parse_json(data, store.display(node))
+    cur = NodeVersion(store, node, head, tag if data is not None else ABSENT, data)
+    if version is None and as_of is None:
+        return cur
+    return _read_version(cur, version, as_of)
+
+
+_HISTORIC = ("historic version",)
+"""The storage version of a version read from the history: no commit starts from it."""
+
+
+def _version_head(store: Store, node: str, generation: int) -> dict[str, Any] | None:
+    data = store.get(_key(node, log.version_key(generation)))
+    if data is None:
+        return None
+    head = parse_json(data, f"{store.display(node)} (version {generation})")
+    if generation_of(head) != generation:
+        raise CorruptionError(
+            f"{store.display(node)}: the history file of version {generation} holds "
+            f"generation {head.get('generation')!r}"
+        )
+    return head
+
+
+def versions(store: Store, node: str) -> list[log.VersionInfo]:
+    """The versions of ``node`` that its history keeps, oldest first, the current one
+    last (empty if there is no node). Format 1 nodes keep only their current state.
+
+    >>> from arrayds.store import Store
+    >>> st = Store("memory://commit-versions-doc")
+    >>> for i in range(3):
+    ...     _ = commit(st, "", lambda b: {"format": "arrayds", "kind": "group",
+    ...                                   "attrs": {"i": i}}, write_id=f"w{i}")
+    >>> [(v.generation, v.commit, v.current) for v in versions(st, "")]
+    [(1, 'w0', False), (2, 'w1', False), (3, 'w2', True)]
+    >>> read(st, "", version=2).raw["attrs"]
+    {'i': 1}
+    """
+    cur = read(store, node)
+    if not cur.exists:
+        return []
+    out = []
+    for g in _kept_generations(store, node, cur.generation):
+        head = _version_head(store, node, g)
+        if head is not None:
+            out.append(
+                log.VersionInfo(
+                    g,
+                    NodeVersion(store, node, head, _HISTORIC).commit,
+                    log.parse_time(head.get("time")),
+                    False,
+                )
+            )
+    out.append(log.VersionInfo(cur.generation, cur.commit, cur.time, True))
+    return out
+
+
+def _kept_generations(store: Store, node: str, below: int) -> list[int]:
+    gens = {log.version_of_key(k) for k, _, _ in store.list(_key(node, log.VERSIONS_DIR))}
+    return sorted(g for g in gens if g is not None and g < below)
+
+
+def _read_version(cur: NodeVersion, version: int | None, as_of: datetime | None) -> NodeVersion:
+    """Version ``version`` (or the newest at or before ``as_of``) of the node ``cur``
+    is the head of (see :func:`read`)."""
+    store, node = cur.store, cur.node
+    if not cur.exists:
+        return cur
+    if version is not None and as_of is not None:
+        raise ValueError(f"{cur.what}: give version= or as_of=, not both")
+    if version is not None:
+        if not isinstance(version, int) or isinstance(version, bool):
+            raise TypeError(f"{cur.what}: version must be an int, got {version!r}")
+        if version == cur.generation:
+            return cur
+        head = _version_head(store, node, version) if 0 < version < cur.generation else None
+        if head is None:
+            raise ValueError(f"{cur.what}: no version {version}; {_kept_phrase(cur)}")
+        return NodeVersion(store, node, head, _HISTORIC)
+    if not isinstance(as_of, datetime):
+        raise TypeError(f"{cur.what}: as_of must be a datetime, got {as_of!r}")
+    when = as_of if as_of.tzinfo is not None else as_of.replace(tzinfo=timezone.utc)
+    if cur.time is None or cur.time <= when:
+        return cur
+    for g in reversed(_kept_generations(store, node, cur.generation)):
+        head = _version_head(store, node, g)
+        t = log.parse_time(head.get("time")) if head is not None else None
+        if head is not None and t is not None and t <= when:
+            return NodeVersion(store, node, head, _HISTORIC)
+    raise ValueError(
+        f"{cur.what}: no version was committed at or before {when.isoformat()}; {_kept_phrase(cur)}"
+    )
+
+
+def _kept_phrase(cur: NodeVersion) -> str:
+    vs = versions(cur.store, cur.node)
+    if len(vs) == 1:
+        return f"the history keeps only the current version {vs[0].generation}"
+    listed = ", ".join(str(v.generation) for v in vs[:3])
+    if len(vs) > 6:
+        listed += ", ..., " + ", ".join(str(v.generation) for v in vs[-3:])
+    elif len(vs) > 3:
+        listed = ", ".join(str(v.generation) for v in vs)
+    first, last = vs[0], vs[-1]
+    return (
+        f"the versions kept are {listed} ({len(vs)} versions, committed "
+        f"{_when(first.time)} to {_when(last.time)})"
+    )
+
+
+def _when(t: datetime | None) -> str:
+    return t.isoformat(timespec="seconds") if t is not None else "before format 2"
 
 
 def referenced_files(manifest: Mapping[str, Any]) -> set[str]:
@@ -192,6 +337,86 @@ def _discard(store: Store, node: str, written: Iterable[str]) -> None:
         pass
 
 
+NEWEST = 2
+"""The format version new nodes are written in (docs/spec.md); a node keeps the version
+it has until :func:`upgrade`."""
+
+
+@dataclass
+class _Staged:
+    """A next manifest ready for its compare-and-swap."""
+
+    head: dict[str, Any]
+    data: bytes
+    new: dict[str, Any] | None
+    """The logical manifest, if the build gave it whole (else it is the head's)."""
+    segments: list[str]
+    """The segment files written for the head (removed if its put is refused)."""
+    added: set[str]
+    """The shard files the new manifest names that the old one did not."""
+
+    def manifest(self, store: Store, node: str) -> dict[str, Any]:
+        if self.new is not None:
+            return self.new
+        return log.resolve(store, node, self.head, store.display(node))
+
+
+def _materialize(base: NodeVersion, change: Extend) -> dict[str, Any]:
+    old = base.raw or {}
+    shards = old.get("shards")
+    return {
+        **old,
+        **change.fields,
+        "shards": [*(shards if isinstance(shards, list) else []), *change.shards],
+    }
+
+
+def _stage(
+    store: Store,
+    node: str,
+    base: NodeVersion,
+    change: Mapping[str, Any] | Extend,
+    *,
+    format_version: int,
+    generation: int,
+    write_id: str,
+) -> _Staged:
+    """Encode the next manifest of ``node`` (``change``: whole, or an :class:`Extend`
+    of ``base``) in ``format_version``, with its ``generation`` and ``commit``."""
+    if isinstance(change, Extend) and (format_version < 2 or base.format_version < 2):
+        change = _materialize(base, change)
+    stamp: dict[str, Any] = {
+        "format_version": format_version,
+        "generation": generation,
+        "commit": write_id,
+    }
+    if format_version >= 2:
+        stamp["time"] = log.now()
+    if isinstance(change, Extend):
+        assert base.head is not None
+        head, segments = log.extend(store, node, change, base.head)
+        head.update(stamp)
+        added = {s["path"] for s in change.shards if isinstance(s.get("path"), str)}
+        return _Staged(head, dump_json(head), None, segments, added)
+    new = {**change, **stamp}
+    added = referenced_files(new) - (referenced_files(base.raw) if base.raw else set())
+    if format_version >= 2:
+        head, segments = log.encode(store, node, new, base.head, lambda: base.raw)
+    else:
+        head, segments = new, []
+    return _Staged(head, dump_json(head), new, segments, added)
+
+
+def _keep_version(store: Store, node: str, base: NodeVersion, format_version: int) -> list[str]:
+    """Keep the head ``base`` in the node's history before a commit replaces it (the
+    bytes of a committed head: racing writers write the same)."""
+    if format_version < 2 or base.format_version < 2 or base.data is None:
+        return []
+    key = log.version_key(base.generation)
+    store.put(_key(node, key), base.data)
+    return [key]
+
+
 def commit(
     store: Store,
     node: str,
@@ -206,19 +431,23 @@ def commit(
     clear: Iterable[str] = (),
     after: After | None = None,
     what: str | None = None,
+    format_version: int | None = None,
 ) -> dict[str, Any]:
     """Commit the next manifest of ``node`` (see the module docstring); returns it.
 
-    ``build(base)`` returns the new manifest from the current one (``base``);
-    ``check(base)`` raises if the node is not as the write expects; ``written``: the
-    files (relative to the node) the write added, removed if the write fails;
-    ``retries``: how often a refused conditional put is retried from a fresh read
-    (only for writes that commute, such as appends); ``parents``: create the missing
-    groups above the node; ``replaces``: after the commit, remove what only the old
-    manifest used (:func:`remove_replaced`), and with ``clear`` also every other file
-    of those folders of the node (a create replacing a node: its uncommitted leftovers
-    go too); ``after(base, new)``: a follow-up run once the commit landed, whose
-    failure is the caller's to report.
+    ``build(base)`` returns the new manifest from the current one (``base``), or an
+    :class:`Extend` of it (a write that only adds shards: its cost then does not grow
+    with the node's history); ``check(base)`` raises if the node is not as the write
+    expects; ``written``: the files (relative to the node) the write added, removed if
+    the write fails; ``retries``: how often a refused conditional put is retried from
+    a fresh read (only for writes that commute, such as appends); ``parents``: create
+    the missing groups above the node; ``replaces``: after the commit, remove what only
+    the old manifest used (:func:`remove_replaced`) and the node's history (a replaced
+    node starts a new one), and with ``clear`` also every other file of those folders
+    of the node (a create replacing a node: its uncommitted leftovers go too);
+    ``after(base, new)``: a follow-up run once the commit landed, whose failure is the
+    caller's to report; ``format_version``: store the node in this format version
+    (default: the one it has, :data:`NEWEST` for a new node).
     """
     written = tuple(written)
     clear = tuple(clear)
@@ -228,34 +457,99 @@ def commit(
         base = read(store, node)
         if base.commit == write_id and base.raw is not None:
             return base.raw  # this write committed already (a retried task)
+        fv = format_version or (base.format_version if base.exists else NEWEST) or NEWEST
         try:
+            if fv > NEWEST:
+                raise NotImplementedError(
+                    f"{label}: dataset format version {fv} is newer than this arrayds "
+                    f"supports ({NEWEST}); upgrade arrayds to write to it"
+                )
             if check is not None:
                 check(base)
-            new = dict(build(base))
+            change = build(base)
+            gen = base.generation + 1
+            if not isinstance(change, Extend):
+                gen = max(gen, generation_of(change))
+            staged = _stage(
+                store, node, base, change, format_version=fv, generation=gen, write_id=write_id
+            )
         except BaseException:
             _discard(store, node, written)
             raise
-        new["generation"] = max(base.generation + 1, generation_of(new))
-        new["commit"] = write_id
-        data = dump_json(new)
         if parents and node:
             ensure_parents(store, node)
-        added = referenced_files(new) - (referenced_files(base.raw) if base.raw else set())
-        store.flush(_key(node, p) for p in sorted(added))
+        kept = _keep_version(store, node, base, fv)
+        store.flush(_key(node, p) for p in sorted({*staged.added, *staged.segments, *kept}))
         try:
-            store.put_if_match(manifest_key(node), data, base.version)
+            store.put_if_match(manifest_key(node), staged.data, base.version)
         except PreconditionFailedError as e:
+            store.delete(_key(node, p) for p in staged.segments)
             if attempt < retries:
                 attempt += 1
                 time.sleep(random.uniform(0.0, 0.01 * attempt))
                 continue
             _discard(store, node, written)
             raise _conflict(label, base, e) from None
+        new = staged.manifest(store, node)
         if after is not None:
             after(base, new)
         if replaces and base.raw is not None:
             remove_replaced(store, node, base.raw, new, folders=clear)
+            _forget_history(store, node, staged.head)
         return new
+
+
+def upgrade(store: Store, node: str) -> bool:
+    """Store ``node`` in the newest format version (:data:`NEWEST`), one commit of the
+    same manifest; returns whether it changed anything (``False``: already newest).
+    Readers of an older arrayds then get a clear "newer format" error: upgrade only
+    once every reader of the dataset runs this release.
+
+    >>> from arrayds.store import Store
+    >>> st = Store("memory://commit-upgrade-doc")
+    >>> _ = commit(st, "", lambda b: {"format": "arrayds", "kind": "group", "attrs": {}},
+    ...            write_id="w1", format_version=1)
+    >>> read(st, "").format_version, upgrade(st, ""), read(st, "").format_version
+    (1, True, 2)
+    """
+    base = read(store, node)
+    if not base.exists:
+        raise FileNotFoundError(f"no arrayds node at {base.what}")
+    if base.format_version >= NEWEST:
+        return False
+    commit(
+        store,
+        node,
+        lambda b: b.raw or {},
+        write_id=new_write_id(),
+        parents=False,
+        format_version=NEWEST,
+        check=lambda b: _same(b, base),
+    )
+    return True
+
+
+def _same(now: NodeVersion, planned: NodeVersion) -> None:
+    if now.stamp != planned.stamp:
+        raise CommitConflictError(
+            f"{planned.what}: another writer committed while it was "
+            f"being upgraded; nothing was changed"
+        )
+
+
+def _forget_history(store: Store, node: str, head: Mapping[str, Any]) -> None:
+    """After a commit that replaced the node: remove its history and the segments its
+    new head does not name (best effort; ``arrayds gc`` removes what is left)."""
+    try:
+        keep = log.log_files(head)
+        doomed = [
+            k
+            for k, _, _ in store.list(_key(node, log.META_DIR))
+            if k[len(node) + 1 if node else 0 :] not in keep
+        ]
+        store.delete(doomed)
+    except Exception:  # noqa: BLE001 - best effort
+        pass
 
 
 def _conflict(label: str, base: NodeVersion, e: PreconditionFailedError) -> CommitConflictError:
@@ -330,16 +624,29 @@ def put_if_newer(store: Store, node: str, manifest: Mapping[str, Any], tries: in
     """Write ``manifest`` at ``node`` unless the manifest there has the same or a
     larger generation (compare-and-swap, retried while others race): the roll forward
     of members a group snapshot lists. Returns whether it wrote."""
-    data = dump_json(manifest)
     want = generation_of(manifest)
+    write_id = manifest.get("commit") if isinstance(manifest.get("commit"), str) else ""
     for _ in range(tries):
         base = read(store, node)
         if base.raw is not None and base.generation >= want:
             return False
+        fv = base.format_version if base.exists else NEWEST
+        staged = _stage(
+            store,
+            node,
+            base,
+            manifest,
+            format_version=fv or NEWEST,
+            generation=want,
+            write_id=str(write_id),
+        )
+        kept = _keep_version(store, node, base, fv)
+        store.flush(_key(node, p) for p in sorted({*staged.added, *staged.segments, *kept}))
         try:
-            store.put_if_match(manifest_key(node), data, base.version)
+            store.put_if_match(manifest_key(node), staged.data, base.version)
             return True
         except PreconditionFailedError:
+            store.delete(_key(node, p) for p in staged.segments)
             continue
     return False
 
@@ -362,7 +669,13 @@ def ensure_parents(store: Store, node: str) -> None:
         parent = "/".join(parts[:i])
         base = read(store, parent)
         if base.raw is None:
-            doc = dict(_group_json(), generation=1, commit=new_write_id())
+            doc = dict(
+                _group_json(),
+                format_version=NEWEST,
+                generation=1,
+                commit=new_write_id(),
+                time=log.now(),
+            )
             try:
                 store.put_if_match(manifest_key(parent), dump_json(doc), ABSENT)
                 continue
@@ -398,7 +711,11 @@ def _kind_phrase(kind: str | None) -> str:
 
 def child_nodes(store: Store, node: str) -> list[str]:
     """The names (sorted) of the folders directly below ``node`` that hold a manifest."""
-    return [c for c in store.list_dir(node) if store.exists(manifest_key(join_component(node, c)))]
+    return [
+        c
+        for c in store.list_dir(node)
+        if not is_reserved_name(c) and store.exists(manifest_key(join_component(node, c)))
+    ]
 
 
 def remove_replaced(

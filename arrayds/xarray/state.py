@@ -48,7 +48,7 @@ from ..errors import CommitConflictError, CorruptionError
 from ..manifest import FORMAT, FORMAT_VERSION, ArrayManifest, parse_node
 from ..nodes import commit as node_commit
 from ..nodes.commit import NodeVersion, generation_of
-from ..store import io_pool, join_component, new_write_id
+from ..store import io_pool, is_reserved_name, join_component, new_write_id
 
 __all__ = [
     "SNAPSHOT",
@@ -171,7 +171,9 @@ def read_state(store: Store, node: str, max_tries: int = 8) -> DatasetState:
         # folders that hold a manifest: each child's manifest is read anyway, so one
         # listing of the folders and those reads find the child nodes
         # (:func:`arrayds.nodes.commit.child_nodes` would read each one twice)
-        folders = sorted(set(store.list_dir(node)) - set(snap_members))
+        folders = sorted(
+            f for f in set(store.list_dir(node)) - set(snap_members) if not is_reserved_name(f)
+        )
         children = _read_children(store, node, [*snap_members, *folders])
         names = [n for n in children if n in snap_members or children[n].exists]
         again_chain, again = _resolve(store, node)

@@ -237,7 +237,8 @@ def test_local_commits_stay_compare_and_swap(request, tmp_path, flock):
         assert len(won) == 1 and len(lost) == 7, (won, lost)
         assert all(isinstance(e, CommitConflictError) for e in lost)
         assert _manifest(store, node)["attrs"] == {"by": won[0]}
-        assert os.listdir(tmp_path / "ds" / node) == ["arrayds.json"]  # no lock file left
+        # no lock file left (_arrayds holds the node's history)
+        assert sorted(os.listdir(tmp_path / "ds" / node)) == ["_arrayds", "arrayds.json"]
 
 
 def test_lock_file_held_by_a_live_commit_is_waited_for(no_flock, tmp_path, monkeypatch):
@@ -281,7 +282,7 @@ def test_stale_lock_file_of_a_dead_process_is_broken(no_flock, tmp_path, monkeyp
     lock.write_text(f"{dead.stdout.strip()} {socket.gethostname()} 0123456789abcdef")
     _commit(store, "a", _group(2))
     assert _manifest(store, "a")["generation"] == 2
-    assert sorted(os.listdir(tmp_path / "ds" / "a")) == ["arrayds.json"]
+    assert sorted(os.listdir(tmp_path / "ds" / "a")) == ["_arrayds", "arrayds.json"]
 
 
 def test_flock_failure_uses_the_lock_file(no_flock, tmp_path, monkeypatch):

@@ -184,11 +184,15 @@ def test_unknown_kind_and_future_version(local_url):
     st = Store(local_url)
     raw = commit.read(st, "x").raw
     raw["format_version"] = 99
-    commit.commit(st, "x", lambda base: raw, write_id=new_write_id())
+    raw["generation"] += 1
+    commit.replace(st, "x", raw)
     with pytest.raises(NotImplementedError, match="format version 99 is newer"):
         arrayds.open_array(local_url, "x")
+    with pytest.raises(NotImplementedError, match="format version 99 is newer"):
+        commit.commit(st, "x", lambda base: raw, write_id=new_write_id())  # never downgraded
     raw["format_version"] = 1
     raw["kind"] = "tensor-soup"
-    commit.commit(st, "x", lambda base: raw, write_id=new_write_id())
+    raw["generation"] += 1
+    commit.replace(st, "x", raw)
     with pytest.raises(NotImplementedError, match="kind 'tensor-soup' is not supported"):
         arrayds.open(local_url)["x"]

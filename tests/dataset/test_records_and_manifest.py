@@ -212,8 +212,8 @@ def test_bad_manifests_are_corruption_errors(change, message):
 
 def test_newer_format_version_is_refused_clearly():
     d = _valid()
-    d["format_version"] = 2
-    with pytest.raises(NotImplementedError, match="format version 2 is newer"):
+    d["format_version"] = 3
+    with pytest.raises(NotImplementedError, match="format version 3 is newer"):
         parse_node(d, "x")
 
 

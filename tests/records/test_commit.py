@@ -27,7 +27,9 @@ def _manifest(url: str) -> dict:
 
 
 def _files(url: str) -> list[str]:
-    return sorted(os.path.relpath(os.path.join(d, f), url) for d, _, fs in os.walk(url) for f in fs)
+    """The files of the dataset but its history (``_arrayds/versions``)."""
+    out = (os.path.relpath(os.path.join(d, f), url) for d, _, fs in os.walk(url) for f in fs)
+    return sorted(f for f in out if not f.startswith("_arrayds/versions/"))
 
 
 def test_append_whose_serializer_changed_before_commit_is_refused(tmp_path):

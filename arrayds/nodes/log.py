@@ -1,0 +1,383 @@
+"""Manifest format version 2: how a node's manifest is kept so that a commit costs what
+it writes, not what was written before (docs/spec.md, "Format version 2").
+
+The *logical* manifest of a node is the same JSON object in every format version (what
+:func:`arrayds.nodes.commit.read` returns as ``raw`` and every node kind parses). What
+version 2 changes is how its shard lists are stored:
+
+* The head ``arrayds.json`` (the compare-and-swap point) holds every field inline
+  except the shard lists. Each shard list (the node's ``"shards"`` and those of the
+  members of a group's xarray ``snapshot``) is a *shard log*:
+  ``{"segments": [{"path": ..., "count": n}, ...], "tail": [entries...]}``: the list is
+  the entries of the segments, in order, then the ``tail`` (a list of at most
+  :data:`TAIL_LIMIT` entries with no segment is kept inline as a plain list).
+* A segment is an immutable JSON file ``_arrayds/log/<id>.json`` inside the node
+  (``{"format": "arrayds-segment", "count": n, "entries": [...]}``). A commit that
+  appends entries adds them to the tail; once the tail holds more than
+  :data:`TAIL_LIMIT` entries it moves into a new segment, and the last two segments
+  are merged while the older one is less than twice the size of the newer (a binary
+  counter: at most log2(n / TAIL_LIMIT) + 1 segments for n entries, and each entry is
+  rewritten O(log n) times in all). A commit that changes a list other than by
+  appending writes it anew.
+* Every commit is a version: before the head is replaced, the bytes of the head it
+  replaces are kept as the immutable ``_arrayds/versions/<generation>.json``; those
+  files and the current head are the node's history (:func:`versions`). A copy is the
+  bytes of a committed head, so writers that race to keep the same version write the
+  same bytes.
+
+Segments and version files are only ever created (never changed) and are named
+uniquely, so readers cache parsed segments by name (:func:`segment`), and a head
+names everything a reader needs: reading the head, then its segments, always gives
+one committed state.
+
+>>> from arrayds.store import Store
+>>> st = Store("memory://log-doc")
+>>> head, new_files = encode(st, "n", {"kind": "records", "shards": [{"path": "a"}]}, None)
+>>> head["shards"], new_files  # a short list stays inline, as in format 1
+([{'path': 'a'}], [])
+>>> resolve(st, "n", head, "n")["shards"]
+[{'path': 'a'}]
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from ..abc.store import Store
+from ..errors import CorruptionError
+from ..store import META_DIR, dump_json, new_write_id, parse_json
+
+__all__ = [
+    "LOG_DIR",
+    "META_DIR",
+    "TAIL_LIMIT",
+    "VERSIONS_DIR",
+    "Extend",
+    "VersionInfo",
+    "encode",
+    "extend",
+    "log_files",
+    "now",
+    "parse_time",
+    "resolve",
+    "segment",
+    "version_key",
+    "version_of_key",
+]
+
+LOG_DIR = f"{META_DIR}/log"
+VERSIONS_DIR = f"{META_DIR}/versions"
+TAIL_LIMIT = 32
+"""The most entries a shard log keeps inline in the head before they move to a segment
+(a head stays a few KiB however long the history)."""
+SEGMENT_FORMAT = "arrayds-segment"
+MAX_SEGMENT_BYTES = 1 << 30
+"""A segment file larger than this is refused as damaged before it is parsed."""
+
+
+@dataclass(frozen=True)
+class Extend:
+    """What a write that only adds shards returns from its ``build``: the next manifest
+    is the current one with ``fields`` replaced and ``shards`` appended to its
+    ``"shards"``. A commit then writes only the new entries (and the head), whatever
+    the length of the history."""
+
+    fields: Mapping[str, Any]
+    shards: Sequence[Mapping[str, Any]]
+
+
+@dataclass(frozen=True)
+class VersionInfo:
+    """One retained version of a node."""
+
+    generation: int
+    commit: str | None
+    time: datetime | None
+    """When it was committed (UTC; ``None`` for manifests written before format 2)."""
+    current: bool
+    """Whether it is the node's current state (its head)."""
+
+
+def now() -> str:
+    """The commit time stored in a head: ISO 8601, UTC, microseconds."""
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
+
+
+def parse_time(value: Any) -> datetime | None:
+    """A head's ``time`` as an aware datetime, or ``None`` if it has none or a bad one."""
+    if not isinstance(value, str):
+        return None
+    try:
+        t = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return t if t.tzinfo is not None else t.replace(tzinfo=timezone.utc)
+
+
+def version_key(generation: int) -> str:
+    """The file (relative to the node) that keeps version ``generation``.
+
+    >>> version_key(7)
+    '_arrayds/versions/000000000007.json'
+    """
+    return f"{VERSIONS_DIR}/{generation:012d}.json"
+
+
+def version_of_key(name: str) -> int | None:
+    """The generation a version file's name gives (``None`` if it is no such name)."""
+    stem, dot, ext = name.rpartition("/")[2].partition(".")
+    if ext != "json" or not dot or len(stem) != 12 or not stem.isdigit():
+        return None
+    return int(stem)
+
+
+# ------------------------------------------------------------------ segments
+
+_CACHE_ENTRIES = 4_000_000
+_cache: OrderedDict[tuple[str, str], list[Any]] = OrderedDict()
+_cache_size = 0
+_cache_lock = threading.Lock()
+
+
+def _key(node: str, rel: str) -> str:
+    return f"{node}/{rel}" if node else rel
+
+
+def segment(store: Store, node: str, ref: Any, what: str) -> list[Any]:
+    """The entries of the segment ``ref`` (``{"path", "count"}``) of ``node``, from a
+    per-process cache (segments never change). A missing, damaged or forged segment
+    raises :class:`arrayds.CorruptionError` naming it."""
+    global _cache_size
+    path, count = _check_ref(ref, what)
+    ck = (store.canonical_url, _key(node, path))
+    with _cache_lock:
+        got = _cache.get(ck)
+        if got is not None:
+            _cache.move_to_end(ck)
+            return got
+    where = f"{what}: manifest segment {path!r}"
+    try:
+        size = store.size(_key(node, path))
+    except FileNotFoundError:
+        raise CorruptionError(f"{where} is missing") from None
+    if size > MAX_SEGMENT_BYTES:
+        raise CorruptionError(f"{where} holds {size} bytes, more than {MAX_SEGMENT_BYTES}")
+    data = store.get(_key(node, path))
+    if data is None:
+        raise CorruptionError(f"{where} is missing")
+    doc = parse_json(data, where)
+    entries = doc.get("entries")
+    if doc.get("format") != SEGMENT_FORMAT or not isinstance(entries, list):
+        raise CorruptionError(f"{where} is not an arrayds segment")
+    if len(entries) != count or doc.get("count") != count:
+        raise CorruptionError(f"{where} holds {len(entries)} entries; the manifest says {count}")
+    with _cache_lock:
+        _cache[ck] = entries
+        _cache_size += len(entries) + 1
+        while _cache_size > _CACHE_ENTRIES and len(_cache) > 1:
+            _, old = _cache.popitem(last=False)
+            _cache_size -= len(old) + 1
+    return entries
+
+
+def _check_ref(ref: Any, what: str) -> tuple[str, int]:
+    path = ref.get("path") if isinstance(ref, dict) else None
+    count = ref.get("count") if isinstance(ref, dict) else None
+    if (
+        not isinstance(path, str)
+        or not path.startswith(LOG_DIR + "/")
+        or "/" in path[len(LOG_DIR) + 1 :]
+        or ".." in path
+        or not isinstance(count, int)
+        or isinstance(count, bool)
+        or count < 0
+    ):
+        raise CorruptionError(f"{what}: manifest segment reference {ref!r} is invalid")
+    return path, count
+
+
+def _write_segment(store: Store, node: str, entries: Sequence[Any]) -> dict[str, Any]:
+    """Write the immutable segment of ``entries``; returns its reference."""
+    path = f"{LOG_DIR}/{new_write_id()}.json"
+    entries = list(entries)
+    store.put(
+        _key(node, path),
+        dump_json({"format": SEGMENT_FORMAT, "count": len(entries), "entries": entries}),
+    )
+    global _cache_size
+    with _cache_lock:  # the writer reads its own segments next
+        _cache[(store.canonical_url, _key(node, path))] = entries
+        _cache_size += len(entries) + 1
+    return {"path": path, "count": len(entries)}
+
+
+# ------------------------------------------------------------------ shard logs
+
+
+def _is_log(value: Any) -> bool:
+    return isinstance(value, dict) and set(value) == {"segments", "tail"}
+
+
+def _resolve_list(store: Store, node: str, value: Any, what: str) -> Any:
+    """The entries a stored shard list stands for (a plain list is itself)."""
+    if not isinstance(value, dict):
+        return value
+    segs, tail = value.get("segments"), value.get("tail")
+    if not _is_log(value) or not isinstance(segs, list) or not isinstance(tail, list):
+        raise CorruptionError(f"{what}: manifest field 'shards' is not a shard list")
+    if not segs:
+        return tail
+    out: list[Any] = []
+    for ref in segs:
+        out.extend(segment(store, node, ref, what))
+    out.extend(tail)
+    return out
+
+
+def _members(head: Mapping[str, Any]) -> dict[str, Any] | None:
+    snap = head.get("snapshot")
+    members = snap.get("members") if isinstance(snap, dict) else None
+    return members if isinstance(members, dict) else None
+
+
+def resolve(store: Store, node: str, head: Mapping[str, Any], what: str) -> dict[str, Any]:
+    """The logical manifest of a stored head: its shard logs replaced by their entries
+    (the head itself if it holds none, as every format 1 manifest)."""
+    out = dict(head)
+    if "shards" in out:
+        out["shards"] = _resolve_list(store, node, out["shards"], what)
+    members = _members(head)
+    if members is not None and any(
+        isinstance(m, dict) and isinstance(m.get("shards"), dict) for m in members.values()
+    ):
+        new_members = {}
+        for name, m in members.items():
+            if isinstance(m, dict) and isinstance(m.get("shards"), dict):
+                m = dict(m, shards=_resolve_list(store, node, m["shards"], f"{what} ({name})"))
+            new_members[name] = m
+        out["snapshot"] = dict(out["snapshot"], members=new_members)
+    return out
+
+
+def log_files(head: Mapping[str, Any]) -> set[str]:
+    """The segment files (relative to the node) a stored head names.
+
+    >>> sorted(log_files({"shards": {"segments": [{"path": "_arrayds/log/a.json",
+    ...     "count": 1}], "tail": []}}))
+    ['_arrayds/log/a.json']
+    """
+    out: set[str] = set()
+    lists = [head.get("shards")]
+    members = _members(head)
+    if members is not None:
+        lists += [m.get("shards") for m in members.values() if isinstance(m, dict)]
+    for value in lists:
+        if _is_log(value) and isinstance(value["segments"], list):
+            out |= {r["path"] for r in value["segments"] if isinstance(r, dict) and "path" in r}
+    return {p for p in out if isinstance(p, str)}
+
+
+def _append(
+    store: Store, node: str, log: Any, added: Sequence[Any], written: list[str]
+) -> dict[str, Any]:
+    """The shard log ``log`` (stored form, or a plain list) with ``added`` appended."""
+    if _is_log(log):
+        segs, tail = list(log["segments"]), [*log["tail"], *added]
+    else:
+        segs, tail = [], [*(log if isinstance(log, list) else []), *added]
+    if len(tail) <= TAIL_LIMIT:
+        return {"segments": segs, "tail": tail} if segs else tail
+    segs.append(_write_segment(store, node, tail))
+    written.append(segs[-1]["path"])
+    while len(segs) >= 2 and segs[-2]["count"] < 2 * segs[-1]["count"]:
+        merged = [
+            *segment(store, node, segs[-2], store.display(node)),
+            *segment(store, node, segs[-1], store.display(node)),
+        ]
+        segs[-2:] = [_write_segment(store, node, merged)]
+        written.append(segs[-1]["path"])
+    return {"segments": segs, "tail": []}
+
+
+def _fresh(store: Store, node: str, entries: Any, written: list[str]) -> Any:
+    """A shard list written anew (not a list: kept as it is, for the kind to refuse)."""
+    if not isinstance(entries, list):
+        return entries
+    return _append(store, node, None, entries, written)
+
+
+def _encode_list(
+    store: Store,
+    node: str,
+    new: Any,
+    stored: Any,
+    current: Callable[[], Any],
+    written: list[str],
+) -> Any:
+    """Store the list ``new`` given the stored form of the list it replaces: appended
+    to it when ``new`` starts with the current entries, else written anew."""
+    if stored is None or not isinstance(new, list):
+        return _fresh(store, node, new, written)
+    old = current()
+    if isinstance(old, list) and len(new) >= len(old) and new[: len(old)] == old:
+        return _append(store, node, stored, new[len(old) :], written)
+    return _fresh(store, node, new, written)
+
+
+def encode(
+    store: Store,
+    node: str,
+    new: Mapping[str, Any],
+    base: Mapping[str, Any] | None,
+    current: Callable[[], Mapping[str, Any] | None] | None = None,
+) -> tuple[dict[str, Any], list[str]]:
+    """The head (format 2) that stores the logical manifest ``new``, given the stored
+    head ``base`` it replaces (``None``: none) and ``current()``, the logical manifest
+    of ``base``. Returns it and the segment files written for it (relative to the
+    node; they must be durable before the head is)."""
+    written: list[str] = []
+    head = dict(new)
+    full = (lambda: current() if current is not None else None) if base is not None else None
+
+    def base_list(path: tuple[str, ...]) -> tuple[Any, Callable[[], Any]]:
+        stored: Any = base
+        for p in path:
+            stored = stored.get(p) if isinstance(stored, dict) else None
+
+        def cur() -> Any:
+            value: Any = full() if full is not None else None
+            for p in path:
+                value = value.get(p) if isinstance(value, dict) else None
+            return value
+
+        return stored, cur
+
+    if "shards" in head:
+        stored, cur = base_list(("shards",))
+        head["shards"] = _encode_list(store, node, head["shards"], stored, cur, written)
+    members = _members(head)
+    if members is not None:
+        new_members = {}
+        for name, m in members.items():
+            if isinstance(m, dict) and "shards" in m:
+                stored, cur = base_list(("snapshot", "members", name, "shards"))
+                m = dict(m, shards=_encode_list(store, node, m["shards"], stored, cur, written))
+            new_members[name] = m
+        head["snapshot"] = dict(head["snapshot"], members=new_members)
+    return head, written
+
+
+def extend(
+    store: Store, node: str, change: Extend, base: Mapping[str, Any]
+) -> tuple[dict[str, Any], list[str]]:
+    """The head (format 2) of ``base`` (a stored head) changed by ``change``, and the
+    segment files written for it."""
+    written: list[str] = []
+    head = {**base, **change.fields}
+    head["shards"] = _append(store, node, base.get("shards"), list(change.shards), written)
+    return head, written
