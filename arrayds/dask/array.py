@@ -233,7 +233,12 @@ def _commit_task(job: CommitJob, entries: list[dict[str, Any]]) -> Array:
         ShardEntry(e["path"], tuple(e["start"]), tuple(e["stop"]), 0, e.get("bytes"))
         for e in entries
     ]
-    final = m.with_(shards=stack_entries(m.shards, new))
+    final = m.with_(shards=stack_entries(m.shards, new, m.grid.grid_shape))
+    change: Any = final.to_json()
+    if expected is not None and len(final.shards) == len(m.shards) + len(new):
+        # the check below pins the node to the manifest planned from: only the new
+        # entries need writing
+        change = commit.Extend(final.header_json(), [e.to_json() for e in new])
 
     def check(base: commit.NodeVersion) -> None:
         if mode == "w-" and base.exists:
@@ -253,7 +258,7 @@ def _commit_task(job: CommitJob, entries: list[dict[str, Any]]) -> Array:
     raw = commit.commit(
         store,
         node,
-        lambda base: final.to_json(),
+        lambda base: change,
         write_id=job.write_id,
         check=check,
         written=[e.path for e in new],

@@ -61,6 +61,7 @@ __all__ = [
     "child_nodes",
     "commit",
     "ensure_parents",
+    "forget_history",
     "is_node_file",
     "manifest_key",
     "put_if_newer",
@@ -537,11 +538,20 @@ def _same(now: NodeVersion, planned: NodeVersion) -> None:
         )
 
 
+def forget_history(store: Store, node: str) -> None:
+    """Remove the history of ``node`` (its kept versions and the segments its current
+    head does not name): a node replaced whole (mode ``"w"``) starts a new history.
+    Best effort; ``arrayds gc`` removes what is left."""
+    head = read(store, node).head
+    _forget_history(store, node, head or {})
+
+
 def _forget_history(store: Store, node: str, head: Mapping[str, Any]) -> None:
-    """After a commit that replaced the node: remove its history and the segments its
-    new head does not name (best effort; ``arrayds gc`` removes what is left)."""
     try:
         keep = log.log_files(head)
+        if not keep:
+            store.delete_prefix(_key(node, log.META_DIR))
+            return
         doomed = [
             k
             for k, _, _ in store.list(_key(node, log.META_DIR))

@@ -61,6 +61,7 @@ __all__ = [
     "newer",
     "next_generation",
     "read_state",
+    "forget_histories",
     "remove_replaced_members",
     "roll_forward",
 ]
@@ -309,6 +310,14 @@ def roll_forward(
             roll_forward(store, child, entry)
 
 
+def forget_histories(store: Store, node: str, members: Iterable[str]) -> None:
+    """The history of the group ``node`` and of its ``members`` is removed (a dataset
+    replaced whole starts a new one, as every node written with mode ``"w"``)."""
+    node_commit.forget_history(store, node)
+    for name in members:
+        node_commit.forget_history(store, join_component(node, name))
+
+
 def remove_replaced_members(
     store: Store,
     node: str,
@@ -344,6 +353,7 @@ def commit_snapshot(
     written: Iterable[str] = (),
     remove_children: Iterable[str] = (),
     remove_files: Mapping[str, Iterable[str]] | None = None,
+    fresh: bool = False,
 ) -> dict[str, Any]:
     """Commit ``members`` (all arrays of the dataset, new manifests for ``changed``)
     and ``attrs`` as one atomic write of the group manifest at ``node``, through
@@ -355,7 +365,9 @@ def commit_snapshot(
     removed. After the commit the members' own manifests are rolled forward
     (:func:`roll_forward`), then ``remove_children`` (whole child nodes) and
     ``remove_files`` (member -> shard paths no longer referenced) are deleted, best
-    effort (:func:`remove_replaced_members`). Returns the committed group manifest.
+    effort (:func:`remove_replaced_members`); ``fresh`` (a dataset replaced whole,
+    mode ``"w"``): the group and its members start a new history
+    (:func:`forget_histories`). Returns the committed group manifest.
     """
     what = f"dataset {store.display(node)!r}"
     changed = set(changed)
@@ -384,6 +396,8 @@ def commit_snapshot(
     def after(base: NodeVersion, doc: dict[str, Any]) -> None:
         roll_forward(store, node, doc, changed | expected.stale)
         remove_replaced_members(store, node, gone - set(final), remove_files)
+        if fresh:
+            forget_histories(store, node, final)
 
     return node_commit.commit(
         store, node, build, write_id=write_id, check=check, written=written, after=after, what=what

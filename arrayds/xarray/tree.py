@@ -43,6 +43,7 @@ from .attrs import encode_attrs
 from .state import (
     SNAPSHOT,
     DatasetState,
+    forget_histories,
     group_json,
     new_write_id,
     next_generation,
@@ -286,6 +287,7 @@ def _commit_task(job: CommitJob, results: list[list[dict[str, Any]]]) -> dict[st
         roll_forward(store, job.node, root)
         for g in job.groups.values():
             remove_replaced_members(store, g["node"], g["remove_children"], g["remove_files"])
+            forget_histories(store, g["node"], g["bases"])  # a tree is written whole
 
     written = [
         "/".join(filter(None, (rel, name, e["path"])))

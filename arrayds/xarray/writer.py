@@ -427,6 +427,7 @@ def _commit_task(job: CommitJob, results: list[list[dict[str, Any]]]) -> dict[st
         written=written,
         remove_children=job.remove_children,
         remove_files=job.remove_files,
+        fresh=job.fresh,
     )
 
 
@@ -839,6 +840,7 @@ def store_encoded(
         attrs=gattrs_json,
         write_id=write_id,
         remove_children=remove_children,
+        fresh=mode == "w",
         remove_files=remove_files,
         names=[p.name for p in plan.plans],
     )
@@ -917,7 +919,9 @@ def plan_encoded(
                 compression,
                 vwhat,
             )
-            if name in state.members:
+            if name in state.members and mode == "w":
+                # rewritten whole by a replacing write; otherwise the old shards stay for
+                # the dataset's earlier versions until ``arrayds gc`` expires them
                 remove_files[name] = sorted({e.path for e in state.members[name].shards})
         else:
             old = existing[name]

@@ -169,9 +169,13 @@ class ObjectStoreConformance:
         np.testing.assert_allclose(total.compute(), data.sum() + 7 * 60 * 40, rtol=1e-4)
         g = arrayds.open(store_url, storage_options=opts)
         assert list(g) == ["grid"] and "t (120, 40) float32" in str(g.tree())
-        # every object is a finished shard or a manifest: no temporary objects
+        # every object is a finished shard, a manifest or a kept version: no temporary
+        # objects
         names = objects(store_fs, store_url)
-        assert all(n.endswith((".array_record", "arrayds.json")) for n in names), names
+        kept = [n for n in names if "/_arrayds/versions/" in n]
+        assert kept and all(n.endswith(".json") for n in kept), names
+        rest = [n for n in names if n not in kept]
+        assert all(n.endswith((".array_record", "arrayds.json")) for n in rest), names
 
     def test_created_array_region_write_and_append(self, store_url, store_opts, store_fs):
         """An array created empty by ``open_array(mode="w")``, filled, overwritten in
@@ -203,9 +207,13 @@ class ObjectStoreConformance:
         assert b.shape == (8, 6)
         np.testing.assert_array_equal(b[4:], 7)
         np.testing.assert_array_equal(b[:4], expect)
-        # every object is a finished shard or a manifest: no temporary objects
+        # every object is a finished shard, a manifest or a kept version: no temporary
+        # objects
         names = objects(store_fs, store_url)
-        assert all(n.endswith((".array_record", "arrayds.json")) for n in names), names
+        kept = [n for n in names if "/_arrayds/versions/" in n]
+        assert kept and all(n.endswith(".json") for n in kept), names
+        rest = [n for n in names if n not in kept]
+        assert all(n.endswith((".array_record", "arrayds.json")) for n in rest), names
 
     # ------------------------------------------------ records, ragged, xarray
 
