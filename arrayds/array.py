@@ -56,7 +56,7 @@ from .grid import (
     parse_selection,
     plan_axis,
 )
-from .manifest import ArrayManifest, ShardEntry, check_json_value, writer_options
+from .manifest import ArrayManifest, ShardEntry, ShardList, check_json_value, writer_options
 from .node import Node, kind_phrase, missing_node, read_node
 from .nodes import commit, kinds
 from .storage import get_store
@@ -254,17 +254,20 @@ class _Plan:
 
 def stack_entries(
     old: Sequence[ShardEntry], new: Sequence[ShardEntry], grid_shape: Sequence[int] | None = None
-) -> list[ShardEntry]:
+) -> Sequence[ShardEntry]:
     """Old entries (minus those a single new box hides completely) then the new ones.
-    ``grid_shape``: the chunk grid the old entries lie in; new boxes wholly outside it
-    (an append) hide nothing, and the old entries are then not looked at."""
+    ``grid_shape``: the chunk grid the old entries lie in (known anyway for a
+    :class:`ShardList`); new boxes wholly outside it (an append) hide nothing, and the
+    old entries are then not looked at."""
     if not new:
-        return list(old)
+        return old if isinstance(old, ShardList) else list(old)
+    if isinstance(old, ShardList):
+        grid_shape = old.extent
     if grid_shape is not None:
         new = list(new)
         inside = [n for n in new if all(a < g for a, g in zip(n.start, grid_shape, strict=False))]
         if not inside:
-            return [*old, *new]
+            return old.extended(new) if isinstance(old, ShardList) else [*old, *new]
     kept = [e for e in old if not any(n.contains_box(e.start, e.stop) for n in new)]
     return kept + list(new)
 

@@ -40,6 +40,7 @@ __all__ = [
     "CommitConflictError",
     "GroupManifest",
     "ShardEntry",
+    "ShardList",
     "ShardTable",
     "check_attrs",
     "check_compression",
@@ -359,6 +360,81 @@ def _check_rel_path(p: Any, what: str) -> str:
     return p
 
 
+class ShardList(Sequence[ShardEntry]):
+    """The shard entries of an array, parsed and validated when first used (a long
+    history then costs nothing to open or to append to; a damaged entry is still a
+    :class:`CorruptionError` before any chunk is read). ``extended(new)`` is the list
+    with ``new`` appended, without parsing the entries before them.
+
+    >>> grid = ChunkGrid.from_chunks(((1, 1),))
+    >>> lst = ShardList([{"path": "c/a", "start": [0], "stop": [1]}], grid, "doc")
+    >>> more = lst.extended([ShardEntry("c/b", (1,), (2,))])
+    >>> len(more), [e.path for e in more]
+    (2, ['c/a', 'c/b'])
+    """
+
+    __slots__ = ("_extra", "_grid", "_parsed", "_raw", "_what")
+
+    def __init__(
+        self,
+        raw: list[Any],
+        grid: ChunkGrid,
+        what: str,
+        extra: Sequence[ShardEntry] = (),
+    ) -> None:
+        self._raw = raw
+        self._grid = grid
+        self._what = what
+        self._extra = list(extra)
+        self._parsed: list[ShardEntry] | None = None
+
+    def _entries(self) -> list[ShardEntry]:
+        if self._parsed is None:
+            self._parsed = _parse_shards(self._raw, self._grid, self._what) + self._extra
+        return self._parsed
+
+    def __len__(self) -> int:
+        return len(self._raw) + len(self._extra)
+
+    def __getitem__(self, i: Any) -> Any:
+        return self._entries()[i]
+
+    def __iter__(self) -> Any:
+        return iter(self._entries())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (ShardList, list)):
+            return list(self) == list(other)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"ShardList({len(self)} entries)"
+
+    def extended(self, new: Sequence[ShardEntry]) -> ShardList:
+        """This list with ``new`` appended (nothing parsed that was not already)."""
+        out = ShardList(self._raw, self._grid, self._what, [*self._extra, *new])
+        if self._parsed is not None:
+            out._parsed = [*self._parsed, *new]
+        return out
+
+    @property
+    def extent(self) -> tuple[int, ...]:
+        """A chunk-grid shape every entry's box lies within (known without parsing)."""
+        ext = list(self._grid.grid_shape)
+        for e in self._extra:
+            ext = [max(a, b) for a, b in zip(ext, e.stop, strict=False)]
+        return tuple(ext)
+
+    def json(self) -> list[Any]:
+        """The entries as manifest JSON (the stored ones as they were read)."""
+        return [*self._raw, *(e.to_json() for e in self._extra)]
+
+
+LAZY_ENTRIES = 256
+"""Arrays with more shard entries than this parse them when first used, not when
+opened (fewer are checked at once, as before)."""
+
+
 class ShardTable:
     """The shard entries of an array as numpy arrays, for vectorized lookups.
 
@@ -617,7 +693,7 @@ class ArrayManifest:
     compression: str = "zstd:3"
     dims: tuple[str, ...] | None = None
     attrs: dict[str, Any] = field(default_factory=dict)
-    shards: list[ShardEntry] = field(default_factory=list)
+    shards: Sequence[ShardEntry] = field(default_factory=list)
     chunk_shape: tuple[int, ...] = ()
     generation: int = 0
     commit: str = ""
@@ -683,7 +759,9 @@ class ArrayManifest:
         return replace(self, **changes)
 
     def to_json(self) -> dict[str, Any]:
-        return {**self.header_json(), "shards": [e.to_json() for e in self.shards]}
+        shards = self.shards
+        entries = shards.json() if isinstance(shards, ShardList) else [e.to_json() for e in shards]
+        return {**self.header_json(), "shards": entries}
 
     def header_json(self) -> dict[str, Any]:
         """Every field of :meth:`to_json` but the shard entries (what a commit that
@@ -770,7 +848,12 @@ class ArrayManifest:
             too_big = _largest_chunk_error(dtype, cshape)
             if too_big:
                 raise CorruptionError(f"{what}: manifest {field_name}: {too_big}")
-        shards = _parse_shards(_require(d, "shards", list, what), grid, what)
+        raw_shards = _require(d, "shards", list, what)
+        shards: Sequence[ShardEntry] = (
+            ShardList(raw_shards, grid, what)
+            if len(raw_shards) > LAZY_ENTRIES
+            else _parse_shards(raw_shards, grid, what)
+        )
         return cls(
             dtype=dtype,
             grid=grid,

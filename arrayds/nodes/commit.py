@@ -206,7 +206,7 @@ def versions(store: Store, node: str) -> list[log.VersionInfo]:
     if not cur.exists:
         return []
     out = []
-    for g in _kept_generations(store, node, cur.generation):
+    for g in _kept_generations(store, cur):
         head = _version_head(store, node, g)
         if head is not None:
             out.append(
@@ -221,9 +221,20 @@ def versions(store: Store, node: str) -> list[log.VersionInfo]:
     return out
 
 
-def _kept_generations(store: Store, node: str, below: int) -> list[int]:
-    gens = {log.version_of_key(k) for k, _, _ in store.list(_key(node, log.VERSIONS_DIR))}
-    return sorted(g for g in gens if g is not None and g < below)
+def _history_from(head: Mapping[str, Any] | None) -> int:
+    """The first generation of the node's history (0: all it keeps)."""
+    g = head.get(log.HISTORY_FROM) if head is not None else None
+    return g if isinstance(g, int) and not isinstance(g, bool) and g > 0 else 0
+
+
+def _kept_generations(store: Store, cur: NodeVersion) -> list[int]:
+    """The generations the history files of ``cur``'s node keep, below its own and
+    not before its history starts (a file a slow writer kept from before a replacing
+    write is not part of it)."""
+    since = _history_from(cur.head)
+    keys = store.list(_key(cur.node, log.VERSIONS_DIR))
+    gens = {log.version_of_key(k) for k, _, _ in keys}
+    return sorted(g for g in gens if g is not None and since <= g < cur.generation)
 
 
 def _read_version(cur: NodeVersion, version: int | None, as_of: datetime | None) -> NodeVersion:
@@ -239,7 +250,8 @@ def _read_version(cur: NodeVersion, version: int | None, as_of: datetime | None)
             raise TypeError(f"{cur.what}: version must be an int, got {version!r}")
         if version == cur.generation:
             return cur
-        head = _version_head(store, node, version) if 0 < version < cur.generation else None
+        kept = _history_from(cur.head) <= version < cur.generation and version > 0
+        head = _version_head(store, node, version) if kept else None
         if head is None:
             raise ValueError(f"{cur.what}: no version {version}; {_kept_phrase(cur)}")
         return NodeVersion(store, node, head, _HISTORIC)
@@ -248,7 +260,7 @@ def _read_version(cur: NodeVersion, version: int | None, as_of: datetime | None)
     when = as_of if as_of.tzinfo is not None else as_of.replace(tzinfo=timezone.utc)
     if cur.time is None or cur.time <= when:
         return cur
-    for g in reversed(_kept_generations(store, node, cur.generation)):
+    for g in reversed(_kept_generations(store, cur)):
         head = _version_head(store, node, g)
         t = log.parse_time(head.get("time")) if head is not None else None
         if head is not None and t is not None and t <= when:
@@ -381,6 +393,7 @@ def _stage(
     format_version: int,
     generation: int,
     write_id: str,
+    fresh: bool = False,
 ) -> _Staged:
     """Encode the next manifest of ``node`` (``change``: whole, or an :class:`Extend`
     of ``base``) in ``format_version``, with its ``generation`` and ``commit``."""
@@ -393,6 +406,9 @@ def _stage(
     }
     if format_version >= 2:
         stamp["time"] = log.now()
+        since = generation if fresh else _history_from(base.head)
+        if since:
+            stamp[log.HISTORY_FROM] = since
     if isinstance(change, Extend):
         assert base.head is not None
         head, segments = log.extend(store, node, change, base.head)
@@ -408,14 +424,12 @@ def _stage(
     return _Staged(head, dump_json(head), new, segments, added)
 
 
-def _keep_version(store: Store, node: str, base: NodeVersion, format_version: int) -> list[str]:
+def _keep_version(store: Store, node: str, base: NodeVersion, format_version: int) -> None:
     """Keep the head ``base`` in the node's history before a commit replaces it (the
-    bytes of a committed head: racing writers write the same)."""
+    bytes of a committed head: racing writers write the same), durably."""
     if format_version < 2 or base.format_version < 2 or base.data is None:
-        return []
-    key = log.version_key(base.generation)
-    store.put(_key(node, key), base.data)
-    return [key]
+        return
+    store.put(_key(node, log.version_key(base.generation)), base.data)
 
 
 def commit(
@@ -472,15 +486,24 @@ def commit(
             if not isinstance(change, Extend):
                 gen = max(gen, generation_of(change))
             staged = _stage(
-                store, node, base, change, format_version=fv, generation=gen, write_id=write_id
+                store,
+                node,
+                base,
+                change,
+                format_version=fv,
+                generation=gen,
+                write_id=write_id,
+                fresh=replaces,
             )
         except BaseException:
             _discard(store, node, written)
             raise
         if parents and node:
             ensure_parents(store, node)
-        kept = _keep_version(store, node, base, fv)
-        store.flush(_key(node, p) for p in sorted({*staged.added, *staged.segments, *kept}))
+        _keep_version(store, node, base, fv)
+        # segments and the kept version were written with ``put`` (durable on return):
+        # only the names of the shard files still need syncing
+        store.flush(_key(node, p) for p in sorted(staged.added))
         try:
             store.put_if_match(manifest_key(node), staged.data, base.version)
         except PreconditionFailedError as e:
@@ -609,7 +632,7 @@ def replace(store: Store, node: str, manifest: Mapping[str, Any]) -> bool:
     arrayds.errors.CommitConflictError: memory://commit-replace-doc: another writer ...
     """
     base = read(store, node)
-    cur = base.raw.get("generation") if base.raw is not None else None
+    cur = base.head.get("generation") if base.head is not None else None
     want = manifest.get("generation")
     counted = isinstance(cur, int) and not isinstance(cur, bool) and isinstance(want, int)
     if counted and want <= cur:
@@ -619,8 +642,11 @@ def replace(store: Store, node: str, manifest: Mapping[str, Any]) -> bool:
             f"{base.what}: another writer committed generation {cur} while "
             f"this write prepared generation {want}; nothing of this write is visible"
         )
-    added = referenced_files(manifest) - (referenced_files(base.raw) if base.raw else set())
-    store.flush(_key(node, p) for p in sorted(added))
+    try:
+        before = referenced_files(base.raw) if base.raw else set()
+    except CorruptionError:  # a damaged node being repaired: flush every name
+        before = set()
+    store.flush(_key(node, p) for p in sorted(referenced_files(manifest) - before))
     try:
         store.put_if_match(manifest_key(node), dump_json(manifest), base.version)
     except PreconditionFailedError as e:
@@ -650,8 +676,8 @@ def put_if_newer(store: Store, node: str, manifest: Mapping[str, Any], tries: in
             generation=want,
             write_id=str(write_id),
         )
-        kept = _keep_version(store, node, base, fv)
-        store.flush(_key(node, p) for p in sorted({*staged.added, *staged.segments, *kept}))
+        _keep_version(store, node, base, fv)
+        store.flush(_key(node, p) for p in sorted(staged.added))
         try:
             store.put_if_match(manifest_key(node), staged.data, base.version)
             return True

@@ -53,6 +53,7 @@ from ..errors import CorruptionError
 from ..store import META_DIR, dump_json, new_write_id, parse_json
 
 __all__ = [
+    "HISTORY_FROM",
     "LOG_DIR",
     "META_DIR",
     "TAIL_LIMIT",
@@ -72,6 +73,9 @@ __all__ = [
 
 LOG_DIR = f"{META_DIR}/log"
 VERSIONS_DIR = f"{META_DIR}/versions"
+HISTORY_FROM = "history_from"
+"""The head field naming the first generation of the node's history (set by a commit
+that replaced the node whole; older version files are not part of it)."""
 TAIL_LIMIT = 32
 """The most entries a shard log keeps inline in the head before they move to a segment
 (a head stays a few KiB however long the history)."""
@@ -193,6 +197,8 @@ def _check_ref(ref: Any, what: str) -> tuple[str, int]:
         or not path.startswith(LOG_DIR + "/")
         or "/" in path[len(LOG_DIR) + 1 :]
         or ".." in path
+        or "\x00" in path
+        or "\\" in path
         or not isinstance(count, int)
         or isinstance(count, bool)
         or count < 0
@@ -292,15 +298,13 @@ def _append(
         segs, tail = [], [*(log if isinstance(log, list) else []), *added]
     if len(tail) <= TAIL_LIMIT:
         return {"segments": segs, "tail": tail} if segs else tail
-    segs.append(_write_segment(store, node, tail))
+    # the tail becomes a segment, merged first with the last segments while the older
+    # one is less than twice the size of what follows it (one file written)
+    entries = tail
+    while segs and segs[-1]["count"] < 2 * len(entries):
+        entries = [*segment(store, node, segs.pop(), store.display(node)), *entries]
+    segs.append(_write_segment(store, node, entries))
     written.append(segs[-1]["path"])
-    while len(segs) >= 2 and segs[-2]["count"] < 2 * segs[-1]["count"]:
-        merged = [
-            *segment(store, node, segs[-2], store.display(node)),
-            *segment(store, node, segs[-1], store.display(node)),
-        ]
-        segs[-2:] = [_write_segment(store, node, merged)]
-        written.append(segs[-1]["path"])
     return {"segments": segs, "tail": []}
 
 
