@@ -8,7 +8,6 @@ readers see the node before or after, never a mix. Once a node is upgraded, an o
 arrayds refuses it ("dataset format version 2 is newer than this arrayds supports
 (1); upgrade arrayds"), so upgrade only once every reader runs this release.
 
->>> import arrayds, numpy as np
 >>> from arrayds.nodes import commit
 >>> from arrayds.storage import get_store
 >>> st = get_store("memory://doc-upgrade", None)
@@ -54,7 +53,8 @@ def _roll_forward(store: Store, node: str, raw: Mapping[str, Any]) -> None:
     """Complete the roll forward of the members the group ``raw`` (at ``node``)
     lists in its snapshot (docs/spec.md 10.2 step 5), top-down, before they are
     upgraded: an upgrade commit of a member whose own manifest is older than its
-    snapshot copy would otherwise make the stale manifest the newer one."""
+    snapshot copy would otherwise make the stale manifest the newer one. Members in
+    the newest format already are not upgraded, so they are left to the next write."""
     snap = raw.get("snapshot")
     members = snap.get("members") if isinstance(snap, dict) else None
     if not isinstance(members, dict):
@@ -63,7 +63,9 @@ def _roll_forward(store: Store, node: str, raw: Mapping[str, Any]) -> None:
         if not isinstance(name, str) or not isinstance(entry, dict):
             continue
         child = join_component(node, name)
-        commit.put_if_newer(store, child, entry)
+        own = commit.read(store, child)
+        if not own.exists or own.format_version < commit.NEWEST:  # it will be upgraded
+            commit.put_if_newer(store, child, entry)
         if entry.get("kind") == "group":
             _roll_forward(store, child, entry)
 
@@ -81,14 +83,14 @@ def upgrade(
 
     Each node is one commit of the same manifest (no shard is touched); nodes in the
     newest format already are left alone, so running it again upgrades nothing. A
-    group's pending roll forward (an interrupted dataset write) is completed first.
+    group's pending roll forward (an interrupted dataset write) is completed before
+    its members are upgraded.
     Every manifest is read before anything is written: one that cannot be read, or
     of a newer format, raises and nothing is changed. A node another writer commits
     to while it is upgraded raises :class:`arrayds.errors.CommitConflictError` (the
     nodes before it are upgraded; run it again). Older arrayds releases cannot read
     an upgraded node: upgrade once every reader of the dataset runs this release.
 
-    >>> import arrayds
     >>> from arrayds.nodes import commit
     >>> from arrayds.storage import get_store
     >>> st = get_store("memory://doc-upgrade-fn", None)

@@ -568,3 +568,53 @@ def test_xarray_dataset_appends_with_long_shard_lists(tmp_path):
     np.testing.assert_array_equal(got["t"].values, np.concatenate(parts))
     np.testing.assert_array_equal(got["time"].values, np.arange(80))
     assert arrayds.open_array(url, "t").shape == (80, 3)
+
+
+# ------------------------------------------------------------------ found while testing
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="arrayds/nodes/log.py _check_ref lets a NUL byte through: on a local store "
+    "the forged segment path '_arrayds/log/\\x00' raises ValueError('embedded null "
+    "byte') from os.stat instead of CorruptionError",
+)
+def test_a_segment_path_with_a_nul_byte_is_corruption(tmp_path):
+    store = get_store(str(tmp_path / "ds"), None)
+    ref, _ = _segment_node(store)
+    _forge(store, "n", segments=[dict(ref, path="_arrayds/log/\x00.json")], tail=[])
+    with pytest.raises(CorruptionError):
+        _ = commit.read(store, "n").raw
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="arrayds/nodes/commit.py replace() resolves the current head (base.raw) to "
+    "find its generation and files: a head whose segment is missing cannot be "
+    "rewritten (CorruptionError), so no tool can repair it through replace",
+)
+def test_replace_rewrites_a_head_whose_segment_is_missing(store):
+    ref, _ = _segment_node(store)
+    good = commit.read(store, "n").raw
+    missing = f"{log.LOG_DIR}/{uuid.uuid4().hex}.json"
+    _forge(store, "n", segments=[dict(ref, path=missing)], tail=[])
+    commit.replace(store, "n", dict(good, generation=good["generation"] + 5))
+    assert commit.read(store, "n").raw["shards"] == good["shards"]
+
+
+def test_as_of_finds_the_version_of_a_time(store):
+    from datetime import timedelta
+
+    for i in range(4):
+        commit.commit(store, "n", lambda b, i=i: _array([_entry(i)]), write_id=f"w{i}")
+    vs = commit.versions(store, "n")
+    for v in vs:
+        assert commit.read(store, "n", as_of=v.time).generation == v.generation
+        later = v.time + timedelta(microseconds=1)
+        assert commit.read(store, "n", as_of=later).generation == v.generation
+    naive = vs[1].time.replace(tzinfo=None)  # a naive time is UTC
+    assert commit.read(store, "n", as_of=naive).generation == vs[1].generation
+    with pytest.raises(ValueError, match="no version was committed at or before"):
+        commit.read(store, "n", as_of=vs[0].time - timedelta(seconds=1))
+    with pytest.raises(TypeError, match="as_of must be a datetime"):
+        commit.read(store, "n", as_of="2026-01-01")
