@@ -57,8 +57,11 @@ APPENDER = textwrap.dedent(
 )
 
 
-def _new_array(url: str) -> None:
-    arrayds.open_array(url, "x", mode="w", shape=(0,), dtype="i8", chunks=CHUNK)
+def _new_array(url: str, prefill: int = 0) -> None:
+    """The array, with the first ``prefill`` appends of :data:`SIZES` made."""
+    a = arrayds.open_array(url, "x", mode="w", shape=(0,), dtype="i8", chunks=CHUNK)
+    for k in SIZES[:prefill]:
+        a.append(np.arange(a.shape[0], a.shape[0] + k, dtype="i8"))
 
 
 def _run_and_kill(url: str, delay: float) -> None:
@@ -115,7 +118,7 @@ def _files(url: str) -> set[str]:
 @pytest.mark.parametrize("seed", [0, 1])
 def test_appender_killed_at_random_times(tmp_path, seed):
     url = str(tmp_path / "ds")
-    _new_array(url)
+    _new_array(url, prefill=30)  # the child's first appends make a segment, however slow
     rng = np.random.default_rng(seed)
     lengths = []
     for _round in range(3):
