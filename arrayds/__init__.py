@@ -27,6 +27,7 @@ from .arrayrecord import (
 from .dataset import Group, open, open_array, open_group
 from .ragged import RaggedArray, open_ragged
 from .tfrecord import read_jsonlines, read_tfrecord  # records input (issue 4)
+from .tools.upgrade import upgrade  # manifest format versions (issue 12)
 
 __version__ = "0.1.0"
 
@@ -43,6 +44,7 @@ __all__ = [
     "open_array",
     "open_group",
     "to_arrayrecord",
+    "upgrade",
     "read_jsonlines",
     "read_tfrecord",
     "RaggedArray",

@@ -7,6 +7,7 @@
     arrayds convert SRC DST [--component N]   .npy, zarr, HDF5, TFRecord, ArrayRecord
     arrayds cat URL [--component N] [--index N | --select "0:10,5"]
     arrayds gc URL [--dry-run] [--min-age 24h]
+    arrayds upgrade URL [--component N] [--dry-run]   store nodes in the newest format
 
 Exit status: 0 success, 1 damage found or the command failed (the message names the
 URL and what went wrong), 2 bad usage. ``-o key=value`` (repeatable) or
@@ -482,6 +483,39 @@ def gc(
             f"{'s' if len(report.kept_young) != 1 else ''} younger than {min_age} (a write "
             f"may still be running; --min-age 0 removes them)"
         )
+
+
+# ------------------------------------------------------------------ upgrade
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("url")
+@click.option("--component", "-c", metavar="NAME", help="Upgrade only this node and below.")
+@click.option("--dry-run", is_flag=True, help="Only list the nodes that would be upgraded.")
+@storage_options_args
+@_fail_on_errors
+def upgrade(
+    url: str,
+    component: str | None,
+    dry_run: bool,
+    storage_pairs: tuple[str, ...],
+    storage_json: str | None,
+) -> None:
+    """Store every node under URL in the newest manifest format version (one commit
+    per node; no shard is rewritten). Older arrayds releases cannot read an upgraded
+    node: upgrade once every reader runs this release."""
+    from .nodes.commit import NEWEST
+    from .storage import get_store
+    from .tools.upgrade import upgrade as upgrade_nodes
+
+    so = _storage_options(storage_pairs, storage_json)
+    nodes = upgrade_nodes(url, component, storage_options=so, dry_run=dry_run)
+    store = get_store(url, so)
+    verb = "would upgrade" if dry_run else "upgraded"
+    for node in nodes:
+        click.echo(f"{verb} {store.display(node)}")
+    n = len(nodes)
+    click.echo(f"{verb} {n} node{'s' if n != 1 else ''} to format version {NEWEST}")
 
 
 def main(argv: list[str] | None = None) -> None:
