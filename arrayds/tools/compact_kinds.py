@@ -68,6 +68,9 @@ CELL_LIMIT = 1 << 24
 """The most cells (products of the intervals the entries' boundaries cut each axis
 into) an array's liveness map may have; more is :class:`TooFragmentedError`."""
 
+_NPY_HEADER = 128
+"""About the size of a record's ``.npy`` header (docs/spec.md 6.3)."""
+
 _READ_BATCH_BYTES = 64 << 20
 """About how many decompressed bytes one batched read of old records brings in."""
 
@@ -190,8 +193,12 @@ def _live_boxes(m: ArrayManifest) -> list[tuple[tuple[int, ...], tuple[int, ...]
     bounds, cells = _cells(m)
     files = _array_files(m)
     sizes = {e.path: e.bytes for e in m.shards if e.bytes}
+    # a record's stored size: its file's size over its records, at most the record
+    # itself (an ArrayRecord file takes at least 128 KiB, so a file of one small
+    # record says little about the record)
+    record = _NPY_HEADER + math.prod(m.chunk_shape) * m.dtype.itemsize
     per_entry = np.array(
-        [(sizes.get(e.path) or 0) / max(files[e.path], 1) for e in m.shards] or [0.0]
+        [min((sizes.get(e.path) or 0) / max(files[e.path], 1), record) for e in m.shards] or [0.0]
     )
     if m.ndim == 0:
         return [((), (), float(per_entry[-1]))] if m.shards else []
@@ -411,6 +418,15 @@ def _cut_runs(
     return groups
 
 
+def _record_cost(s: ShardInfo) -> float:
+    """The estimated stored bytes of one record of shard ``s``: the file's size over
+    its records, at most the encoded record (files take at least 128 KiB)."""
+    per = (s.file_size or 0) / max(s.num_records, 1)
+    if s.data_bytes:
+        per = min(per, s.data_bytes / max(s.num_records, 1)) if per else s.data_bytes
+    return per
+
+
 def _copy_records(
     store: Store,
     node: str,
@@ -444,11 +460,7 @@ def compact_records(
     compression (the serializer is unchanged: the encoded records are copied as they
     are). Returns the manifest naming only the new shards."""
     what = f"records dataset {store.display(node)!r}"
-    runs = [
-        (i, s.num_records, (s.file_size or 0) / max(s.num_records, 1))
-        for i, s in enumerate(m.shards)
-        if s.num_records
-    ]
+    runs = [(i, s.num_records, _record_cost(s)) for i, s in enumerate(m.shards) if s.num_records]
     groups = _cut_runs(runs, shard_size)
     plan, _ = plan_write(store, node, "w", m.compression, m.group_size, "raw", len(groups))
     plan = replace(plan, write_id=write_id, stem=plan.stem.replace(plan.write_id, write_id))
@@ -506,8 +518,9 @@ def compact_ragged(
     units: list[tuple[int, int]] = []  # (shard, item) per unit
     for k, sh in enumerate(m.shards):
         per = (sh.bytes or 0) / max(sh.records, 1)
+        raw = shapes[k].prod(axis=1) * m.dtype.itemsize + _NPY_HEADER * pieces[k]
         for j, n in enumerate(pieces[k].tolist()):
-            runs.append((len(units), 1, per * n))
+            runs.append((len(units), 1, min(per * n, float(raw[j]))))
             units.append((k, j))
     groups = _cut_runs(runs, shard_size)
     sizes = {s.path: s.bytes for s in m.shards}
