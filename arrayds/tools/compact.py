@@ -263,7 +263,14 @@ class NodeReport:
 
 @dataclass
 class CompactReport:
-    """What :func:`compact` did (or, with ``dry_run``, would do), node by node."""
+    """What :func:`compact` did (or, with ``dry_run``, would do), node by node.
+
+    >>> import arrayds
+    >>> _ = arrayds.to_arrayrecord([b"x"], "memory://doc-compact-report")
+    >>> r = compact("memory://doc-compact-report", dry_run=True)
+    >>> r.compacted, r.nodes[0].line(), r.to_json()["shard_size"]
+    ([], 'skipped memory://doc-compact-report (records): not fragmented', 67108864)
+    """
 
     url: str
     dry_run: bool
