@@ -198,7 +198,11 @@ def _live_boxes(m: ArrayManifest) -> list[tuple[tuple[int, ...], tuple[int, ...]
     # record says little about the record)
     record = _NPY_HEADER + math.prod(m.chunk_shape) * m.dtype.itemsize
     per_entry = np.array(
-        [min((sizes.get(e.path) or 0) / max(files[e.path], 1), record) for e in m.shards] or [0.0]
+        [
+            min(sizes[e.path] / max(files[e.path], 1), record) if sizes.get(e.path) else record
+            for e in m.shards
+        ]
+        or [0.0]
     )
     if m.ndim == 0:
         return [((), (), float(per_entry[-1]))] if m.shards else []
@@ -418,13 +422,14 @@ def _cut_runs(
     return groups
 
 
-def _record_cost(s: ShardInfo) -> float:
+def _record_cost(store: Store, node: str, s: ShardInfo) -> float:
     """The estimated stored bytes of one record of shard ``s``: the file's size over
-    its records, at most the encoded record (files take at least 128 KiB)."""
-    per = (s.file_size or 0) / max(s.num_records, 1)
-    if s.data_bytes:
-        per = min(per, s.data_bytes / max(s.num_records, 1)) if per else s.data_bytes
-    return per
+    its records (asked of the store if the manifest does not record it), at most the
+    encoded record (files take at least 128 KiB)."""
+    n = max(s.num_records, 1)
+    size = s.file_size or store.size(join_component(node, s.path))
+    per = size / n
+    return min(per, s.data_bytes / n) if s.data_bytes else per
 
 
 def _copy_records(
@@ -460,7 +465,11 @@ def compact_records(
     compression (the serializer is unchanged: the encoded records are copied as they
     are). Returns the manifest naming only the new shards."""
     what = f"records dataset {store.display(node)!r}"
-    runs = [(i, s.num_records, _record_cost(s)) for i, s in enumerate(m.shards) if s.num_records]
+    runs = [
+        (i, s.num_records, _record_cost(store, node, s))
+        for i, s in enumerate(m.shards)
+        if s.num_records
+    ]
     groups = _cut_runs(runs, shard_size)
     plan, _ = plan_write(store, node, "w", m.compression, m.group_size, "raw", len(groups))
     plan = replace(plan, write_id=write_id, stem=plan.stem.replace(plan.write_id, write_id))
@@ -520,7 +529,7 @@ def compact_ragged(
         per = (sh.bytes or 0) / max(sh.records, 1)
         raw = shapes[k].prod(axis=1) * m.dtype.itemsize + _NPY_HEADER * pieces[k]
         for j, n in enumerate(pieces[k].tolist()):
-            runs.append((len(units), 1, min(per * n, float(raw[j]))))
+            runs.append((len(units), 1, min(per * n, float(raw[j])) if per else float(raw[j])))
             units.append((k, j))
     groups = _cut_runs(runs, shard_size)
     sizes = {s.path: s.bytes for s in m.shards}

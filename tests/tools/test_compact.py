@@ -510,3 +510,53 @@ def test_cli_console_script(tmp_path):
     out = subprocess.run([exe, "compact", url], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith(f"compacted {url}: 4 files")
+
+
+def test_datatree_groups_compact_through_their_snapshots(tmp_path):
+    xr = pytest.importorskip("xarray")
+    url = str(tmp_path / "tree")
+    root = xr.Dataset({"a": (("x",), np.zeros(3, "f4"))})
+    dt = xr.DataTree.from_dict({"/": root, "/set1": xr.Dataset({"b": (("y",), np.zeros(1, "f4"))})})
+    arrayds.to_arrayrecord(dt, url)
+    for t in range(1, 8):
+        more = xr.Dataset({"b": (("y",), np.full(1, t, "f4"))})
+        arrayds.to_arrayrecord(more, url, "set1", mode="a", append_dim="y")
+    before = xr.open_datatree(url, engine="arrayds").load()
+    report = arrayds.compact(url)
+    acts = {n.node[len(url) + 1 :]: n.action for n in report.nodes}
+    assert acts == {"a": "skipped", "set1/b": "compacted"}
+    xr.testing.assert_identical(xr.open_datatree(url, engine="arrayds").load(), before)
+    assert verify(url).ok
+    assert [n.action for n in arrayds.compact(url).nodes] == ["skipped", "skipped"]
+
+
+def test_sizes_the_manifest_does_not_record_are_asked_of_the_store():
+    url = "memory://compact-no-bytes"
+    one_row_appends(type("W", (), {"url": url, "so": None})(), n=6)
+    store = get_store(url)
+    raw = commit.read(store, "").raw
+    for e in raw["shards"]:
+        e.pop("bytes")
+    raw["generation"] += 1
+    commit.replace(store, "", raw)
+    want = arrayds.open_array(url)[...]
+    f = fragmentation(arrayds.open_array(url).manifest)
+    assert f.file_bytes == 0 and not f.needs_compaction  # unknown sizes count as large
+    report = arrayds.compact(url)  # the walk asks the store for the sizes
+    assert report.nodes[0].action == "compacted" and report.nodes[0].before.files == 6
+    assert report.nodes[0].after.files == 1
+    np.testing.assert_array_equal(arrayds.open_array(url)[...], want)
+
+
+def test_a_node_of_an_unknown_kind_is_skipped():
+    url = "memory://compact-unknown-kind"
+    one_row_appends(type("W", (), {"url": url, "so": None})(), "a", n=3)
+    store = get_store(url)
+    commit.replace(
+        store,
+        "future",
+        {"format": "arrayds", "format_version": 1, "kind": "hologram", "generation": 1},
+    )
+    report = arrayds.compact(url)
+    acts = {n.node.rsplit("/", 1)[-1]: (n.action, n.kind) for n in report.nodes}
+    assert acts == {"a": ("compacted", "array"), "future": ("skipped", "hologram")}
