@@ -294,9 +294,6 @@ class CompactReport:
 # ------------------------------------------------------------------ the walk
 
 
-_COMPACT = {"array": compact_array, "records": compact_records, "ragged": compact_ragged}
-
-
 def _sizes(store: Store, node: str, m: Any) -> dict[str, int]:
     """The sizes of the node's files its manifest does not record (asked of the store)."""
     out: dict[str, int] = {}
