@@ -560,3 +560,40 @@ def test_a_node_of_an_unknown_kind_is_skipped():
     report = arrayds.compact(url)
     acts = {n.node.rsplit("/", 1)[-1]: (n.action, n.kind) for n in report.nodes}
     assert acts == {"a": ("compacted", "array"), "future": ("skipped", "hologram")}
+
+
+def test_readers_during_compaction_see_the_same_data(tmp_path):
+    """Readers opening and reading the array in a loop while compaction writes its
+    shards and commits: every read is complete and equal (the old state or the new)."""
+    url = str(tmp_path / "read")
+    a = arrayds.open_array(url, mode="w", shape=(0, 256), dtype="f8", chunks=(4, 256))
+    rng = np.random.default_rng(4)
+    for _ in range(30):
+        a.append(rng.normal(size=(128, 256)))
+    want = a[...]
+    done = threading.Event()
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            arrayds.compact(url, shard_size="2MiB")
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+        finally:
+            done.set()
+
+    t = threading.Thread(target=run)
+    t.start()
+    gens = set()
+    reads = 0
+    while not done.is_set() or reads < 3:
+        b = arrayds.open_array(url)
+        gens.add(b.generation)
+        np.testing.assert_array_equal(b[...], want)
+        reads += 1
+    t.join()
+    assert not errors
+    b = arrayds.open_array(url)
+    assert b.generation == a.generation + 1 and len({e.path for e in b.manifest.shards}) > 3
+    np.testing.assert_array_equal(b[...], want)
+    assert a.generation in gens and reads > 3
