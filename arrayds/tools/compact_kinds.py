@@ -30,7 +30,7 @@ gets is the same bytes; only the files and the manifest's entries change.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -42,9 +42,11 @@ from ..ragged import RaggedManifest, RaggedShard
 from ..records import RecordsManifest, ShardInfo, plan_write
 from ..records import write_shard as write_records_shard
 from ..store import (
+    IO_THREADS,
     SHARD_DIR,
     SHARD_SUFFIX,
     Store,
+    io_pool,
     join_component,
     node_shard_reader,
     read_records,
@@ -314,13 +316,33 @@ def _chunk_records(
                 raise AssertionError(f"{what}: chunk without an entry in a live box")
             out: list[bytes | None] = [None] * len(part)
             pids = table.path_ids[entry]
-            for pid in np.unique(pids).tolist():
-                where = np.flatnonzero(pids == pid)
-                relpath = table.paths[pid]
-                got = _read_old(store, node, relpath, rec[where], table.sizes, what)
+            groups = [np.flatnonzero(pids == pid) for pid in np.unique(pids).tolist()]
+
+            def read(where: np.ndarray, pids: Any = pids, rec: Any = rec) -> list[bytes]:
+                relpath = table.paths[int(pids[where[0]])]
+                return _read_old(store, node, relpath, rec[where], table.sizes, what)
+
+            for where, got in zip(groups, _in_parallel(read, groups), strict=True):
                 for k, data in zip(where.tolist(), got, strict=True):
                     out[k] = data
             yield from out  # type: ignore[misc]
+
+
+def _in_parallel(fn: Callable[[Any], Any], args: Sequence[Any]) -> Iterator[Any]:
+    """``fn(a)`` for each of ``args``, in order, run on :func:`arrayds.store.io_pool`
+    with a bounded number in flight (reads of many small old shards, each a request on
+    an object store, overlap)."""
+    if len(args) <= 1:
+        yield from (fn(a) for a in args)
+        return
+    pool = io_pool()
+    window = 2 * IO_THREADS
+    futures = [pool.submit(fn, a) for a in args[:window]]
+    for i in range(len(args)):
+        if i + window < len(args):
+            futures.append(pool.submit(fn, args[i + window]))
+        yield futures[i].result()
+        futures[i] = None  # type: ignore[call-overload]
 
 
 def _read_old(
@@ -432,6 +454,33 @@ def _record_cost(store: Store, node: str, s: ShardInfo) -> float:
     return min(per, s.data_bytes / n) if s.data_bytes else per
 
 
+_TASK_BYTES = 8 << 20
+"""About how many decompressed bytes one parallel read of old records brings in."""
+
+
+def _copy_ranges(
+    store: Store,
+    node: str,
+    ranges: Sequence[tuple[str, int, int, float]],
+    sizes: Mapping[str, int | None],
+    what: str,
+) -> Iterator[bytes]:
+    """The records ``[a, b)`` of the old shard files of ``ranges`` ((path, a, b,
+    decompressed bytes per record)), in order, as stored: reads of about
+    :data:`_TASK_BYTES`, several at once."""
+    tasks: list[tuple[str, int, int]] = []
+    for path, a, b, per in ranges:
+        step = max(1, int(_TASK_BYTES // max(per, 1.0)))
+        tasks += [(path, lo, min(b, lo + step)) for lo in range(a, b, step)]
+
+    def read(task: tuple[str, int, int]) -> list[bytes]:
+        path, a, b = task
+        return _read_old(store, node, path, list(range(a, b)), sizes, what)
+
+    for got in _in_parallel(read, tasks):
+        yield from got
+
+
 def _copy_records(
     store: Store,
     node: str,
@@ -441,14 +490,12 @@ def _copy_records(
 ) -> Iterator[bytes]:
     """The records of ``group`` ((source shard, first, end) runs), as stored."""
     sizes = {s.path: s.file_size or None for s in shards}
+    ranges = []
     for src, a, b in group:
         s = shards[src]
-        per = max(1, (s.data_bytes or s.file_size or 1) // max(s.num_records, 1))
-        step = max(1, _READ_BATCH_BYTES // per)
-        for lo in range(a, b, step):
-            yield from _read_old(
-                store, node, s.path, list(range(lo, min(b, lo + step))), sizes, what
-            )
+        per = (s.data_bytes or s.file_size or 1) / max(s.num_records, 1)
+        ranges.append((s.path, a, b, per))
+    return _copy_ranges(store, node, ranges, sizes, what)
 
 
 def compact_records(
@@ -519,9 +566,15 @@ def compact_ragged(
     ``shard_size`` stored bytes, each with its index record. Returns the manifest
     naming only the new shards."""
     what = f"ragged array {store.display(node)!r}"
-    shapes = [_ragged_index(store, node, m, k, what) for k in range(len(m.shards))]
+    shapes = list(
+        _in_parallel(lambda k: _ragged_index(store, node, m, k, what), range(len(m.shards)))
+    )
     pieces = [np.maximum(1, -(-s[:, m.axis] // m.piece_len)) for s in shapes]
     firsts = [np.concatenate([[0], np.cumsum(p)]) for p in pieces]
+    piece_bytes = [  # decompressed bytes per piece record, on average
+        float(s.prod(axis=1).sum()) * m.dtype.itemsize / max(int(p.sum()), 1)
+        for s, p in zip(shapes, pieces, strict=True)
+    ]
     # items are cut into groups by their pieces' estimated stored bytes
     runs: list[tuple[int, int, float]] = []
     units: list[tuple[int, int]] = []  # (shard, item) per unit
@@ -543,12 +596,18 @@ def compact_ragged(
         index = np.concatenate([shapes[k][j : j + 1] for k, j in items]).reshape(-1, m.ndim)
         npieces = sum(int(pieces[k][j]) for k, j in items)
 
+        ranges: list[tuple[str, int, int, float]] = []
+        for k, j in items:  # consecutive items of one shard: one range of pieces
+            a, b = int(firsts[k][j]), int(firsts[k][j + 1])
+            if ranges and ranges[-1][0] == m.shards[k].path and ranges[-1][2] == a:
+                ranges[-1] = (ranges[-1][0], ranges[-1][1], b, ranges[-1][3])
+            else:
+                ranges.append((m.shards[k].path, a, b, piece_bytes[k]))
+
         def records(
-            items: list[tuple[int, int]] = items, index: np.ndarray = index
+            ranges: list[tuple[str, int, int, float]] = ranges, index: np.ndarray = index
         ) -> Iterator[Any]:
-            for k, j in items:
-                a, b = int(firsts[k][j]), int(firsts[k][j + 1])
-                yield from _read_old(store, node, m.shards[k].path, list(range(a, b)), sizes, what)
+            yield from _copy_ranges(store, node, ranges, sizes, what)
             yield encode_chunk(index, np.dtype("<i8"))
 
         nbytes = write_shard(
