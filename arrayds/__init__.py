@@ -25,9 +25,11 @@ from .arrayrecord import (
     codecs,
 )
 from .dataset import Group, open, open_array, open_group
+from .errors import CommitConflictError
 from .ragged import RaggedArray, open_ragged
 from .tfrecord import read_jsonlines, read_tfrecord  # records input (issue 4)
 from .tools.upgrade import upgrade  # manifest format versions (issue 12)
+from .tools.compact import CompactReport, compact  # compaction (issue 12)
 
 __version__ = "0.1.0"
 
@@ -39,6 +41,9 @@ __all__ = [
     "CorruptionError",
     "Group",
     "codecs",
+    "CommitConflictError",
+    "CompactReport",
+    "compact",
     "from_arrayrecord",
     "open",
     "open_array",

@@ -1080,6 +1080,7 @@ kinds.register(
         describe=kinds.lazy("arrayds.tools.describe", "describe_array"),
         info_text=kinds.lazy("arrayds.tools.describe", "array_text"),
         cat=kinds.lazy("arrayds.tools.cat", "cat_array"),
+        compact=kinds.lazy("arrayds.tools.compact", "compact_array"),
         totals="arrays",
         plural="arrays",
     )

@@ -8,6 +8,7 @@
     arrayds cat URL [--component N] [--index N | --select "0:10,5"]
     arrayds gc URL [--dry-run] [--min-age 24h]
     arrayds upgrade URL [--component N] [--dry-run]   store nodes in the newest format
+    arrayds compact URL [--component C] [--shard-size SIZE] [--dry-run]
 
 Exit status: 0 success, 1 damage found or the command failed (the message names the
 URL and what went wrong), 2 bad usage. ``-o key=value`` (repeatable) or
@@ -15,8 +16,9 @@ URL and what went wrong), 2 bad usage. ``-o key=value`` (repeatable) or
 Progress bars appear on a terminal only (``--no-progress`` turns them off).
 
 Built on click; :func:`main` is the console-script entry point. The commands are
-thin: the work is :mod:`arrayds.tools` (``describe``, ``verify``, ``gc``, ``cat``), and
-what a node prints or how it is opened is asked of its kind (:mod:`arrayds.nodes.kinds`).
+thin: the work is :mod:`arrayds.tools` (``describe``, ``verify``, ``gc``, ``cat``,
+``compact``), and what a node prints or how it is opened is asked of its kind
+(:mod:`arrayds.nodes.kinds`).
 
 >>> from click.testing import CliRunner
 >>> CliRunner().invoke(cli, ["--version"]).output.startswith("arrayds, version")
@@ -516,6 +518,55 @@ def upgrade(
         click.echo(f"{verb} {store.display(node)}")
     n = len(nodes)
     click.echo(f"{verb} {n} node{'s' if n != 1 else ''} to format version {NEWEST}")
+
+
+# ------------------------------------------------------------------ compact
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("url")
+@click.option("--component", "-c", metavar="NAME", help="Compact this node (a/b) and below.")
+@click.option(
+    "--shard-size",
+    metavar="SIZE",
+    help='Target size of a new shard file, e.g. "64MiB" (the default) or bytes.',
+)
+@click.option("--dry-run", is_flag=True, help="Only report what would be compacted.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@storage_options_args
+@_fail_on_errors
+def compact(
+    url: str,
+    component: str | None,
+    shard_size: str | None,
+    dry_run: bool,
+    as_json: bool,
+    storage_pairs: tuple[str, ...],
+    storage_json: str | None,
+) -> None:
+    """Rewrite fragmented nodes under URL (many small shard files, data overridden by
+    newer writes) into few shards, one atomic commit per node. Reads are unchanged;
+    the old files stay until `arrayds gc` removes them."""
+    from .tools.compact import compact as run_compact
+    from .tools.compact import parse_shard_size
+
+    size: int | None = None
+    if shard_size is not None:
+        text = shard_size.strip()
+        try:
+            size = parse_shard_size(int(text) if text.isdigit() else text)
+        except (TypeError, ValueError) as e:
+            raise click.BadParameter(str(e), param_hint="'--shard-size'") from None
+    so = _storage_options(storage_pairs, storage_json)
+    report = run_compact(url, component, shard_size=size, storage_options=so, dry_run=dry_run)
+    if as_json:
+        click.echo(json.dumps(report.to_json(), indent=2))
+        return
+    for line in report.nodes:
+        click.echo(line.line())
+    n = len(report.compacted)
+    nodes = f"{n} node{'s' if n != 1 else ''}"
+    click.echo(f"{nodes} would be compacted" if dry_run else f"{nodes} compacted")
 
 
 def main(argv: list[str] | None = None) -> None:

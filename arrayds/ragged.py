@@ -1626,6 +1626,7 @@ kinds.register(
         describe=kinds.lazy("arrayds.tools.describe", "describe_ragged"),
         info_text=kinds.lazy("arrayds.tools.describe", "ragged_text"),
         cat=kinds.lazy("arrayds.tools.cat", "cat_ragged"),
+        compact=kinds.lazy("arrayds.tools.compact", "compact_ragged"),
         totals="ragged",
         plural="ragged",
         phrase="a ragged array",

@@ -1259,6 +1259,7 @@ kinds.register(
         describe=kinds.lazy("arrayds.tools.describe", "describe_records"),
         info_text=kinds.lazy("arrayds.tools.describe", "records_text"),
         cat=kinds.lazy("arrayds.tools.cat", "cat_records"),
+        compact=kinds.lazy("arrayds.tools.compact", "compact_records"),
         totals="records_sets",
         plural="record sets",
         phrase="a records dataset",

@@ -124,6 +124,12 @@ class NodeKind:
     cat: Callable[[Any, Any], Any] | None = None
     """``cat(handle, request)`` prints a selection of the node for ``arrayds cat``
     (``request``: :class:`arrayds.tools.cat.CatRequest`); ``None``: not printable."""
+    compact: Callable[..., Any] | None = None
+    """``compact(store, node, manifest, *, shard_size, write_id, written)`` -> an
+    :class:`arrayds.tools.compact_kinds.Rewrite`: the node's live data copied into new
+    shards of about ``shard_size`` bytes (their paths appended to ``written`` as they
+    start) and the manifest naming only them, not committed (``arrayds compact``
+    commits it); ``None``: the kind is not compacted."""
     totals: str = ""
     """The key of ``arrayds info --json``'s totals that counts nodes of this kind."""
     plural: str = ""

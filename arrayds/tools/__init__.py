@@ -6,6 +6,8 @@ registry (:mod:`arrayds.nodes.kinds`) and the Store protocol (:mod:`arrayds.abc.
 * :mod:`arrayds.tools.gc` — :func:`~arrayds.tools.gc.collect_garbage` (``arrayds gc``)
 * :mod:`arrayds.tools.cat` — what ``arrayds cat`` prints of each kind
 * :mod:`arrayds.tools.convert` — TFRecord / JSON-lines files -> records datasets
+* :mod:`arrayds.tools.compact` — :func:`~arrayds.tools.compact.compact` (``arrayds compact``;
+  the kinds' rewrites are :mod:`arrayds.tools.compact_kinds`)
 * :mod:`arrayds.tools.walk` — the walk over every manifest below a node they share
 
 No tool compares kind names: each asks the node's :class:`~arrayds.nodes.kinds.NodeKind`

@@ -1,0 +1,529 @@
+"""``arrayds compact``: :func:`compact` rewrites fragmented nodes into few large shards.
+
+A dataset grown by many small writes holds one shard file per write (an array
+appended one row at a time, records appended twenty at a time) and manifest entries
+that newer writes override. Every file costs a request (an open, a footer read) and
+every entry a lookup; on object stores, small files are the main cost of reading.
+Compaction copies the *live* data of such a node (what a reader can still select)
+into new shards of about ``shard_size`` stored bytes and commits a manifest naming
+only them, so what every read returns is unchanged, byte for byte.
+
+* :func:`fragmentation` — the rule: the measured figures of one node (files, live
+  entries, bytes) and whether it needs compaction;
+* :func:`compact` — the walk over a node and everything below it, one atomic commit
+  per node (:func:`arrayds.nodes.commit.commit`; a group carrying an xarray snapshot:
+  one commit of its snapshot for all its members, docs/spec.md section 10). A commit
+  by another writer since compaction read the node is a
+  :class:`arrayds.CommitConflictError` and nothing of the compaction is visible.
+
+The old shard files stay: older versions of the dataset, and readers that opened it
+before, still use them. ``arrayds gc`` removes them once no manifest names them.
+
+>>> import arrayds, numpy as np
+>>> a = arrayds.open_array("memory://doc-compact", mode="w", shape=(0,), dtype="i4", chunks=1)
+>>> for i in range(10):
+...     _ = a.append(np.array([i], "i4"))
+>>> a.nshards
+10
+>>> report = compact("memory://doc-compact")
+>>> [(n.action, n.before.files, n.after.files) for n in report.nodes]
+[('compacted', 10, 1)]
+>>> arrayds.open_array("memory://doc-compact")[:].tolist()
+[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..abc.store import Store
+from ..errors import CommitConflictError
+from ..nodes import commit, kinds
+from ..store import join_component, new_write_id
+from .compact_kinds import (
+    Rewrite,
+    TooFragmentedError,
+    compact_array,
+    compact_ragged,
+    compact_records,
+    usage,
+)
+from .walk import open_root
+
+__all__ = [
+    "DEFAULT_SHARD_SIZE",
+    "CompactReport",
+    "Fragmentation",
+    "NodeReport",
+    "compact",
+    "compact_array",
+    "compact_ragged",
+    "compact_records",
+    "fragmentation",
+    "parse_shard_size",
+]
+
+DEFAULT_SHARD_SIZE = 64 << 20
+"""The default target size of a compacted shard: 64 MiB as stored. Large enough that
+the per-file costs (an open, a footer read, on object stores a request of tens of
+milliseconds) vanish against the data moved, small enough that a shard is a sensible
+unit of parallel work and of a ranged download, and the size the writers aim at
+(ragged arrays' ``SHARD_BYTES``)."""
+
+
+def parse_shard_size(shard_size: Any) -> int:
+    """``shard_size`` as a positive number of bytes: an int, or a string such as
+    ``"64MiB"`` (read with ``dask.utils.parse_bytes``); ``None`` is
+    :data:`DEFAULT_SHARD_SIZE`. ``TypeError`` for other types, ``ValueError`` for a
+    size that is not positive; both name ``shard_size``.
+
+    >>> parse_shard_size("1MiB"), parse_shard_size(4096), parse_shard_size(None) >> 20
+    (1048576, 4096, 64)
+    >>> parse_shard_size(0)
+    Traceback (most recent call last):
+    ...
+    ValueError: compact: shard_size must be a positive number of bytes, got 0
+    """
+    if shard_size is None:
+        return DEFAULT_SHARD_SIZE
+    if isinstance(shard_size, str):
+        try:
+            from dask.utils import parse_bytes
+        except ImportError:  # pragma: no cover - dask is part of every array install
+            raise ValueError(
+                f"compact: shard_size {shard_size!r}: sizes as text need dask; give bytes"
+            ) from None
+        try:
+            n = int(parse_bytes(shard_size))
+        except (ValueError, KeyError):
+            raise ValueError(
+                f"compact: shard_size {shard_size!r} is not a size such as '64MiB'"
+            ) from None
+    elif isinstance(shard_size, int) and not isinstance(shard_size, bool):
+        n = shard_size
+    elif type(shard_size).__module__ == "numpy" and hasattr(shard_size, "__index__"):
+        n = int(shard_size)
+    else:
+        raise TypeError(
+            f"compact: shard_size must be an int (bytes) or a size such as '64MiB', got "
+            f"{type(shard_size).__name__}"
+        )
+    if n < 1:
+        raise ValueError(
+            f"compact: shard_size must be a positive number of bytes, got {shard_size!r}"
+        )
+    return n
+
+
+# ------------------------------------------------------------------ the rule
+
+
+@dataclass(frozen=True)
+class Fragmentation:
+    """The figures :func:`fragmentation` measured of one node, and its verdict."""
+
+    kind: str
+    shard_size: int
+    files: int
+    """Shard files the manifest names."""
+    small_files: int
+    """Of those, files smaller than ``shard_size / 2`` (unknown sizes count as large)."""
+    entries: int
+    """Entries of the manifest's shard list."""
+    live_entries: int
+    """Entries that a reader can still select (an array's others are hidden by newer
+    entries)."""
+    file_bytes: int
+    """The size of the files together (as far as known)."""
+    live_bytes: int
+    """Their live part, estimated: each file's size times the share of its records a
+    reader can still select."""
+    needs_compaction: bool
+    reason: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+def fragmentation(
+    manifest: Any, shard_size: Any = None, *, sizes: Mapping[str, int] | None = None
+) -> Fragmentation:
+    """Measure one node's manifest (a parsed array, records or ragged manifest) and
+    decide whether it needs compaction. The rule: a node needs compaction if
+
+    * at least two of its shard files are smaller than ``shard_size / 2`` (they can be
+      merged into one file of at most ``shard_size``), or
+    * less than half of its stored bytes are live (newer writes override most of what
+      the files hold).
+
+    A compacted node meets neither (all its files but the last are about
+    ``shard_size``, and everything is live), so compacting again does nothing.
+    ``sizes``: file sizes (path relative to the node -> bytes) the manifest does not
+    record; a file of unknown size counts as large.
+
+    >>> import arrayds, numpy as np
+    >>> a = arrayds.open_array("memory://doc-frag", mode="w", shape=(6,), dtype="i4", chunks=1)
+    >>> a[:] = 1
+    >>> a[1:5] = 2
+    >>> a[5] = 3
+    >>> f = fragmentation(a.manifest)
+    >>> f.files, f.entries, f.live_entries, f.live_bytes < f.file_bytes, f.needs_compaction
+    (3, 3, 3, True, True)
+    >>> f.reason
+    '3 of 3 shard files are smaller than half of shard_size (32.0 MiB)'
+    """
+    size = parse_shard_size(shard_size)
+    u = usage(manifest, sizes)
+    known = [f for f in u.files if f.bytes is not None]
+    small = sum(1 for f in known if f.bytes < size / 2)
+    file_bytes = sum(f.bytes for f in known)
+    live_bytes = int(sum(f.bytes * f.live_records / f.records for f in known if f.records))
+    from .describe import format_bytes
+
+    if small >= 2:
+        needs, reason = (
+            True,
+            f"{small} of {len(u.files)} shard files are smaller than half of shard_size "
+            f"({format_bytes(size / 2)})",
+        )
+    elif file_bytes and 2 * live_bytes < file_bytes:
+        needs, reason = (
+            True,
+            f"only {format_bytes(live_bytes)} of the {format_bytes(file_bytes)} its shard files "
+            f"hold are live",
+        )
+    else:
+        needs, reason = False, ("not fragmented" if u.files else "no shard files")
+    return Fragmentation(
+        getattr(manifest, "kind", "?"),
+        size,
+        len(u.files),
+        small,
+        u.entries,
+        u.live_entries,
+        file_bytes,
+        live_bytes,
+        needs,
+        reason,
+    )
+
+
+# ------------------------------------------------------------------ reports
+
+
+@dataclass
+class NodeReport:
+    """What :func:`compact` did with one node."""
+
+    node: str
+    """The node's URL."""
+    kind: str
+    action: str
+    """``"compacted"``, ``"would compact"`` (``dry_run``) or ``"skipped"``."""
+    reason: str
+    before: Fragmentation | None = None
+    after: Fragmentation | None = None
+    written: list[str] = field(default_factory=list)
+    """The new shard files (relative to the node)."""
+    bytes_written: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "node": self.node,
+            "kind": self.kind,
+            "action": self.action,
+            "reason": self.reason,
+            "before": None if self.before is None else self.before.to_json(),
+            "after": None if self.after is None else self.after.to_json(),
+            "written": self.written,
+            "bytes_written": self.bytes_written,
+        }
+
+    def line(self) -> str:
+        """One line of ``arrayds compact``'s output."""
+        from .describe import format_bytes
+
+        b = self.before
+        if self.action == "compacted" and b is not None and self.after is not None:
+            a = self.after
+            return (
+                f"compacted {self.node}: {b.files} files ({format_bytes(b.file_bytes)}) -> "
+                f"{a.files} ({format_bytes(a.file_bytes)}); {b.entries} entries -> {a.entries}"
+            )
+        if self.action == "would compact" and b is not None:
+            return (
+                f"would compact {self.node}: {b.files} files ({format_bytes(b.file_bytes)}), "
+                f"{b.entries} entries: {self.reason}"
+            )
+        return f"skipped {self.node} ({self.kind}): {self.reason}"
+
+
+@dataclass
+class CompactReport:
+    """What :func:`compact` did (or, with ``dry_run``, would do), node by node.
+
+    >>> import arrayds
+    >>> _ = arrayds.to_arrayrecord([b"x"], "memory://doc-compact-report")
+    >>> r = compact("memory://doc-compact-report", dry_run=True)
+    >>> r.compacted, r.nodes[0].line(), r.to_json()["shard_size"]
+    ([], 'skipped memory://doc-compact-report (records): not fragmented', 67108864)
+    """
+
+    url: str
+    dry_run: bool
+    shard_size: int
+    nodes: list[NodeReport] = field(default_factory=list)
+
+    @property
+    def compacted(self) -> list[NodeReport]:
+        """The nodes compacted (or that would be, with ``dry_run``)."""
+        return [n for n in self.nodes if n.action in ("compacted", "would compact")]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "url": self.url,
+            "dry_run": self.dry_run,
+            "shard_size": self.shard_size,
+            "nodes": [n.to_json() for n in self.nodes],
+        }
+
+
+# ------------------------------------------------------------------ the walk
+
+
+def _sizes(store: Store, node: str, m: Any) -> dict[str, int]:
+    """The sizes of the node's files its manifest does not record (asked of the store)."""
+    out: dict[str, int] = {}
+    for f in usage(m).files:
+        if f.bytes is None:
+            try:
+                out[f.path] = store.size(join_component(node, f.path))
+            except (FileNotFoundError, OSError):
+                pass
+    return out
+
+
+def _measure(
+    store: Store, node: str, kind: kinds.NodeKind, m: Any, size: int, report: CompactReport
+) -> NodeReport:
+    """The report line of a node before any write: "skipped" or a plan."""
+    shown = store.display(node)
+    if kind.compact is None:
+        return NodeReport(shown, kind.name, "skipped", "its kind has no compaction")
+    try:
+        frag = fragmentation(m, size, sizes=_sizes(store, node, m))
+    except TooFragmentedError as e:
+        return NodeReport(shown, kind.name, "skipped", f"too fragmented to map: {e}")
+    if not frag.needs_compaction:
+        return NodeReport(shown, kind.name, "skipped", frag.reason, before=frag)
+    action = "would compact" if report.dry_run else "compacted"
+    return NodeReport(shown, kind.name, action, frag.reason, before=frag)
+
+
+def _rewrite(
+    store: Store, node: str, kind: kinds.NodeKind, m: Any, size: int, write_id: str
+) -> Rewrite:
+    """The kind's rewrite of a node; the shards it wrote go if it fails."""
+    written: list[str] = []
+    assert kind.compact is not None
+    try:
+        return kind.compact(store, node, m, shard_size=size, write_id=write_id, written=written)
+    except BaseException:
+        try:
+            store.delete([join_component(node, p) for p in written])
+        except Exception:  # noqa: BLE001 - best effort: leftovers are orphans (gc)
+            pass
+        raise
+
+
+def _after(rw: Rewrite, size: int, line: NodeReport) -> None:
+    line.written = rw.written
+    line.bytes_written = rw.bytes_written
+    line.after = fragmentation(rw.manifest, size)
+
+
+def _compact_node(
+    store: Store, base: commit.NodeVersion, kind: kinds.NodeKind, report: CompactReport
+) -> None:
+    """One node of a kind with shards: measure, rewrite, one compare-and-swap commit."""
+    node = base.node
+    what = f"{kind.a()} {store.display(node)!r}"
+    m = kind.parse(base.raw, what)
+    line = _measure(store, node, kind, m, report.shard_size, report)
+    report.nodes.append(line)
+    if line.action != "compacted":
+        return
+    write_id = new_write_id()
+    rw = _rewrite(store, node, kind, m, report.shard_size, write_id)
+    stamp = base.stamp
+
+    def check(now: commit.NodeVersion) -> None:
+        if now.stamp != stamp:
+            raise CommitConflictError(
+                f"{what}: another writer committed (generation {now.generation}) after "
+                f"compaction read generation {base.generation}; nothing of the compaction "
+                f"is visible (run it again)"
+            )
+
+    commit.commit(
+        store,
+        node,
+        lambda now: rw.manifest.to_json(),
+        write_id=write_id,
+        check=check,
+        written=rw.written,
+        parents=False,
+        what=what,
+    )
+    _after(rw, report.shard_size, line)
+
+
+def _compact_dataset(
+    store: Store, node: str, report: CompactReport, only: set[str] | None = None
+) -> list[str]:
+    """A group carrying an xarray snapshot: its fragmented member arrays rewritten and
+    committed with one commit of the group's snapshot (the dataset stays consistent;
+    docs/spec.md section 10.2). Returns the children to walk on (the subgroups and
+    the nodes of other kinds; not the members, nor leftovers the snapshot ignores)."""
+    from ..xarray.state import commit_snapshot, read_state
+
+    state = read_state(store, node)
+    array = kinds.get("array")
+    lines: dict[str, NodeReport] = {}
+    for name, m in state.members.items():
+        if only is not None and name not in only:
+            continue
+        child = join_component(node, name)
+        lines[name] = _measure(store, child, array, m, report.shard_size, report)
+        report.nodes.append(lines[name])
+    todo = [n for n, line in lines.items() if line.action == "compacted"]
+    if todo:
+        write_id = new_write_id()
+        members = dict(state.members)
+        rewrites: dict[str, Rewrite] = {}
+        written: list[str] = []
+        try:
+            for name in todo:
+                child = join_component(node, name)
+                rw = _rewrite(store, child, array, members[name], report.shard_size, write_id)
+                rewrites[name] = rw
+                members[name] = rw.manifest
+                written += [f"{name}/{p}" for p in rw.written]
+        except BaseException:
+            store.delete([join_component(node, p) for p in written])
+            raise
+        commit_snapshot(
+            store,
+            node,
+            expected=state,
+            members=members,
+            changed=set(todo),
+            attrs=state.attrs,
+            write_id=write_id,
+            written=written,
+        )
+        for name in todo:
+            _after(rewrites[name], report.shard_size, lines[name])
+    if only is not None:
+        return []
+    children = commit.child_nodes(store, node)
+    keep = set(state.groups) | {n for n in state.others if n not in state.groups}
+    for name in children:
+        if name not in state.members and name not in keep:
+            report.nodes.append(
+                NodeReport(
+                    store.display(join_component(node, name)),
+                    "?",
+                    "skipped",
+                    "not a member of the dataset snapshot of its group (a leftover that "
+                    "readers of the dataset ignore)",
+                )
+            )
+    return [n for n in children if n in keep]
+
+
+def _snapshot_parent(store: Store, node: str) -> str | None:
+    """The group above ``node`` if its snapshot lists ``node`` as a member array."""
+    if not node:
+        return None
+    parent, _, name = node.rpartition("/")
+    raw = commit.read(store, parent).raw
+    snap = raw.get("snapshot") if raw is not None else None
+    members = snap.get("members") if isinstance(snap, dict) else None
+    if isinstance(members, dict) and isinstance(members.get(name), dict):
+        if members[name].get("kind") == "array":
+            return parent
+    return None
+
+
+def _visit(store: Store, node: str, report: CompactReport) -> None:
+    base = commit.read(store, node)
+    if base.raw is None:
+        return
+    try:
+        kind = kinds.get(base.kind, f"node {store.display(node)!r}")
+    except NotImplementedError as e:  # a kind of a newer arrayds: left as it is
+        report.nodes.append(NodeReport(store.display(node), str(base.kind), "skipped", str(e)))
+        return
+    if kind.children:
+        if isinstance(base.raw.get("snapshot"), dict):
+            children = _compact_dataset(store, node, report)
+        else:
+            children = commit.child_nodes(store, node)
+        for child in children:
+            _visit(store, join_component(node, child), report)
+        return
+    _compact_node(store, base, kind, report)
+
+
+def compact(
+    url: str | os.PathLike[str],
+    component: str | None = None,
+    *,
+    shard_size: int | str | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    dry_run: bool = False,
+) -> CompactReport:
+    """Compact the node ``component`` of the dataset at ``url`` and every node below it.
+
+    Each node that :func:`fragmentation` finds fragmented has its live data copied
+    (byte for byte, nothing decoded) into new shards of about ``shard_size`` stored
+    bytes (default :data:`DEFAULT_SHARD_SIZE`, 64 MiB; an int or a string such as
+    ``"64MiB"``), and one atomic commit replaces its manifest by one naming only those
+    shards; entries nothing could select any more are gone. Reads return exactly what
+    they returned before. The member arrays of a group carrying an xarray snapshot are
+    committed together by one commit of the group's snapshot.
+
+    If another writer commits to a node after compaction read it, compaction raises
+    :class:`arrayds.CommitConflictError`, removes the shards it wrote and changes
+    nothing of that node (nodes compacted before stay compacted; run it again).
+    A reader sees the node before or after, never a mix. The old shard files are not
+    removed (older versions and open readers use them): ``arrayds gc`` removes them
+    once no manifest names them. ``dry_run`` measures and reports, writing nothing.
+
+    ``FileNotFoundError`` if there is no dataset at ``url`` (or no node
+    ``component``); ``ValueError`` for a bad ``component`` or ``shard_size`` (not
+    positive), ``TypeError`` for a ``shard_size`` that is not a size.
+
+    >>> import arrayds
+    >>> url = "memory://doc-compact-records"
+    >>> for i in range(4):
+    ...     _ = arrayds.to_arrayrecord([b"a", b"b"], url, mode="a")
+    >>> compact(url, dry_run=True).nodes[0].line()
+    'would compact memory://doc-compact-records: 4 files (...), 4 entries: 4 of 4 ...'
+    >>> r = compact(url, shard_size="1MiB")
+    >>> r.nodes[0].after.files, arrayds.open(url).data_source()[:]
+    (1, [b'a', b'b', b'a', b'b', b'a', b'b', b'a', b'b'])
+    """
+    size = parse_shard_size(shard_size)
+    store, node = open_root(url, storage_options, component)
+    report = CompactReport(store.display(node), bool(dry_run), size)
+    parent = _snapshot_parent(store, node)
+    if parent is not None:
+        _compact_dataset(store, parent, report, only={node.rpartition("/")[2]})
+    else:
+        _visit(store, node, report)
+    return report
