@@ -15,7 +15,7 @@ from . import ragged as ragged  # ragged arrays (issue 5); registers the "ragged
 from . import records as records  # registers the "records" node kind
 from . import serializers as serializers
 from . import xarray as xarray  # xarray writer + accessors (issue 5); does not import xarray
-from .api import from_arrayrecord, to_arrayrecord
+from .api import from_arrayrecord, to_arrayrecord, versions
 from .array import Array  # chunked N-d arrays (issue 3)
 from .arrayrecord import (
     ArrayRecordDataSource,
@@ -25,6 +25,7 @@ from .arrayrecord import (
     codecs,
 )
 from .dataset import Group, open, open_array, open_group
+from .nodes.log import VersionInfo
 from .ragged import RaggedArray, open_ragged
 from .tfrecord import read_jsonlines, read_tfrecord  # records input (issue 4)
 
@@ -37,12 +38,14 @@ __all__ = [
     "Array",
     "CorruptionError",
     "Group",
+    "VersionInfo",
     "codecs",
     "from_arrayrecord",
     "open",
     "open_array",
     "open_group",
     "to_arrayrecord",
+    "versions",
     "read_jsonlines",
     "read_tfrecord",
     "RaggedArray",

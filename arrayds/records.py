@@ -41,6 +41,7 @@ import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from itertools import islice
 from typing import TYPE_CHECKING, Any
 
@@ -55,6 +56,7 @@ from .arrayrecord import (
 )
 from .errors import CorruptionError
 from .manifest import FORMAT, FORMAT_VERSION
+from .node import check_version_args
 from .nodes import commit as node_commit
 from .nodes import kinds
 from .serializers import Serializer, SerializerSpec
@@ -260,10 +262,15 @@ class RecordsManifest:
 
 
 def _load(
-    url: str, component: str | None, storage_options: Mapping[str, Any] | None
+    url: str,
+    component: str | None,
+    storage_options: Mapping[str, Any] | None,
+    version: int | None = None,
+    as_of: datetime | None = None,
 ) -> tuple[Store, str, RecordsManifest]:
     store, node = _locate(url, component, storage_options)
-    man = node_commit.read(store, node).raw
+    check_version_args(version, as_of, "r", f"records dataset {store.display(node)}")
+    man = node_commit.read(store, node, version=version, as_of=as_of).raw
     where = store.display(node)
     if man is None:
         raise FileNotFoundError(f"no records dataset at {where} (no {MANIFEST})")
@@ -846,7 +853,9 @@ class RecordsDataset:
     ``len(ds)`` is the number of records; nothing but the manifest is read to open
     it.  ``ds.shard_paths`` are the shard files in order (give them to Grain or the
     official ``ArrayRecordDataSource``); ``ds.to_bag()`` and ``ds.data_source()``
-    read it.
+    read it. ``version=N`` / ``as_of=`` (a datetime; naive means UTC) open that
+    version of the dataset's history (:func:`arrayds.versions`): a ``ValueError``
+    names the versions kept if it is not one of them.
 
     Example:
         >>> import os, tempfile
@@ -866,8 +875,10 @@ class RecordsDataset:
         storage_options: Mapping[str, Any] | None = None,
         allow_pickle: bool = False,
         serializer: SerializerSpec | None = None,
+        version: int | None = None,
+        as_of: datetime | None = None,
     ) -> None:
-        store, node, man = _load(url, component, storage_options)
+        store, node, man = _load(url, component, storage_options, version, as_of)
         self._init(store, node, man)
         self._allow_pickle = allow_pickle
         self._override = serializer
@@ -1053,8 +1064,11 @@ def open_records(
     storage_options: Mapping[str, Any] | None = None,
     allow_pickle: bool = False,
     serializer: SerializerSpec | None = None,
+    version: int | None = None,
+    as_of: datetime | None = None,
 ) -> RecordsDataset:
-    """Open a records dataset (reads the manifest only).
+    """Open a records dataset (reads the manifest only); ``version=`` / ``as_of=``:
+    a version of its history (see :class:`RecordsDataset`).
 
     Example:
         >>> import os, tempfile
@@ -1064,6 +1078,9 @@ def open_records(
         >>> ds = records.open_records(url)
         >>> len(ds), [s.num_records for s in ds.shards]
         (5, [2, 3])
+        >>> _ = records.write_records([b"y"] * 2, url, mode="a")
+        >>> len(records.open_records(url, version=1)), len(records.open_records(url))
+        (5, 7)
     """
     return RecordsDataset(
         url,
@@ -1071,6 +1088,8 @@ def open_records(
         storage_options=storage_options,
         allow_pickle=allow_pickle,
         serializer=serializer,
+        version=version,
+        as_of=as_of,
     )
 
 
@@ -1082,12 +1101,15 @@ def read_records(
     allow_pickle: bool = False,
     serializer: SerializerSpec | None = None,
     decode: bool = True,
+    version: int | None = None,
+    as_of: datetime | None = None,
 ) -> dask.bag.Bag:
     """A ``dask.bag.Bag`` of a records dataset: one partition per shard, order preserved.
 
     Items are decoded with the stored serializer (``decode=False``: the stored bytes).
     A dataset written with ``pickle`` needs ``allow_pickle=True``; one written with an
     unregistered ``(encode, decode)`` pair needs ``serializer=`` that pair.
+    ``version=`` / ``as_of=``: a version of the dataset's history.
 
     Example:
         >>> import os, tempfile
@@ -1104,6 +1126,8 @@ def read_records(
         storage_options=storage_options,
         allow_pickle=allow_pickle,
         serializer=serializer,
+        version=version,
+        as_of=as_of,
     )
     return ds.to_bag(decode=decode)
 
@@ -1116,13 +1140,16 @@ def data_source(
     serializer: SerializerSpec | None = None,
     reader_options: Mapping[str, str] | str | None = None,
     storage_options: Mapping[str, Any] | None = None,
+    version: int | None = None,
+    as_of: datetime | None = None,
 ) -> ArrayRecordDataSource:
     """Global random access over a records dataset's shards.
 
     The same object as ``arrayds.ArrayRecordDataSource(url, decode=...)``; use this
     function to pass ``allow_pickle=True`` (pickle datasets) or the ``serializer=``
     pair of a dataset written with unregistered callables.  Record counts come from
-    the manifest, so no shard is opened until it is read.
+    the manifest, so no shard is opened until it is read. ``version=`` / ``as_of=``:
+    a version of the dataset's history.
 
     Example:
         >>> import os, tempfile
@@ -1134,7 +1161,12 @@ def data_source(
         (6, {'i': 4}, [5, 0])
     """
     ds = open_records(
-        url, storage_options=storage_options, allow_pickle=allow_pickle, serializer=serializer
+        url,
+        storage_options=storage_options,
+        allow_pickle=allow_pickle,
+        serializer=serializer,
+        version=version,
+        as_of=as_of,
     )
     return ds.data_source(decode=decode, reader_options=reader_options)
 
