@@ -517,7 +517,8 @@ def _print_gc(report: Any, dry_run: bool, min_age: str) -> None:
         click.echo(f"kept everything below {p}: its manifest cannot be read")
     click.echo(
         f"{'would expire' if dry_run else 'expired'} {len(report.expired)} version"
-        f"{'s' if len(report.expired) != 1 else ''}; kept {report.versions_kept}"
+        f"{'s' if len(report.expired) != 1 else ''} ({format_bytes(report.expired_bytes)}); "
+        f"kept {report.versions_kept}"
     )
     click.echo(
         f"{verb} {len(report.removed)} unreferenced file{'s' if len(report.removed) != 1 else ''}"

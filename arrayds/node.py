@@ -108,7 +108,7 @@ def check_version_args(version: Any, as_of: Any, mode: str, what: str) -> bool:
     >>> check_version_args(3, None, "a", "array 'x'")
     Traceback (most recent call last):
     ...
-    ValueError: array 'x': version=/as_of= open a version of the history read only (mode 'r'), got mode 'a'
+    ValueError: array 'x': version=/as_of= open a version of the history read only ...
     """
     if version is None and as_of is None:
         return False

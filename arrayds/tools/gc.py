@@ -59,6 +59,7 @@ class GcReport:
     """Versions retained, the current ones included, over all nodes."""
     expired: list[str] = field(default_factory=list)
     """The version files removed (or that a dry run would remove): expired versions."""
+    expired_bytes: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -70,6 +71,7 @@ class GcReport:
             "referenced": self.referenced,
             "versions_kept": self.versions_kept,
             "expired": self.expired,
+            "expired_bytes": self.expired_bytes,
             "removed": self.removed,
             "removed_bytes": self.removed_bytes,
             "kept_young": self.kept_young,
@@ -289,15 +291,19 @@ def collect_garbage(
     >>> collect_garbage("memory://doc-gc", min_age=0).removed
     []
     >>> a = arrayds.open_array("memory://doc-gc", mode="r+")
-    >>> a[:2] = [7, 7]  # version 2 replaces a chunk: version 1 still needs its shard
+    >>> a[:] = [7, 7, 7, 7]  # version 2 replaces the shard: version 1 still needs it
     >>> r = collect_garbage("memory://doc-gc", min_age=0, older_than=0)
     >>> len(r.expired), len(r.removed), arrayds.versions("memory://doc-gc")[0].generation
-    (1, 1, 2)
+    (1, 1, 3)
     """
     rule = _retention(keep_versions, older_than)
     store, _node = open_root(url, storage_options, None)
     report = GcReport(
-        store.url, dry_run, float(min_age), keep_versions=rule.keep_versions, older_than=rule.older_than
+        store.url,
+        dry_run,
+        float(min_age),
+        keep_versions=rule.keep_versions,
+        older_than=rule.older_than,
     )
     files = store.list("")
     scan = _scan(store, [key for key, _size, _mt in files], rule)
@@ -307,7 +313,7 @@ def collect_garbage(
     report.versions_kept = scan.versions_kept
     sizes = {key: size for key, size, _mt in files}
     report.expired = [store.url_of(k) for k in scan.expired]
-    report.removed_bytes += sum(sizes.get(k, 0) for k in scan.expired)
+    report.expired_bytes = sum(sizes.get(k, 0) for k in scan.expired)
     now = time.time()
     doomed: list[str] = list(scan.expired)
     nodes, protected = scan.nodes, scan.protected
