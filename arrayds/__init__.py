@@ -25,7 +25,6 @@ from .arrayrecord import (
     codecs,
 )
 from .dataset import Group, open, open_array, open_group
-from .nodes.log import VersionInfo
 from .ragged import RaggedArray, open_ragged
 from .tfrecord import read_jsonlines, read_tfrecord  # records input (issue 4)
 
@@ -38,7 +37,6 @@ __all__ = [
     "Array",
     "CorruptionError",
     "Group",
-    "VersionInfo",
     "codecs",
     "from_arrayrecord",
     "open",
