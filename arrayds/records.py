@@ -56,7 +56,7 @@ from .arrayrecord import (
 )
 from .errors import CorruptionError
 from .manifest import FORMAT, FORMAT_VERSION
-from .node import check_version_args
+from .node import Pin, check_version_args
 from .nodes import commit as node_commit
 from .nodes import kinds
 from .serializers import Serializer, SerializerSpec
@@ -882,6 +882,8 @@ class RecordsDataset:
         self._init(store, node, man)
         self._allow_pickle = allow_pickle
         self._override = serializer
+        if version is not None or as_of is not None:
+            self._pin = Pin(man.generation, None)
 
     @classmethod
     def _from_manifest(cls, store: Store, node: str, man: dict[str, Any]) -> RecordsDataset:
@@ -898,6 +900,15 @@ class RecordsDataset:
         self._allow_pickle = False
         self._override = None
         return self
+
+    _pin: Pin | None = None
+    """Set on a dataset opened at a version of its history."""
+
+    @property
+    def version(self) -> int | None:
+        """The version (generation) this dataset was opened at with ``version=`` or
+        ``as_of=``, ``None`` for its current state."""
+        return self._pin.generation if self._pin is not None else None
 
     def _init(self, store: Store, node: str, man: RecordsManifest | None) -> None:
         self._store = store
@@ -1002,6 +1013,7 @@ class RecordsDataset:
             decode=decode,
             allow_pickle=self._allow_pickle,
             serializer=self._override,
+            version=self.version,
         )
 
     def __getitem__(self, key: Any) -> Any:
