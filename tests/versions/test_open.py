@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 import arrayds
-from arrayds import records
 from arrayds import ragged as rg
+from arrayds import records
 
 
 def _array_history(w):
