@@ -365,6 +365,12 @@ class Group(Node, Mapping[str, Any]):
     ``g["a/b"]`` reaches nested nodes, ``list(g)`` lists the children, ``g.attrs`` is
     persisted on set, ``g.tree()`` draws the hierarchy.
 
+    A group opened at a version (``arrayds.open(url, version=N)`` or ``as_of=``) is
+    read only, and ``g[name]`` opens the child as it was at the moment that version
+    stands for (``as_of``; for ``version=N`` just before version N + 1 was committed,
+    or the child's current state if N is the newest version): a child that had no
+    version then is a ``KeyError``. ``list(g)`` lists the children there are now.
+
     >>> import arrayds
     >>> g = arrayds.open("memory://doc-group", mode="w")
     >>> _ = g.create_group("raw")
