@@ -1279,9 +1279,11 @@ def _to_dask(store: Store, node: str, m: Any, *, chunks: Any, name: Any, **kwarg
     if chunks is not None or name is not None:
         raise ValueError(f"{what}: chunks= and name= apply to arrays")
     kinds.no_extra_keywords(what, {k: v for k, v in kwargs.items() if k not in _READ_KEYS})
-    return read_records(
-        store.url, node or None, storage_options=store.storage_options or None, **kwargs
-    )
+    # the manifest read (which may be a version of the history), not the URL again
+    ds = RecordsDataset._from_parsed(store, node, m)
+    ds._allow_pickle = bool(kwargs.get("allow_pickle", False))
+    ds._override = kwargs.get("serializer")
+    return ds.to_bag(decode=kwargs.get("decode", True))
 
 
 def _shard_refs(m: RecordsManifest) -> list[kinds.ShardRef]:

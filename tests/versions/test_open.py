@@ -189,6 +189,8 @@ def test_records_versions(where):
         assert [x["i"] for x in got] == list(range(n))
         src = records.data_source(url, version=g, decode=True, storage_options=where.so)
         assert len(src) == n and src[n - 1] == {"i": n - 1}
+        bag = arrayds.from_arrayrecord(url, version=g, storage_options=where.so)
+        assert [x["i"] for x in bag.compute(scheduler="sync")] == list(range(n))
         src = arrayds.ArrayRecordDataSource(url, version=g, storage_options=where.so)
         assert len(src) == n
         assert ds[n - 1] == {"i": n - 1} and ds.version == g  # random access: that version
