@@ -15,7 +15,7 @@ from . import ragged as ragged  # ragged arrays (issue 5); registers the "ragged
 from . import records as records  # registers the "records" node kind
 from . import serializers as serializers
 from . import xarray as xarray  # xarray writer + accessors (issue 5); does not import xarray
-from .api import from_arrayrecord, to_arrayrecord
+from .api import from_arrayrecord, to_arrayrecord, versions
 from .array import Array  # chunked N-d arrays (issue 3)
 from .arrayrecord import (
     ArrayRecordDataSource,
@@ -28,8 +28,9 @@ from .dataset import Group, open, open_array, open_group
 from .errors import CommitConflictError
 from .ragged import RaggedArray, open_ragged
 from .tfrecord import read_jsonlines, read_tfrecord  # records input (issue 4)
-from .tools.upgrade import upgrade  # manifest format versions (issue 12)
 from .tools.compact import CompactReport, compact  # compaction (issue 12)
+from .nodes.log import VersionInfo  # what versions() lists (issue 12)
+from .tools.upgrade import upgrade  # manifest format versions (issue 12)
 
 __version__ = "0.1.0"
 
@@ -50,6 +51,8 @@ __all__ = [
     "open_group",
     "to_arrayrecord",
     "upgrade",
+    "versions",
+    "VersionInfo",
     "read_jsonlines",
     "read_tfrecord",
     "RaggedArray",

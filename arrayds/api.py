@@ -17,17 +17,19 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 import numpy as np
 
 from .manifest import GroupManifest
-from .node import missing_node, read_node
+from .node import check_version_args, missing_node, read_node
 from .nodes import commit, kinds
+from .nodes.log import VersionInfo
 from .storage import get_store
 from .store import Store, check_component
 
-__all__ = ["from_arrayrecord", "to_arrayrecord"]
+__all__ = ["from_arrayrecord", "to_arrayrecord", "versions"]
 
 
 def to_arrayrecord(
@@ -101,9 +103,14 @@ def from_arrayrecord(
     chunks: Any = None,
     storage_options: Mapping[str, Any] | None = None,
     name: str | None = None,
+    version: int | None = None,
+    as_of: datetime | None = None,
     **kwargs: Any,
 ) -> Any:
-    """A lazy dask collection over the node ``url`` + ``component``.
+    """A lazy dask collection over the node ``url`` + ``component`` (with
+    ``version=N`` or ``as_of=`` a datetime, naive meaning UTC: over that version of
+    the node's history, see :func:`arrayds.versions`; ``ValueError`` naming the
+    versions kept if it is not one of them).
 
     For an array: a ``dask.array.Array`` whose chunks equal the stored grid, or whole
     multiples of it with ``chunks=`` (an int/tuple/dict whose block boundaries are
@@ -121,10 +128,14 @@ def from_arrayrecord(
     >>> _ = arrayds.to_arrayrecord(np.arange(10), "memory://doc-from", mode="w", chunks=2)
     >>> arrayds.from_arrayrecord("memory://doc-from", chunks=4).chunks
     ((4, 4, 2),)
+    >>> _ = arrayds.to_arrayrecord(np.arange(4), "memory://doc-from", mode="a", chunks=2)
+    >>> [arrayds.from_arrayrecord("memory://doc-from", version=v).shape for v in (1, 2)]
+    [(10,), (14,)]
     """
     store = get_store(os.fspath(url), storage_options)
     node = check_component(component)
-    m = read_node(store, node)
+    check_version_args(version, as_of, "r", f"node {store.display(node)!r}")
+    m = read_node(store, node, version=version, as_of=as_of)
     if m is None:
         raise missing_node(store, node)
     if isinstance(m, GroupManifest):
@@ -137,6 +148,39 @@ def from_arrayrecord(
     if kind.to_dask is None:
         raise NotImplementedError(f"{store.display(node)!r}: no dask reader for kind {kind.name!r}")
     return kind.to_dask(store, node, m, chunks=chunks, name=name, **kwargs)
+
+
+def versions(
+    url: str | os.PathLike[str],
+    component: str | None = None,
+    *,
+    storage_options: Mapping[str, Any] | None = None,
+) -> list[VersionInfo]:
+    """The versions of the node ``url`` + ``component`` that its history keeps,
+    oldest first, the current one last: each a ``VersionInfo(generation, commit,
+    time, current)`` (``time``: the commit time, an aware UTC datetime). Open one with
+    ``version=generation`` (or ``as_of=`` a time) in :func:`arrayds.open`,
+    :func:`arrayds.open_array`, :func:`from_arrayrecord`, ``xr.open_dataset(...,
+    engine="arrayds")``, ... Every commit of a format 2 node is a version until
+    ``arrayds gc`` expires it; a write with ``mode="w"`` starts a new history; a
+    format 1 node keeps only its current version. No node there:
+    ``FileNotFoundError``.
+
+    >>> import arrayds, numpy as np
+    >>> a = arrayds.open_array("memory://doc-versions", mode="w", shape=(0,), dtype="i4",
+    ...                        chunks=2)
+    >>> _ = a.append(np.arange(3))
+    >>> [(v.generation, v.current) for v in arrayds.versions("memory://doc-versions")]
+    [(1, False), (2, True)]
+    >>> arrayds.open_array("memory://doc-versions", version=1).shape
+    (0,)
+    """
+    store = get_store(os.fspath(url), storage_options)
+    node = check_component(component)
+    found = commit.versions(store, node)
+    if not found:
+        raise missing_node(store, node)
+    return found
 
 
 # ------------------------------------------------------------------ arrays

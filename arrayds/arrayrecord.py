@@ -1179,8 +1179,10 @@ def _expand_paths(
     *,
     allow_pickle: bool,
     serializer: Any,
+    version: int | None = None,
+    as_of: Any = None,
 ) -> tuple[list[SourceShard], Callable[[bytes], Any] | None, bool]:
-    """-> (shards, decoder, any_resolved)."""
+    """-> (shards, decoder, any_resolved); ``version``/``as_of``: of the datasets."""
     if isinstance(paths, (str, os.PathLike)) or _is_file_instruction(paths):
         items = [paths]
     elif isinstance(paths, Sequence) and not isinstance(paths, (bytes, bytearray)):
@@ -1212,7 +1214,17 @@ def _expand_paths(
             from .nodes.kinds import data_source  # the dataset layer, above this one
 
             resolved = data_source(
-                p, storage_options, allow_pickle=allow_pickle, serializer=serializer
+                p,
+                storage_options,
+                allow_pickle=allow_pickle,
+                serializer=serializer,
+                version=version,
+                as_of=as_of,
+            )
+        if resolved is None and (version is not None or as_of is not None):
+            raise ValueError(
+                f"ArrayRecordDataSource: version=/as_of= need the URL of a records dataset; "
+                f"{p!r} is not one"
             )
         if resolved is not None:
             resolved_any = True
@@ -1274,6 +1286,9 @@ class ArrayRecordDataSource:
     it, ``decode=True`` is a ``ValueError`` here, at once); one written with an
     unregistered ``(encode, decode)`` pair needs ``serializer=`` that pair (or a
     :class:`arrayds.serializers.Serializer`). Both only matter with ``decode=True``.
+    ``version=N`` / ``as_of=`` (a datetime; naive means UTC) read that version of a
+    records dataset's history (:func:`arrayds.versions`; a ``ValueError`` names the
+    versions kept if it is not one of them, or if a path is no records dataset).
 
     It is a Grain ``RandomAccessDataSource`` (``len``, ``__getitem__``, batched
     ``_getitems``) and a PyTorch map-style ``Dataset`` (``__getitems__``). It pickles
@@ -1314,9 +1329,16 @@ class ArrayRecordDataSource:
         decode: bool = False,
         allow_pickle: bool = False,
         serializer: Any = None,
+        version: int | None = None,
+        as_of: Any = None,
     ) -> None:
         shards, decoder, resolved = _expand_paths(
-            paths, storage_options, allow_pickle=allow_pickle, serializer=serializer
+            paths,
+            storage_options,
+            allow_pickle=allow_pickle,
+            serializer=serializer,
+            version=version,
+            as_of=as_of,
         )
         if decode and not resolved:
             raise ValueError(

@@ -6,9 +6,10 @@
     arrayds verify URL [--json]               every checksum and index; exit 1 on damage
     arrayds convert SRC DST [--component N]   .npy, zarr, HDF5, TFRecord, ArrayRecord
     arrayds cat URL [--component N] [--index N | --select "0:10,5"]
-    arrayds gc URL [--dry-run] [--min-age 24h]
-    arrayds upgrade URL [--component N] [--dry-run]   store nodes in the newest format
+    arrayds gc URL [--dry-run] [--min-age 24h] [--keep-versions N] [--older-than 7d]
+    arrayds log URL [--component N] [--json]  the versions of a node, newest first
     arrayds compact URL [--component C] [--shard-size SIZE] [--dry-run]
+    arrayds upgrade URL [--component N] [--dry-run]   store nodes in the newest format
 
 Exit status: 0 success, 1 damage found or the command failed (the message names the
 URL and what went wrong), 2 bad usage. ``-o key=value`` (repeatable) or
@@ -437,6 +438,18 @@ def cat(
 @click.argument("url")
 @click.option("--dry-run", is_flag=True, help="Only list what would be removed.")
 @click.option(
+    "--keep-versions",
+    type=click.IntRange(0),
+    metavar="N",
+    help="Keep the newest N versions of each node (the current one counts).",
+)
+@click.option(
+    "--older-than",
+    metavar="DURATION",
+    help="Expire the versions replaced longer ago than this (90s, 15m, 24h, 7d; 0: all "
+    "but the kept ones). Default without --keep-versions: 7d.",
+)
+@click.option(
     "--min-age",
     default="24h",
     show_default=True,
@@ -451,30 +464,65 @@ def cat(
 def gc(
     url: str,
     dry_run: bool,
+    keep_versions: int | None,
+    older_than: str | None,
     min_age: str,
     as_json: bool,
     storage_pairs: tuple[str, ...],
     storage_json: str | None,
 ) -> None:
-    """Remove .array_record files under URL that no manifest references (left by
-    failed or killed writes and by replaced data)."""
-    from .tools.describe import format_bytes
+    """Expire old versions and remove the files under URL that no kept version
+    references (shards left by failed or killed writes, by replaced data, by expired
+    versions). The current version is always kept; another is kept if it is among the
+    newest --keep-versions or was replaced less than --older-than ago (default: 7d)."""
     from .tools.gc import collect_garbage
 
     try:
         age = parse_duration(min_age)
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="'--min-age'") from None
+    retention = _older_than(older_than)
     so = _storage_options(storage_pairs, storage_json)
-    report = collect_garbage(url, storage_options=so, dry_run=dry_run, min_age=age)
+    report = collect_garbage(
+        url,
+        storage_options=so,
+        dry_run=dry_run,
+        min_age=age,
+        keep_versions=keep_versions,
+        older_than=retention,
+    )
     if as_json:
         click.echo(json.dumps(report.to_json(), indent=2))
         return
+    _print_gc(report, dry_run, min_age)
+
+
+def _older_than(text: str | None) -> float | None:
+    """``--older-than`` in seconds (``None``: not given)."""
+    if text is None:
+        return None
+    try:
+        return parse_duration(text)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="'--older-than'") from None
+
+
+def _print_gc(report: Any, dry_run: bool, min_age: str) -> None:
+    """The text report of ``arrayds gc``."""
+    from .tools.describe import format_bytes
+
     verb = "would remove" if dry_run else "removed"
+    for p in report.expired:
+        click.echo(f"{'would expire' if dry_run else 'expired'} {p}")
     for p in report.removed:
         click.echo(f"{verb} {p}")
     for p in report.protected:
         click.echo(f"kept everything below {p}: its manifest cannot be read")
+    click.echo(
+        f"{'would expire' if dry_run else 'expired'} {len(report.expired)} version"
+        f"{'s' if len(report.expired) != 1 else ''} ({format_bytes(report.expired_bytes)}); "
+        f"kept {report.versions_kept}"
+    )
     click.echo(
         f"{verb} {len(report.removed)} unreferenced file{'s' if len(report.removed) != 1 else ''}"
         f" ({format_bytes(report.removed_bytes)}); {report.referenced} referenced shards kept"
@@ -567,6 +615,47 @@ def compact(
     n = len(report.compacted)
     nodes = f"{n} node{'s' if n != 1 else ''}"
     click.echo(f"{nodes} would be compacted" if dry_run else f"{nodes} compacted")
+
+
+# ---------------------------------------------------------------------- log
+
+
+@cli.command(name="log", context_settings=CONTEXT)
+@click.argument("url")
+@click.option("--component", "-c", metavar="NAME", help="The node inside the dataset.")
+@click.option("--json", "as_json", is_flag=True, help="Print the versions as JSON.")
+@storage_options_args
+@_fail_on_errors
+def log_command(
+    url: str,
+    component: str | None,
+    as_json: bool,
+    storage_pairs: tuple[str, ...],
+    storage_json: str | None,
+) -> None:
+    """List the versions of the node at URL that its history keeps, newest first:
+    generation, commit time (UTC), write id, and which one is current. Open one with
+    version=N (Python) or xr.open_dataset(URL, engine="arrayds", version=N)."""
+    from .api import versions
+
+    so = _storage_options(storage_pairs, storage_json)
+    found = list(reversed(versions(url, component, storage_options=so)))
+    if as_json:
+        rows = [
+            {
+                "generation": v.generation,
+                "time": v.time.isoformat() if v.time is not None else None,
+                "commit": v.commit,
+                "current": v.current,
+            }
+            for v in found
+        ]
+        click.echo(json.dumps(rows, indent=2))
+        return
+    for v in found:
+        when = v.time.isoformat(timespec="seconds") if v.time is not None else "-"
+        mark = "  (current)" if v.current else ""
+        click.echo(f"{v.generation:>6}  {when:<25}  {v.commit or '-'}{mark}")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -28,6 +28,7 @@ import errno
 import html
 import os
 from collections.abc import Iterator, Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -35,7 +36,7 @@ import numpy as np
 from .array import Array, Attributes
 from .grid import normalize_chunks
 from .manifest import ArrayManifest, GroupManifest, check_attrs
-from .node import Node, kind_phrase, missing_node, read_node
+from .node import Node, Pin, check_version_args, kind_phrase, missing_node, read_node, read_pinned
 from .nodes import commit, kinds
 from .nodes.commit import check_parents, ensure_parents
 from .storage import get_store
@@ -73,8 +74,11 @@ def _child_mode(mode: str) -> str:
 # ----------------------------------------------------------- manifest access
 
 
-def _wrap(store: Store, node: str, m: Any, mode: str) -> Any:
-    return kinds.get(getattr(m, "kind", None), store.display(node)).open(store, node, m, mode)
+def _wrap(store: Store, node: str, m: Any, mode: str, pin: Pin | None = None) -> Any:
+    h = kinds.get(getattr(m, "kind", None), store.display(node)).open(store, node, m, mode)
+    if pin is not None:
+        h._pin = pin  # a version of the history: read only (arrayds.node.Node)
+    return h
 
 
 def refuse_existing(store: Store, node: str) -> None:
@@ -191,6 +195,8 @@ def open(  # noqa: A001 - the public name of API.md
     mode: str = "r",
     *,
     storage_options: Mapping[str, Any] | None = None,
+    version: int | None = None,
+    as_of: datetime | None = None,
 ) -> Any:
     """Open the dataset at ``url``: its root :class:`Group` (or the :class:`Array`
     when ``url`` names an array node).
@@ -199,20 +205,34 @@ def open(  # noqa: A001 - the public name of API.md
     ``"a"`` opens or creates a group; ``"w"`` creates an empty group, replacing the
     node's previous content; ``"w-"`` fails if a node exists.
 
+    ``version=N`` (a generation, see :func:`arrayds.versions`) or ``as_of=`` (a
+    datetime: the newest version committed at or before it; a naive datetime means
+    UTC) opens that version of the root's history, read only (mode ``"r"``; writing
+    raises ``PermissionError`` naming the version). A version the history does not
+    keep is a ``ValueError`` naming the versions it keeps. The children of a group
+    opened so are read as they were at the moment the version stands for: ``as_of``,
+    or for ``version=N`` the last moment N was current (just before version N + 1
+    was committed; their current state if N is the newest version).
+
     >>> import arrayds
     >>> arrayds.open("memory://doc-open", mode="w")
     <arrayds.Group 'memory://doc-open' (0 members) mode='r+'>
+    >>> g = arrayds.open("memory://doc-open", mode="r+")
+    >>> g.attrs["step"] = 1
+    >>> dict(arrayds.open("memory://doc-open", version=1).attrs)
+    {}
     """
     _check_mode(mode)
     store = get_store(os.fspath(url), storage_options)
+    check_version_args(version, as_of, mode, f"dataset {store.display('')!r}")
     if mode in ("w", "w-"):
         return create_group_node(store, "", mode)
-    m = read_node(store, "")
+    m, pin = read_pinned(store, "", version=version, as_of=as_of)
     if m is None:
         if mode == "a":
             return create_group_node(store, "", mode)
         raise missing_node(store, "", "dataset")
-    return _wrap(store, "", m, mode if mode == "r" else "r+")
+    return _wrap(store, "", m, mode if mode == "r" else "r+", pin)
 
 
 def open_group(
@@ -222,9 +242,12 @@ def open_group(
     *,
     storage_options: Mapping[str, Any] | None = None,
     attrs: Mapping[str, Any] | None = None,
+    version: int | None = None,
+    as_of: datetime | None = None,
 ) -> Group:
     """Open (or with ``"a"``/``"w"``/``"w-"`` create) the group at ``url`` +
-    ``component``.
+    ``component``. ``version=``/``as_of=``: a version of the group's history, read
+    only, its children as of the moment it stands for (as for :func:`open`).
 
     >>> import arrayds
     >>> g = arrayds.open_group("memory://doc-og", "a/b", mode="a", attrs={"k": 1})
@@ -234,16 +257,17 @@ def open_group(
     _check_mode(mode)
     store = get_store(os.fspath(url), storage_options)
     node = check_component(component)
+    check_version_args(version, as_of, mode, f"group {store.display(node)!r}")
     if mode in ("w", "w-"):
         return create_group_node(store, node, mode, attrs)
-    m = read_node(store, node)
+    m, pin = read_pinned(store, node, version=version, as_of=as_of)
     if m is None:
         if mode == "a":
             return create_group_node(store, node, mode, attrs)
         raise missing_node(store, node, "group")
     if not isinstance(m, GroupManifest):
         raise ValueError(f"{store.display(node)!r} is {kind_phrase(m.kind)} node, not a group")
-    return Group(store, node, m, mode if mode == "r" else "r+")
+    return _wrap(store, node, m, mode if mode == "r" else "r+", pin)
 
 
 def open_array(
@@ -259,6 +283,8 @@ def open_array(
     compression: str = "zstd:3",
     dims: Sequence[str] | None = None,
     attrs: Mapping[str, Any] | None = None,
+    version: int | None = None,
+    as_of: datetime | None = None,
 ) -> Array:
     """Open the array at ``url`` + ``component``.
 
@@ -266,7 +292,8 @@ def open_array(
     ``"w"``, ``"w-"``, or ``"a"`` when it does not exist) pass ``shape``, ``dtype``
     and ``chunks`` (and optionally ``fill_value``, ``compression``, ``dims``,
     ``attrs``), as for :meth:`Group.create_array`. ``"w-"`` on an existing node is
-    ``FileExistsError`` naming it, whatever the other arguments.
+    ``FileExistsError`` naming it, whatever the other arguments. ``version=`` /
+    ``as_of=`` open a version of the array's history, read only (as for :func:`open`).
 
     >>> import arrayds
     >>> a = arrayds.open_array("memory://doc-oa", "x/y", mode="w", shape=(3,), dtype="f4", chunks=2)
@@ -277,6 +304,7 @@ def open_array(
     store = get_store(os.fspath(url), storage_options)
     node = check_component(component)
     display = store.display(node)
+    check_version_args(version, as_of, mode, f"array {display!r}")
 
     def create() -> Array:
         if shape is None or dtype is None or chunks is None:
@@ -300,7 +328,7 @@ def open_array(
         if mode == "w-":
             refuse_existing(store, node)  # an existing node: FileExistsError first
         return create()
-    m = read_node(store, node)
+    m, pin = read_pinned(store, node, version=version, as_of=as_of)
     if m is None:
         if mode == "a" and shape is not None:
             return create()
@@ -310,7 +338,7 @@ def open_array(
             f"{display!r} is {kind_phrase(m.kind)} node, not an array"
             + ("; pass component= to name an array inside it" if m.kind == "group" else "")
         )
-    return Array(store, node, m, mode if mode == "r" else "r+")
+    return _wrap(store, node, m, mode if mode == "r" else "r+", pin)
 
 
 # ---------------------------------------------------------------------- Group
@@ -336,6 +364,12 @@ class Group(Node, Mapping[str, Any]):
 
     ``g["a/b"]`` reaches nested nodes, ``list(g)`` lists the children, ``g.attrs`` is
     persisted on set, ``g.tree()`` draws the hierarchy.
+
+    A group opened at a version (``arrayds.open(url, version=N)`` or ``as_of=``) is
+    read only, and ``g[name]`` opens the child as it was at the moment that version
+    stands for (``as_of``; for ``version=N`` just before version N + 1 was committed,
+    or the child's current state if N is the newest version): a child that had no
+    version then is a ``KeyError``. ``list(g)`` lists the children there are now.
 
     >>> import arrayds
     >>> g = arrayds.open("memory://doc-group", mode="w")
@@ -369,7 +403,7 @@ class Group(Node, Mapping[str, Any]):
     def __reduce__(self) -> tuple[Any, ...]:
         return (
             restore_group,
-            (self._store.url, self._store.storage_options, self._node, self._mode),
+            (self._store.url, self._store.storage_options, self._node, self._mode, self._pin),
         )
 
     # -- attributes
@@ -406,10 +440,17 @@ class Group(Node, Mapping[str, Any]):
         node = join_component(self._node, key)
         if node == self._node:
             return self
-        m = read_node(self._store, node)
+        pin = self._pin
+        if pin is None or pin.children_as_of is None:  # the current state
+            m, child_pin = read_node(self._store, node), None
+        else:  # a version of this group: the children as of the moment it stands for
+            try:
+                m, child_pin = read_pinned(self._store, node, as_of=pin.children_as_of)
+            except ValueError as e:  # no version of it then: it did not exist yet
+                raise KeyError(f"{key!r} is not a node of {self._what} ({e})") from None
         if m is None:
             raise KeyError(f"{key!r} is not a node of {self._what} (children: {list(self)})")
-        return _wrap(self._store, node, m, _child_mode(self._mode))
+        return _wrap(self._store, node, m, _child_mode(self._mode), child_pin)
 
     def __iter__(self) -> Iterator[str]:
         return iter(commit.child_nodes(self._store, self._node))
@@ -543,9 +584,12 @@ class Group(Node, Mapping[str, Any]):
         )
 
 
-def restore_group(url: str, storage_options: dict[str, Any], node: str, mode: str) -> Group:
+def restore_group(
+    url: str, storage_options: dict[str, Any], node: str, mode: str, pin: Pin | None = None
+) -> Group:
     """Reopen a pickled :class:`Group` (what its ``__reduce__`` names): the group at
-    ``url`` + ``node``, read again.
+    ``url`` + ``node``, read again (the same version of its history if it was opened
+    at one).
 
     >>> import arrayds, pickle
     >>> g = arrayds.open("memory://doc-restore-group", mode="w")
@@ -553,10 +597,12 @@ def restore_group(url: str, storage_options: dict[str, Any], node: str, mode: st
     True
     """
     store = get_store(url, storage_options)
-    m = read_node(store, node)
+    m = read_node(store, node, version=pin.generation if pin is not None else None)
     if not isinstance(m, GroupManifest):
         raise missing_node(store, node, "group")
-    return Group(store, node, m, mode)
+    g = Group(store, node, m, mode)
+    g._pin = pin
+    return g
 
 
 def _snapshot_members(m: GroupManifest) -> dict[str, Any]:

@@ -13,13 +13,24 @@ of them only adds what its kind means.
 from __future__ import annotations
 
 import errno
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
 from .manifest import parse_node
 from .nodes import commit
 from .store import Store
 
-__all__ = ["WRITABLE_MODES", "Node", "kind_phrase", "missing_node", "read_node"]
+__all__ = [
+    "WRITABLE_MODES",
+    "Node",
+    "Pin",
+    "check_version_args",
+    "kind_phrase",
+    "missing_node",
+    "read_node",
+    "read_pinned",
+]
 
 WRITABLE_MODES = ("r+", "a", "w", "w-")
 """Open modes that allow changes; ``"r"`` is read only."""
@@ -33,6 +44,8 @@ class Node:
     _mode: str
     _kind: ClassVar[str] = "node"
     """What error messages call this kind of node (``"array"``, ``"group"``, …)."""
+    _pin: Pin | None = None
+    """Set on a handle opened at a version of its node's history (read only)."""
 
     @property
     def store(self) -> Store:
@@ -59,27 +72,120 @@ class Node:
 
     @property
     def read_only(self) -> bool:
-        return self._mode not in WRITABLE_MODES
+        return self._pin is not None or self._mode not in WRITABLE_MODES
+
+    @property
+    def version(self) -> int | None:
+        """The version (generation) of the node's history this handle was opened at
+        with ``version=`` or ``as_of=`` (always read only), ``None`` for a handle on
+        the current state."""
+        return self._pin.generation if self._pin is not None else None
 
     @property
     def _what(self) -> str:
-        return f"{self._kind} {self._store.display(self._node)!r}"
+        at = f" at version {self._pin.generation}" if self._pin is not None else ""
+        return f"{self._kind} {self._store.display(self._node)!r}{at}"
 
 
-def read_node(store: Store, node: str) -> Any | None:
+@dataclass(frozen=True)
+class Pin:
+    """What a handle opened with ``version=``/``as_of=`` remembers: the version it
+    reads and the moment its children are read as of (``None``: their current state,
+    for the newest version opened by number)."""
+
+    generation: int
+    children_as_of: datetime | None
+
+
+def check_version_args(version: Any, as_of: Any, mode: str, what: str) -> bool:
+    """Whether an open asks for a version of the history (``version=`` or
+    ``as_of=``); ``ValueError`` for both, or for a mode other than ``"r"`` (an old
+    version is read only); ``TypeError`` for a version that is not an int or an
+    ``as_of`` that is not a datetime.
+
+    >>> check_version_args(None, None, "r+", "x"), check_version_args(3, None, "r", "x")
+    (False, True)
+    >>> check_version_args(3, None, "a", "array 'x'")
+    Traceback (most recent call last):
+    ...
+    ValueError: array 'x': version=/as_of= open a version of the history read only ...
+    """
+    if version is None and as_of is None:
+        return False
+    if version is not None and as_of is not None:
+        raise ValueError(f"{what}: give version= or as_of=, not both")
+    if version is not None and (not isinstance(version, int) or isinstance(version, bool)):
+        raise TypeError(f"{what}: version must be an int, got {version!r}")
+    if as_of is not None and not isinstance(as_of, datetime):
+        raise TypeError(f"{what}: as_of must be a datetime, got {as_of!r}")
+    if mode != "r":
+        raise ValueError(
+            f"{what}: version=/as_of= open a version of the history read only (mode 'r'), "
+            f"got mode {mode!r}"
+        )
+    return True
+
+
+def read_node(
+    store: Store, node: str, *, version: int | None = None, as_of: datetime | None = None
+) -> Any | None:
     """The parsed manifest of ``node`` (a ``GroupManifest``, ``ArrayManifest``, ...,
-    by its kind), or ``None`` if the node does not exist. A damaged manifest raises
-    :class:`arrayds.CorruptionError` naming the node.
+    by its kind), or ``None`` if the node does not exist; with ``version`` or
+    ``as_of``, that version of its history (:func:`read_pinned`). A damaged manifest
+    raises :class:`arrayds.CorruptionError` naming the node.
 
     >>> import arrayds
     >>> g = arrayds.open("memory://doc-read-node", mode="w")
     >>> read_node(g.store, "").kind, read_node(g.store, "nothing")
     ('group', None)
     """
-    raw = commit.read(store, node).raw
-    if raw is None:
+    return read_pinned(store, node, version=version, as_of=as_of)[0]
+
+
+def read_pinned(
+    store: Store, node: str, *, version: int | None = None, as_of: datetime | None = None
+) -> tuple[Any | None, Pin | None]:
+    """The parsed manifest of ``node`` (``None`` if there is none) and, when
+    ``version`` (a generation) or ``as_of`` (the newest version committed at or
+    before that time; a naive datetime is UTC) is given, the :class:`Pin` of the
+    version read. A version the history does not keep is a ``ValueError`` naming the
+    versions it keeps (:func:`arrayds.nodes.commit.read`).
+
+    The pin's ``children_as_of`` is the moment the version stands for: ``as_of``
+    itself, or for ``version=N`` the last moment version N was current (just before
+    the next version was committed; ``None`` when N is the current version). The
+    children of a group opened at a version are read as of that moment.
+
+    >>> import arrayds
+    >>> g = arrayds.open("memory://doc-read-pinned", mode="w")
+    >>> g.attrs["a"] = 1
+    >>> m, pin = read_pinned(g.store, "", version=1)
+    >>> m.attrs, pin.generation, pin.children_as_of is not None
+    ({}, 1, True)
+    """
+    nv = commit.read(store, node, version=version, as_of=as_of)
+    if nv.raw is None:
+        return None, None
+    m = parse_node(nv.raw, f"node {store.display(node)!r}")
+    if version is None and as_of is None:
+        return m, None
+    if as_of is not None:
+        return m, Pin(nv.generation, as_of)
+    return m, Pin(nv.generation, _replaced_at(store, node, nv.generation))
+
+
+def _replaced_at(store: Store, node: str, generation: int) -> datetime | None:
+    """Just before the version after ``generation`` was committed (``None`` if
+    ``generation`` is the current version or the next one has no time)."""
+    cur = commit.read(store, node)
+    if cur.generation <= generation:
         return None
-    return parse_node(raw, f"node {store.display(node)!r}")
+    try:  # one read: the next generation is kept (generations may skip numbers)
+        t = commit.read(store, node, version=generation + 1).time
+    except ValueError:
+        nxt = [v for v in commit.versions(store, node) if v.generation > generation]
+        t = nxt[0].time if nxt else None
+    return None if t is None else t - timedelta(microseconds=1)
 
 
 def missing_node(store: Store, node: str, what: str = "node") -> FileNotFoundError:

@@ -48,6 +48,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -61,7 +62,7 @@ from .manifest import (
     check_json_value,
     writer_options,
 )
-from .node import Node
+from .node import Node, check_version_args, read_pinned
 from .nodes import commit as node_commit
 from .nodes import kinds
 from .storage import get_store
@@ -928,33 +929,26 @@ def _locate_node(
     return get_store(url, storage_options), check_component(component)
 
 
-def _read_manifest(store: Store, node: str) -> RaggedManifest | None:
-    raw = node_commit.read(store, node).raw
-    if raw is None:
-        return None
-    what = f"ragged array {store.display(node)!r}"
-    if raw.get("kind") != KIND:
-        raise ValueError(
-            f"{store.display(node)!r} is a {raw.get('kind')!r} node, not a ragged array"
-        )
-    from .manifest import parse_node
-
-    return parse_node(raw, what)
-
-
 def open_ragged(
     url: str | os.PathLike[str],
     component: str | None = None,
     mode: str = "r",
     *,
     storage_options: Mapping[str, Any] | None = None,
+    version: int | None = None,
+    as_of: datetime | None = None,
 ) -> RaggedArray:
     """Open the ragged array at ``url`` + ``component`` (reads the manifest only).
+    ``version=N`` / ``as_of=`` (a datetime; naive means UTC): that version of its
+    history (:func:`arrayds.versions`; ``ValueError`` naming the versions kept if it
+    is not one of them).
 
     >>> import numpy as np, arrayds.ragged as rg
     >>> _ = rg.write_ragged([np.zeros(5), np.zeros(7)], "memory://doc-open-ragged")
-    >>> len(rg.open_ragged("memory://doc-open-ragged"))
-    2
+    >>> _ = rg.write_ragged([np.zeros(2)], "memory://doc-open-ragged", mode="a")
+    >>> len(rg.open_ragged("memory://doc-open-ragged")), len(
+    ...     rg.open_ragged("memory://doc-open-ragged", version=1))
+    (3, 2)
     """
     if mode != "r":
         raise ValueError(
@@ -962,7 +956,11 @@ def open_ragged(
             f"got {mode!r}"
         )
     store, node = _locate_node(url, component, storage_options)
-    m = _read_manifest(store, node)
+    check_version_args(version, as_of, mode, f"ragged array {store.display(node)!r}")
+    m, pin = read_pinned(store, node, version=version, as_of=as_of)
+    if m is not None and not isinstance(m, RaggedManifest):
+        kind = getattr(m, "kind", None)
+        raise ValueError(f"{store.display(node)!r} is a {kind!r} node, not a ragged array")
     if m is None:
         raise FileNotFoundError(
             errno.ENOENT,
@@ -970,7 +968,9 @@ def open_ragged(
             f"does not exist)",
             store.display(node),
         )
-    return RaggedArray(store, node, m, mode)
+    ra = RaggedArray(store, node, m, mode)
+    ra._pin = pin
+    return ra
 
 
 def read_ragged(
@@ -978,15 +978,20 @@ def read_ragged(
     component: str | None = None,
     *,
     storage_options: Mapping[str, Any] | None = None,
+    version: int | None = None,
+    as_of: datetime | None = None,
 ) -> dask.bag.Bag:
-    """A ``dask.bag.Bag`` of the items, one partition per shard.
+    """A ``dask.bag.Bag`` of the items, one partition per shard (``version=`` /
+    ``as_of=``: of that version of the history, as :func:`open_ragged`).
 
     >>> import numpy as np, arrayds.ragged as rg
     >>> _ = rg.write_ragged([np.arange(n) for n in (1, 2, 3)], "memory://doc-read-ragged")
     >>> [x.tolist() for x in rg.read_ragged("memory://doc-read-ragged").compute(scheduler="sync")]
     [[0], [0, 1], [0, 1, 2]]
     """
-    return open_ragged(url, component, storage_options=storage_options).to_bag()
+    return open_ragged(
+        url, component, storage_options=storage_options, version=version, as_of=as_of
+    ).to_bag()
 
 
 # ------------------------------------------------------------------ writing

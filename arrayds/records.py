@@ -41,6 +41,7 @@ import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from itertools import islice
 from typing import TYPE_CHECKING, Any
 
@@ -55,6 +56,7 @@ from .arrayrecord import (
 )
 from .errors import CorruptionError
 from .manifest import FORMAT, FORMAT_VERSION
+from .node import Pin, check_version_args
 from .nodes import commit as node_commit
 from .nodes import kinds
 from .serializers import Serializer, SerializerSpec
@@ -260,10 +262,15 @@ class RecordsManifest:
 
 
 def _load(
-    url: str, component: str | None, storage_options: Mapping[str, Any] | None
+    url: str,
+    component: str | None,
+    storage_options: Mapping[str, Any] | None,
+    version: int | None = None,
+    as_of: datetime | None = None,
 ) -> tuple[Store, str, RecordsManifest]:
     store, node = _locate(url, component, storage_options)
-    man = node_commit.read(store, node).raw
+    check_version_args(version, as_of, "r", f"records dataset {store.display(node)}")
+    man = node_commit.read(store, node, version=version, as_of=as_of).raw
     where = store.display(node)
     if man is None:
         raise FileNotFoundError(f"no records dataset at {where} (no {MANIFEST})")
@@ -846,7 +853,9 @@ class RecordsDataset:
     ``len(ds)`` is the number of records; nothing but the manifest is read to open
     it.  ``ds.shard_paths`` are the shard files in order (give them to Grain or the
     official ``ArrayRecordDataSource``); ``ds.to_bag()`` and ``ds.data_source()``
-    read it.
+    read it. ``version=N`` / ``as_of=`` (a datetime; naive means UTC) open that
+    version of the dataset's history (:func:`arrayds.versions`): a ``ValueError``
+    names the versions kept if it is not one of them.
 
     Example:
         >>> import os, tempfile
@@ -866,11 +875,15 @@ class RecordsDataset:
         storage_options: Mapping[str, Any] | None = None,
         allow_pickle: bool = False,
         serializer: SerializerSpec | None = None,
+        version: int | None = None,
+        as_of: datetime | None = None,
     ) -> None:
-        store, node, man = _load(url, component, storage_options)
+        store, node, man = _load(url, component, storage_options, version, as_of)
         self._init(store, node, man)
         self._allow_pickle = allow_pickle
         self._override = serializer
+        if version is not None or as_of is not None:
+            self._pin = Pin(man.generation, None)
 
     @classmethod
     def _from_manifest(cls, store: Store, node: str, man: dict[str, Any]) -> RecordsDataset:
@@ -887,6 +900,15 @@ class RecordsDataset:
         self._allow_pickle = False
         self._override = None
         return self
+
+    _pin: Pin | None = None
+    """Set on a dataset opened at a version of its history."""
+
+    @property
+    def version(self) -> int | None:
+        """The version (generation) this dataset was opened at with ``version=`` or
+        ``as_of=``, ``None`` for its current state."""
+        return self._pin.generation if self._pin is not None else None
 
     def _init(self, store: Store, node: str, man: RecordsManifest | None) -> None:
         self._store = store
@@ -991,6 +1013,7 @@ class RecordsDataset:
             decode=decode,
             allow_pickle=self._allow_pickle,
             serializer=self._override,
+            version=self.version,
         )
 
     def __getitem__(self, key: Any) -> Any:
@@ -1053,8 +1076,11 @@ def open_records(
     storage_options: Mapping[str, Any] | None = None,
     allow_pickle: bool = False,
     serializer: SerializerSpec | None = None,
+    version: int | None = None,
+    as_of: datetime | None = None,
 ) -> RecordsDataset:
-    """Open a records dataset (reads the manifest only).
+    """Open a records dataset (reads the manifest only); ``version=`` / ``as_of=``:
+    a version of its history (see :class:`RecordsDataset`).
 
     Example:
         >>> import os, tempfile
@@ -1064,6 +1090,9 @@ def open_records(
         >>> ds = records.open_records(url)
         >>> len(ds), [s.num_records for s in ds.shards]
         (5, [2, 3])
+        >>> _ = records.write_records([b"y"] * 2, url, mode="a")
+        >>> len(records.open_records(url, version=1)), len(records.open_records(url))
+        (5, 7)
     """
     return RecordsDataset(
         url,
@@ -1071,6 +1100,8 @@ def open_records(
         storage_options=storage_options,
         allow_pickle=allow_pickle,
         serializer=serializer,
+        version=version,
+        as_of=as_of,
     )
 
 
@@ -1082,12 +1113,15 @@ def read_records(
     allow_pickle: bool = False,
     serializer: SerializerSpec | None = None,
     decode: bool = True,
+    version: int | None = None,
+    as_of: datetime | None = None,
 ) -> dask.bag.Bag:
     """A ``dask.bag.Bag`` of a records dataset: one partition per shard, order preserved.
 
     Items are decoded with the stored serializer (``decode=False``: the stored bytes).
     A dataset written with ``pickle`` needs ``allow_pickle=True``; one written with an
     unregistered ``(encode, decode)`` pair needs ``serializer=`` that pair.
+    ``version=`` / ``as_of=``: a version of the dataset's history.
 
     Example:
         >>> import os, tempfile
@@ -1104,6 +1138,8 @@ def read_records(
         storage_options=storage_options,
         allow_pickle=allow_pickle,
         serializer=serializer,
+        version=version,
+        as_of=as_of,
     )
     return ds.to_bag(decode=decode)
 
@@ -1116,13 +1152,16 @@ def data_source(
     serializer: SerializerSpec | None = None,
     reader_options: Mapping[str, str] | str | None = None,
     storage_options: Mapping[str, Any] | None = None,
+    version: int | None = None,
+    as_of: datetime | None = None,
 ) -> ArrayRecordDataSource:
     """Global random access over a records dataset's shards.
 
     The same object as ``arrayds.ArrayRecordDataSource(url, decode=...)``; use this
     function to pass ``allow_pickle=True`` (pickle datasets) or the ``serializer=``
     pair of a dataset written with unregistered callables.  Record counts come from
-    the manifest, so no shard is opened until it is read.
+    the manifest, so no shard is opened until it is read. ``version=`` / ``as_of=``:
+    a version of the dataset's history.
 
     Example:
         >>> import os, tempfile
@@ -1134,7 +1173,12 @@ def data_source(
         (6, {'i': 4}, [5, 0])
     """
     ds = open_records(
-        url, storage_options=storage_options, allow_pickle=allow_pickle, serializer=serializer
+        url,
+        storage_options=storage_options,
+        allow_pickle=allow_pickle,
+        serializer=serializer,
+        version=version,
+        as_of=as_of,
     )
     return ds.data_source(decode=decode, reader_options=reader_options)
 
@@ -1235,9 +1279,11 @@ def _to_dask(store: Store, node: str, m: Any, *, chunks: Any, name: Any, **kwarg
     if chunks is not None or name is not None:
         raise ValueError(f"{what}: chunks= and name= apply to arrays")
     kinds.no_extra_keywords(what, {k: v for k, v in kwargs.items() if k not in _READ_KEYS})
-    return read_records(
-        store.url, node or None, storage_options=store.storage_options or None, **kwargs
-    )
+    # the manifest read (which may be a version of the history), not the URL again
+    ds = RecordsDataset._from_parsed(store, node, m)
+    ds._allow_pickle = bool(kwargs.get("allow_pickle", False))
+    ds._override = kwargs.get("serializer")
+    return ds.to_bag(decode=kwargs.get("decode", True))
 
 
 def _shard_refs(m: RecordsManifest) -> list[kinds.ShardRef]:

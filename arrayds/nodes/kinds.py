@@ -267,12 +267,20 @@ def kind_names() -> list[str]:
 
 
 def data_source(
-    url: str, storage_options: Mapping[str, Any] | None, *, allow_pickle: bool, serializer: Any
+    url: str,
+    storage_options: Mapping[str, Any] | None,
+    *,
+    allow_pickle: bool,
+    serializer: Any,
+    version: int | None = None,
+    as_of: Any = None,
 ) -> Any:
     """For ``ArrayRecordDataSource(url)``: the shards and decoder of the dataset at
     ``url`` if its kind reads as a data source (records), else ``None`` (then ``url``
     is an ArrayRecord file). ``allow_pickle`` and ``serializer`` are the data
-    source's arguments: the consent to unpickle and the user's serializer."""
+    source's arguments: the consent to unpickle and the user's serializer;
+    ``version``/``as_of``: that version of the dataset's history (a ``ValueError``
+    naming the versions kept if it is not one of them)."""
     from ..store import Store
     from .commit import read
 
@@ -289,6 +297,9 @@ def data_source(
         return None
     if kind.data_source is None:
         return None
+    if version is not None or as_of is not None:  # errors here are the user's to see
+        base = read(store, "", version=version, as_of=as_of)
+        assert base.raw is not None
     m = kind.parse(base.raw, store.display(""))
     return kind.data_source(store, "", m, allow_pickle=allow_pickle, serializer=serializer)
 

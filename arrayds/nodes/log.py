@@ -97,7 +97,15 @@ class Extend:
 
 @dataclass(frozen=True)
 class VersionInfo:
-    """One retained version of a node."""
+    """One retained version of a node (what :func:`arrayds.versions` lists).
+
+    >>> import arrayds
+    >>> a = arrayds.open_array("memory://log-versioninfo-doc", mode="w", shape=(0,),
+    ...                        dtype="i1", chunks=1)
+    >>> _ = a.append([1])
+    >>> [(v.generation, v.current) for v in arrayds.versions("memory://log-versioninfo-doc")]
+    [(1, False), (2, True)]
+    """
 
     generation: int
     commit: str | None

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -40,6 +41,7 @@ from xarray.core.utils import FrozenDict
 from ..array import Array
 from ..errors import CommitConflictError
 from ..manifest import ArrayManifest, parse_node
+from ..node import check_version_args
 from ..nodes import commit as node_commit
 from ..storage import get_store
 from ..store import Store, check_component, join_component
@@ -128,11 +130,25 @@ class ArrayDSBackendArray(BackendArray):
 
 
 class ArrayDSDataStore(AbstractDataStore):
-    """The members of one group, as xarray's encoded (not yet CF-decoded) variables."""
+    """The members of one group, as xarray's encoded (not yet CF-decoded) variables;
+    with ``version``/``as_of``, of that version of the group's history."""
 
-    def __init__(self, store: Store, node: str, *, lazy: bool = False) -> None:
+    def __init__(
+        self,
+        store: Store,
+        node: str,
+        *,
+        lazy: bool = False,
+        version: int | None = None,
+        as_of: datetime | None = None,
+    ) -> None:
+        check_version_args(version, as_of, "r", f"dataset {store.display(node)!r}")
         self._store = store
         self._node = node
+        self._version = version
+        self._as_of = as_of
+        self.moment: datetime | None = None
+        """For a version of the history: the moment its child groups are read as of."""
         self._members: dict[str, tuple[str, ArrayManifest]] | None = None
         self._attrs: dict[str, Any] = {}
         self._groups: list[str] = []
@@ -143,7 +159,8 @@ class ArrayDSDataStore(AbstractDataStore):
         if self._members is not None:
             return self._members
         store, node = self._store, self._node
-        state = read_state(store, node)
+        state = read_state(store, node, version=self._version, as_of=self._as_of)
+        self.moment = state.moment
         what = f"dataset {store.display(node)!r}"
         if state.kind is None:
             manifest = store.path(node_commit.manifest_key(node))
@@ -175,7 +192,10 @@ class ArrayDSDataStore(AbstractDataStore):
         # variables carry their own arrays (arrayds.Array pickles as URL + manifest),
         # so the store itself is only needed for close(): it comes back without
         # reading anything
-        return (_closed_store, (self._store.url, self._store.storage_options, self._node))
+        return (
+            _closed_store,
+            (self._store.url, self._store.storage_options, self._node, self._version, self._as_of),
+        )
 
     def get_variables(self) -> Mapping[str, Variable]:
         out = {}
@@ -226,10 +246,18 @@ class ArrayDSDataStore(AbstractDataStore):
         (shards are immutable), which closes them when evicted."""
 
 
-def _closed_store(url: str, storage_options: Mapping[str, Any], node: str) -> ArrayDSDataStore:
+def _closed_store(
+    url: str,
+    storage_options: Mapping[str, Any],
+    node: str,
+    version: int | None = None,
+    as_of: datetime | None = None,
+) -> ArrayDSDataStore:
     """An unpickled :class:`ArrayDSDataStore`: its members are read again (from the
-    current state) only if asked for."""
-    return ArrayDSDataStore(get_store(url, storage_options), node, lazy=True)
+    same version: the current state, or the version it was opened at) only if asked
+    for."""
+    store = get_store(url, storage_options)
+    return ArrayDSDataStore(store, node, lazy=True, version=version, as_of=as_of)
 
 
 def _split_url(filename_or_obj: Any) -> str | None:
@@ -242,8 +270,13 @@ def _split_url(filename_or_obj: Any) -> str | None:
 
 class ArrayDSBackendEntrypoint(BackendEntrypoint):
     """``engine="arrayds"``: open an arrayds dataset (a group of arrays, or a single
-    array) with xarray. Extra keywords: ``group`` (a component inside the dataset)
-    and ``storage_options`` (passed to fsspec)."""
+    array) with xarray. Extra keywords: ``group`` (a component inside the dataset),
+    ``storage_options`` (passed to fsspec), and ``version`` (a generation,
+    :func:`arrayds.versions`) or ``as_of`` (a datetime; naive means UTC) to open that
+    version of the group's history: a dataset written by appends along a dimension is,
+    at version N, exactly as it was after the Nth write (its members as the group's
+    snapshot listed them then). A version the history does not keep is a
+    ``ValueError`` naming the versions it keeps."""
 
     description = "Open arrayds datasets (arrays on ArrayRecord shards) in xarray"
     url = "https://github.com/arrayds/arrayds/blob/main/docs/xarray.md"
@@ -258,6 +291,8 @@ class ArrayDSBackendEntrypoint(BackendEntrypoint):
         "decode_timedelta",
         "group",
         "storage_options",
+        "version",
+        "as_of",
     )
 
     supports_groups = True
@@ -268,12 +303,17 @@ class ArrayDSBackendEntrypoint(BackendEntrypoint):
         *,
         group: str | None = None,
         storage_options: Mapping[str, Any] | None = None,
+        version: int | None = None,
+        as_of: datetime | None = None,
         **decode: Any,
     ) -> dict[str, Any]:
         """``xr.open_groups(url, engine="arrayds")``: the group ``group`` (default the
         root) and every group below it, as ``{"/": ds, "/a": ds, "/a/b": ds}``. Each
         group is read as :meth:`open_dataset` reads it (one consistent snapshot per
-        group); ``decode`` takes the CF decoding keywords of :meth:`open_dataset`."""
+        group); ``decode`` takes the CF decoding keywords of :meth:`open_dataset`.
+        ``version``/``as_of``: that version of ``group``'s history, the groups below
+        it as of the moment it stands for (``as_of``, or the last moment version N
+        was current)."""
         url = _split_url(filename_or_obj)
         if url is None:
             raise TypeError(
@@ -286,9 +326,15 @@ class ArrayDSBackendEntrypoint(BackendEntrypoint):
             before = chain_stamps(store, top)
             out: dict[str, Any] = {}
             pending = [(top, "/")]
+            moment = None
             while pending:
                 node, path = pending.pop(0)
-                ds_store = ArrayDSDataStore(store, node)
+                if node == top:
+                    ds_store = ArrayDSDataStore(store, node, version=version, as_of=as_of)
+                    ds_store._load()
+                    moment = ds_store.moment
+                else:
+                    ds_store = ArrayDSDataStore(store, node, as_of=moment)
                 out[path] = self.open_dataset(ds_store, **decode)
                 for name in ds_store.child_groups():
                     pending.append((join_component(node, name), f"{path.rstrip('/')}/{name}"))
@@ -338,6 +384,8 @@ class ArrayDSBackendEntrypoint(BackendEntrypoint):
         decode_timedelta: bool | None = None,
         group: str | None = None,
         storage_options: Mapping[str, Any] | None = None,
+        version: int | None = None,
+        as_of: datetime | None = None,
     ) -> Any:
         if isinstance(filename_or_obj, ArrayDSDataStore):
             ds_store = filename_or_obj
@@ -348,7 +396,12 @@ class ArrayDSBackendEntrypoint(BackendEntrypoint):
                     f"engine 'arrayds' opens a dataset URL (str or path), got "
                     f"{type(filename_or_obj).__name__}"
                 )
-            ds_store = ArrayDSDataStore(get_store(url, storage_options), check_component(group))
+            ds_store = ArrayDSDataStore(
+                get_store(url, storage_options),
+                check_component(group),
+                version=version,
+                as_of=as_of,
+            )
         return StoreBackendEntrypoint().open_dataset(
             ds_store,
             mask_and_scale=mask_and_scale,

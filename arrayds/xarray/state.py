@@ -41,11 +41,13 @@ from __future__ import annotations
 import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
-from ..abc.store import Store
+from ..abc.store import ABSENT, Store
 from ..errors import CommitConflictError, CorruptionError
 from ..manifest import FORMAT, FORMAT_VERSION, ArrayManifest, parse_node
+from ..node import read_pinned
 from ..nodes import commit as node_commit
 from ..nodes.commit import NodeVersion, generation_of
 from ..store import io_pool, is_reserved_name, join_component, new_write_id
@@ -90,6 +92,8 @@ class DatasetState:
     groups: dict[str, dict[str, Any]] = field(default_factory=dict)
     own: Stamp = None
     chain: list[Stamp] = field(default_factory=list)
+    moment: datetime | None = None
+    """For a version of the history: the moment its children were read as of."""
 
     @property
     def exists(self) -> bool:
@@ -154,9 +158,19 @@ def _read_children(store: Store, node: str, names: Iterable[str]) -> dict[str, N
     return dict(zip(names, reads, strict=True))
 
 
-def read_state(store: Store, node: str, max_tries: int = 8) -> DatasetState:
-    """The consistent state of the group ``node`` (see the module docstring)."""
+def read_state(
+    store: Store,
+    node: str,
+    max_tries: int = 8,
+    *,
+    version: int | None = None,
+    as_of: datetime | None = None,
+) -> DatasetState:
+    """The consistent state of the group ``node`` (see the module docstring); with
+    ``version``/``as_of``, of that version of its history (:func:`_state_at`)."""
     what = f"dataset {store.display(node)!r}"
+    if version is not None or as_of is not None:
+        return _state_at(store, node, version, as_of, what)
     chain, root = _resolve(store, node)
     for _ in range(max_tries):
         if root is None:
@@ -183,6 +197,59 @@ def read_state(store: Store, node: str, max_tries: int = 8) -> DatasetState:
         chain, root = again_chain, again
     else:  # pragma: no cover - needs a writer committing faster than we read
         raise CommitConflictError(f"{what}: the dataset kept changing while it was read")
+    return _assemble(what, root, chain, children, names, snap_members, snap)
+
+
+def _state_at(
+    store: Store, node: str, version: int | None, as_of: datetime | None, what: str
+) -> DatasetState:
+    """The state of version ``version`` (or the one at ``as_of``) of the node: its
+    own manifest of then (versions are immutable: one read), the members its
+    snapshot lists as listed, the other children as of the moment that version
+    stands for (:func:`arrayds.node.read_pinned`)."""
+    nv = node_commit.read(store, node, version=version, as_of=as_of)
+    root, chain = nv.raw, [nv.stamp]
+    if root is None or root.get("kind") != "group":
+        kind = root.get("kind") if root is not None else None
+        return DatasetState(kind=kind, root=root, own=chain[-1], chain=chain, moment=as_of)
+    moment = as_of
+    if moment is None:
+        pin = read_pinned(store, node, version=nv.generation)[1]
+        moment = pin.children_as_of if pin is not None else None
+    snap = root.get(SNAPSHOT)
+    snap_members: dict[str, Any] = {}
+    if isinstance(snap, dict) and isinstance(snap.get("members"), dict):
+        snap_members = snap["members"]
+    folders = sorted(
+        f for f in set(store.list_dir(node)) - set(snap_members) if not is_reserved_name(f)
+    )
+
+    def child(name: str) -> NodeVersion:
+        n = join_component(node, name)
+        if moment is None:
+            return node_commit.read(store, n)
+        try:
+            return node_commit.read(store, n, as_of=moment)
+        except ValueError:  # no version of it then
+            return NodeVersion(store, n, None, ABSENT)
+
+    children = {n: child(n) for n in [*snap_members, *folders]}
+    names = [n for n in children if n in snap_members or children[n].exists]
+    state = _assemble(what, root, chain, children, names, snap_members, snap)
+    state.moment = moment
+    return state
+
+
+def _assemble(
+    what: str,
+    root: dict[str, Any],
+    chain: list[Stamp],
+    children: dict[str, NodeVersion],
+    names: list[str],
+    snap_members: dict[str, Any],
+    snap: Any,
+) -> DatasetState:
+    """The state of a group whose manifest ``root`` and ``children`` were read."""
     state = DatasetState(kind="group", root=root, own=chain[-1], chain=chain)
     attrs = root.get("attrs", {})
     state.attrs = dict(attrs) if isinstance(attrs, dict) else {}

