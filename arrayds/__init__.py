@@ -26,10 +26,10 @@ from .arrayrecord import (
 )
 from .dataset import Group, open, open_array, open_group
 from .errors import CommitConflictError
+from .nodes.log import VersionInfo  # what versions() lists (issue 12)
 from .ragged import RaggedArray, open_ragged
 from .tfrecord import read_jsonlines, read_tfrecord  # records input (issue 4)
 from .tools.compact import CompactReport, compact  # compaction (issue 12)
-from .nodes.log import VersionInfo  # what versions() lists (issue 12)
 from .tools.upgrade import upgrade  # manifest format versions (issue 12)
 
 __version__ = "0.1.0"

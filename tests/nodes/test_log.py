@@ -148,12 +148,6 @@ def _named_segments(store, node) -> set[str]:
     return out
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="arrayds/nodes/log.py _append writes the tail as a segment and then, when it "
-    "merges, writes the merged segment too: the first file is named by no head (one "
-    "orphan per merging commit, which arrayds gc does not remove either)",
-)
 def test_a_merging_commit_writes_only_segments_its_head_names(store):
     commit.commit(store, "n", lambda b: _array([]), write_id="w0")
     for i in range(4):
@@ -573,12 +567,6 @@ def test_xarray_dataset_appends_with_long_shard_lists(tmp_path):
 # ------------------------------------------------------------------ found while testing
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="arrayds/nodes/log.py _check_ref lets a NUL byte through: on a local store "
-    "the forged segment path '_arrayds/log/\\x00' raises ValueError('embedded null "
-    "byte') from os.stat instead of CorruptionError",
-)
 def test_a_segment_path_with_a_nul_byte_is_corruption(tmp_path):
     store = get_store(str(tmp_path / "ds"), None)
     ref, _ = _segment_node(store)
@@ -587,12 +575,6 @@ def test_a_segment_path_with_a_nul_byte_is_corruption(tmp_path):
         _ = commit.read(store, "n").raw
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="arrayds/nodes/commit.py replace() resolves the current head (base.raw) to "
-    "find its generation and files: a head whose segment is missing cannot be "
-    "rewritten (CorruptionError), so no tool can repair it through replace",
-)
 def test_replace_rewrites_a_head_whose_segment_is_missing(store):
     ref, _ = _segment_node(store)
     good = commit.read(store, "n").raw

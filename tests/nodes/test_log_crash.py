@@ -197,23 +197,12 @@ def _leftover_segment(tmp_path) -> tuple[str, str]:
     return url, orphan
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="arrayds/tools/gc.py knows only shard names: a segment of a killed commit "
-    "(_arrayds/log/<id>.json, named by no head and no retained version) is never removed",
-)
 def test_gc_removes_a_segment_that_nothing_names(tmp_path):
     url, orphan = _leftover_segment(tmp_path)
     collect_garbage(url, min_age=3600)
     assert not os.path.exists(os.path.join(url, orphan))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="arrayds/tools/gc.py reads only the current heads: a shard that only a "
-    "retained version names (an append that completed a partial chunk dropped its "
-    "entry) is removed, and reading that version then fails",
-)
 def test_gc_keeps_the_shards_retained_versions_name(tmp_path):
     url = str(tmp_path / "ds")
     _new_array(url)

@@ -110,12 +110,6 @@ def test_open_datatree_at_a_version(quick):
     xr.testing.assert_identical(old, now)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="xarray mode='w' over an existing dataset keeps the root's history but "
-    "removes the members' files (xarray/state.commit_snapshot commits without "
-    "replaces=True): the lead's write path; see the versions report",
-)
 def test_mode_w_over_an_xarray_dataset_leaves_no_unreadable_version(quick):
     arrayds.to_arrayrecord(_step(0), quick.url, mode="w")
     arrayds.to_arrayrecord(_step(1), quick.url, mode="a", append_dim="time")
