@@ -48,6 +48,7 @@ def to_arrayrecord(
     compute: bool = True,
     storage_options: Mapping[str, Any] | None = None,
     progress: bool = False,
+    compact: bool = False,
     **kwargs: Any,
 ) -> Any:
     """Write ``data`` to the node ``url`` + ``component`` in parallel (API.md §3).
@@ -61,6 +62,14 @@ def to_arrayrecord(
     ``shard_size`` (bytes or ``"128MiB"``) groups neighbouring blocks into shard files;
     the default makes blocks of 16 MiB or more their own shard and groups smaller ones
     up to 16 MiB. Extra keyword: ``fill_value`` (new arrays, default 0).
+
+    ``compact=True``: after the write commits, compact the node and those below it
+    if they hold :data:`arrayds.tools.compact.AUTO_COMPACT_FILES` (64) or more small
+    shard files (:func:`arrayds.compact`; a node grown by small appends is then
+    rewritten about once every 64 appends). Off by default: a compaction rewrites
+    data (a write then costs more now and then) and conflicts with writers that commit
+    meanwhile; a pipeline appending in a loop turns it on, or runs ``arrayds compact``
+    on a schedule.
 
     Returns the written :class:`arrayds.Array` (read-only handle), or with
     ``compute=False`` a ``dask.delayed.Delayed`` that writes and commits when computed
@@ -89,11 +98,27 @@ def to_arrayrecord(
         compute=compute,
         progress=progress,
     )
+    if compact and not compute:
+        raise ValueError(
+            f"to_arrayrecord({store.display(node)!r}): compact=True compacts after the "
+            f"write commits, so it needs compute=True"
+        )
     try:
         writer = kinds.writer_for(data)
     except TypeError as e:
         raise TypeError(f"to_arrayrecord({store.display(node)!r}): {e}") from None
-    return writer.write(data, store, node, **options, **kwargs)
+    out = writer.write(data, store, node, **options, **kwargs)
+    if compact:
+        from .tools.compact import AUTO_COMPACT_FILES
+        from .tools.compact import compact as compact_nodes
+
+        compact_nodes(
+            store.url,
+            node or None,
+            storage_options=store.storage_options or None,
+            min_small_files=AUTO_COMPACT_FILES,
+        )
+    return out
 
 
 def from_arrayrecord(

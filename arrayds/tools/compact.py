@@ -66,6 +66,12 @@ __all__ = [
     "parse_shard_size",
 ]
 
+AUTO_COMPACT_FILES = 64
+"""How many small shard files make ``to_arrayrecord(..., compact=True)`` compact a node
+after its write: a node grown by small appends is rewritten once every 64 or so
+appends, so the rewrite costs each append about 1/64 of the node's size, and the node
+never holds more than about 64 small files (opens and reads stay fast)."""
+
 DEFAULT_SHARD_SIZE = 64 << 20
 """The default target size of a compacted shard: 64 MiB as stored. Large enough that
 the per-file costs (an open, a footer read, on object stores a request of tens of
@@ -149,13 +155,18 @@ class Fragmentation:
 
 
 def fragmentation(
-    manifest: Any, shard_size: Any = None, *, sizes: Mapping[str, int] | None = None
+    manifest: Any,
+    shard_size: Any = None,
+    *,
+    sizes: Mapping[str, int] | None = None,
+    min_small_files: int = 2,
 ) -> Fragmentation:
     """Measure one node's manifest (a parsed array, records or ragged manifest) and
     decide whether it needs compaction. The rule: a node needs compaction if
 
-    * at least two of its shard files are smaller than ``shard_size / 2`` (they can be
-      merged into one file of at most ``shard_size``), or
+    * at least ``min_small_files`` (2) of its shard files are smaller than
+      ``shard_size / 2`` (they can be merged into one file of at most ``shard_size``),
+      or
     * less than half of its stored bytes are live (newer writes override most of what
       the files hold).
 
@@ -183,7 +194,7 @@ def fragmentation(
     live_bytes = int(sum(f.bytes * f.live_records / f.records for f in known if f.records))
     from .describe import format_bytes
 
-    if small >= 2:
+    if small >= max(2, min_small_files):
         needs, reason = (
             True,
             f"{small} of {len(u.files)} shard files are smaller than half of shard_size "
@@ -276,6 +287,7 @@ class CompactReport:
     dry_run: bool
     shard_size: int
     nodes: list[NodeReport] = field(default_factory=list)
+    min_small_files: int = 2
 
     @property
     def compacted(self) -> list[NodeReport]:
@@ -313,8 +325,13 @@ def _measure(
     shown = store.display(node)
     if kind.compact is None:
         return NodeReport(shown, kind.name, "skipped", "its kind has no compaction")
+    least = report.min_small_files
+    if least > 2 and len(getattr(m, "shards", ())) < least:
+        # automatic compaction: fewer entries than the threshold of files (known
+        # without reading the entries)
+        return NodeReport(shown, kind.name, "skipped", f"fewer than {least} shard entries")
     try:
-        frag = fragmentation(m, size, sizes=_sizes(store, node, m))
+        frag = fragmentation(m, size, sizes=_sizes(store, node, m), min_small_files=least)
     except TooFragmentedError as e:
         return NodeReport(shown, kind.name, "skipped", f"too fragmented to map: {e}")
     if not frag.needs_compaction:
@@ -486,6 +503,7 @@ def compact(
     shard_size: int | str | None = None,
     storage_options: Mapping[str, Any] | None = None,
     dry_run: bool = False,
+    min_small_files: int = 2,
 ) -> CompactReport:
     """Compact the node ``component`` of the dataset at ``url`` and every node below it.
 
@@ -503,6 +521,9 @@ def compact(
     A reader sees the node before or after, never a mix. The old shard files are not
     removed (older versions and open readers use them): ``arrayds gc`` removes them
     once no manifest names them. ``dry_run`` measures and reports, writing nothing.
+    ``min_small_files``: how many small files make a node fragmented (2; the
+    automatic compaction of ``to_arrayrecord(..., compact=True)`` uses
+    :data:`AUTO_COMPACT_FILES`).
 
     ``FileNotFoundError`` if there is no dataset at ``url`` (or no node
     ``component``); ``ValueError`` for a bad ``component`` or ``shard_size`` (not
@@ -519,8 +540,14 @@ def compact(
     (1, [b'a', b'b', b'a', b'b', b'a', b'b', b'a', b'b'])
     """
     size = parse_shard_size(shard_size)
+    if not isinstance(min_small_files, int) or isinstance(min_small_files, bool):
+        raise TypeError(f"min_small_files must be an int, got {min_small_files!r}")
+    if min_small_files < 2:
+        raise ValueError(f"min_small_files must be at least 2, got {min_small_files}")
     store, node = open_root(url, storage_options, component)
-    report = CompactReport(store.display(node), bool(dry_run), size)
+    report = CompactReport(
+        store.display(node), bool(dry_run), size, min_small_files=min_small_files
+    )
     parent = _snapshot_parent(store, node)
     if parent is not None:
         _compact_dataset(store, parent, report, only={node.rpartition("/")[2]})
