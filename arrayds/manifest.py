@@ -430,9 +430,9 @@ class ShardList(Sequence[ShardEntry]):
         return [*self._raw, *(e.to_json() for e in self._extra)]
 
 
-LAZY_ENTRIES = 256
-"""Arrays with more shard entries than this parse them when first used, not when
-opened (fewer are checked at once, as before)."""
+LAZY_ENTRIES = 32
+"""Arrays with more shard entries than a head keeps inline parse them when first used,
+not when opened (fewer are checked at once, as before)."""
 
 
 class ShardTable:

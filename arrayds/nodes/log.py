@@ -60,6 +60,7 @@ __all__ = [
     "VERSIONS_DIR",
     "Extend",
     "VersionInfo",
+    "clear_cache",
     "encode",
     "extend",
     "log_files",
@@ -154,6 +155,17 @@ _CACHE_ENTRIES = 4_000_000
 _cache: OrderedDict[tuple[str, str], list[Any]] = OrderedDict()
 _cache_size = 0
 _cache_lock = threading.Lock()
+
+
+def clear_cache() -> None:
+    """Forget the parsed segments this process keeps (what a new process starts with).
+
+    >>> clear_cache()
+    """
+    global _cache_size
+    with _cache_lock:
+        _cache.clear()
+        _cache_size = 0
 
 
 def _key(node: str, rel: str) -> str:
