@@ -416,11 +416,18 @@ def _stage(
         added = {s["path"] for s in change.shards if isinstance(s.get("path"), str)}
         return _Staged(head, dump_json(head), None, segments, added)
     new = {**change, **stamp}
-    added = referenced_files(new) - (referenced_files(base.raw) if base.raw else set())
     if format_version >= 2:
-        head, segments = log.encode(store, node, new, base.head, lambda: base.raw)
+        lists: dict[str, list[Any]] = {}
+        head, segments = log.encode(store, node, new, base.head, lambda: base.raw, lists)
+        added = {
+            f"{where}/{e['path']}" if where else e["path"]
+            for where, entries in lists.items()
+            for e in entries
+            if isinstance(e, dict) and isinstance(e.get("path"), str)
+        }
     else:
         head, segments = new, []
+        added = referenced_files(new) - (referenced_files(base.raw) if base.raw else set())
     return _Staged(head, dump_json(head), new, segments, added)
 
 

@@ -342,15 +342,17 @@ def _encode_list(
     stored: Any,
     current: Callable[[], Any],
     written: list[str],
-) -> Any:
+) -> tuple[Any, list[Any]]:
     """Store the list ``new`` given the stored form of the list it replaces: appended
-    to it when ``new`` starts with the current entries, else written anew."""
+    to it when ``new`` starts with the current entries, else written anew. Returns it
+    and the entries that are not the current ones' (what the write adds)."""
     if stored is None or not isinstance(new, list):
-        return _fresh(store, node, new, written)
+        return _fresh(store, node, new, written), new if isinstance(new, list) else []
     old = current()
     if isinstance(old, list) and len(new) >= len(old) and new[: len(old)] == old:
-        return _append(store, node, stored, new[len(old) :], written)
-    return _fresh(store, node, new, written)
+        added = new[len(old) :]
+        return _append(store, node, stored, added, written), added
+    return _fresh(store, node, new, written), new
 
 
 def encode(
@@ -359,12 +361,16 @@ def encode(
     new: Mapping[str, Any],
     base: Mapping[str, Any] | None,
     current: Callable[[], Mapping[str, Any] | None] | None = None,
+    added: dict[str, list[Any]] | None = None,
 ) -> tuple[dict[str, Any], list[str]]:
     """The head (format 2) that stores the logical manifest ``new``, given the stored
     head ``base`` it replaces (``None``: none) and ``current()``, the logical manifest
     of ``base``. Returns it and the segment files written for it (relative to the
-    node; they must be durable before the head is)."""
+    node; they must be durable before the head is). ``added``, if given, receives the
+    entries of each list that the current manifest does not have (``""``: the node's
+    own shards, else the snapshot member's name)."""
     written: list[str] = []
+    added = {} if added is None else added
     head = dict(new)
     full = (lambda: current() if current is not None else None) if base is not None else None
 
@@ -383,14 +389,15 @@ def encode(
 
     if "shards" in head:
         stored, cur = base_list(("shards",))
-        head["shards"] = _encode_list(store, node, head["shards"], stored, cur, written)
+        head["shards"], added[""] = _encode_list(store, node, head["shards"], stored, cur, written)
     members = _members(head)
     if members is not None:
         new_members = {}
         for name, m in members.items():
             if isinstance(m, dict) and "shards" in m:
                 stored, cur = base_list(("snapshot", "members", name, "shards"))
-                m = dict(m, shards=_encode_list(store, node, m["shards"], stored, cur, written))
+                enc, added[name] = _encode_list(store, node, m["shards"], stored, cur, written)
+                m = dict(m, shards=enc)
             new_members[name] = m
         head["snapshot"] = dict(head["snapshot"], members=new_members)
     return head, written

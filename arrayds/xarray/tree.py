@@ -34,7 +34,7 @@ from typing import Any
 from ..abc.store import Store
 from ..array import stack_entries
 from ..errors import CommitConflictError
-from ..manifest import ArrayManifest, check_compression
+from ..manifest import check_compression
 from ..nodes import commit as node_commit
 from ..nodes.commit import NodeVersion, generation_of
 from ..storage import get_store
@@ -266,8 +266,7 @@ def _commit_task(job: CommitJob, results: list[list[dict[str, Any]]]) -> dict[st
         g = job.groups[rel]
         st: DatasetState = g["state"]
         members: dict[str, Any] = {}
-        for name, base_json in g["bases"].items():
-            base = ArrayManifest.from_json(base_json, f"{what} variable {name!r}")
+        for name, base in g["bases"].items():
             m = base.with_(
                 shards=stack_entries(base.shards, new_shards(by_key.get((rel, name), []))),
                 generation=next_generation(st, name),

@@ -297,13 +297,14 @@ class VariablePlan(NamedTuple):
 
 class WritePlan:
     """The checked arrays of one dataset write: ``plans`` the :class:`VariablePlan`
-    of each variable, ``bases`` the base manifests (JSON) by name, ``remove_files``
+    of each variable, ``bases`` the base manifests by name (their shard lists are the
+    stored ones, unparsed: the commit appends to them), ``remove_files``
     the shard files the commit makes unreferenced (member -> paths)."""
 
     def __init__(
         self,
         plans: list[VariablePlan],
-        bases: dict[str, dict[str, Any]],
+        bases: dict[str, ArrayManifest],
         remove_files: dict[str, list[str]],
     ) -> None:
         self.plans = plans
@@ -408,11 +409,9 @@ def _commit_task(job: CommitJob, results: list[list[dict[str, Any]]]) -> dict[st
     ``results[i]`` are the shard entries of variable ``job.names[i]``."""
     store = get_store(job.url, job.storage_options)
     node, expected = job.node, job.expected
-    what = f"dataset {store.display(node)!r}"
     members: dict[str, ArrayManifest] = {n: expected.members[n] for n in job.keep}
     by_name = dict(zip(job.names, results, strict=True))
-    for name, base_json in job.bases.items():
-        base = ArrayManifest.from_json(base_json, f"{what} variable {name!r}")
+    for name, base in job.bases.items():
         new = new_shards(by_name.get(name, []))
         members[name] = base.with_(shards=stack_entries(base.shards, new))
     written = [f"{n}/{e['path']}" for n, entries in by_name.items() for e in entries]
@@ -900,7 +899,7 @@ def plan_encoded(
     what = f"dataset {store.display(node)!r}"
     explicit_chunks = set(explicit_chunks)
     existing: dict[str, ArrayManifest] = dict(state.members) if mode != "w" else {}
-    bases: dict[str, dict[str, Any]] = {}
+    bases: dict[str, ArrayManifest] = {}
     remove_files: dict[str, list[str]] = {}
     plans = []
     for idx, (key, enc) in enumerate(variables.items()):
@@ -942,7 +941,7 @@ def plan_encoded(
             else:
                 x, offset, base = _plan_region(enc, x, old, dict(region or {}), vwhat)
         plans.append(VariablePlan(name, x, join_component(node, name), offset, base, idx))
-        bases[name] = base.to_json()
+        bases[name] = base
     return WritePlan(plans, bases, remove_files)
 
 
