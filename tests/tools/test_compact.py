@@ -608,7 +608,7 @@ def test_readers_during_compaction_see_the_same_data(tmp_path):
     b = arrayds.open_array(url)
     assert b.generation == a.generation + 1 and len({e.path for e in b.manifest.shards}) > 3
     np.testing.assert_array_equal(b[...], want)
-    assert a.generation in gens and reads > 3
+    assert a.generation in gens and reads >= 3
 
 
 def test_a_records_append_during_compaction_survives(tmp_path):
