@@ -178,17 +178,7 @@ def read_state(
         kind = root.get("kind")
         if kind != "group":
             return DatasetState(kind=kind, root=root, own=chain[-1], chain=chain)
-        snap = root.get(SNAPSHOT)
-        snap_members: dict[str, Any] = {}
-        if isinstance(snap, dict) and isinstance(snap.get("members"), dict):
-            snap_members = snap["members"]
-        # snapshot order first (the order the variables were written), then the other
-        # folders that hold a manifest: each child's manifest is read anyway, so one
-        # listing of the folders and those reads find the child nodes
-        # (:func:`arrayds.nodes.commit.child_nodes` would read each one twice)
-        folders = sorted(
-            f for f in set(store.list_dir(node)) - set(snap_members) if not is_reserved_name(f)
-        )
+        snap, snap_members, folders = _listed(store, node, root)
         children = _read_children(store, node, [*snap_members, *folders])
         names = [n for n in children if n in snap_members or children[n].exists]
         again_chain, again = _resolve(store, node)
@@ -198,6 +188,22 @@ def read_state(
     else:  # pragma: no cover - needs a writer committing faster than we read
         raise CommitConflictError(f"{what}: the dataset kept changing while it was read")
     return _assemble(what, root, chain, children, names, snap_members, snap)
+
+
+def _listed(
+    store: Store, node: str, root: Mapping[str, Any]
+) -> tuple[Any, dict[str, Any], list[str]]:
+    """The group manifest's snapshot, the members it lists (in the order the
+    variables were written) and the node's other folders that may hold a child
+    (each child's manifest is read anyway, so one listing of the folders and those
+    reads find the child nodes: :func:`arrayds.nodes.commit.child_nodes` would read
+    each one twice)."""
+    snap = root.get(SNAPSHOT)
+    members: dict[str, Any] = {}
+    if isinstance(snap, dict) and isinstance(snap.get("members"), dict):
+        members = snap["members"]
+    folders = sorted(f for f in set(store.list_dir(node)) - set(members) if not is_reserved_name(f))
+    return snap, members, folders
 
 
 def _state_at(
@@ -216,13 +222,7 @@ def _state_at(
     if moment is None:
         pin = read_pinned(store, node, version=nv.generation)[1]
         moment = pin.children_as_of if pin is not None else None
-    snap = root.get(SNAPSHOT)
-    snap_members: dict[str, Any] = {}
-    if isinstance(snap, dict) and isinstance(snap.get("members"), dict):
-        snap_members = snap["members"]
-    folders = sorted(
-        f for f in set(store.list_dir(node)) - set(snap_members) if not is_reserved_name(f)
-    )
+    snap, snap_members, folders = _listed(store, node, root)
 
     def child(name: str) -> NodeVersion:
         n = join_component(node, name)
