@@ -8,7 +8,6 @@ lists are encoded and resolved (docs/spec.md, "Format version 2")."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import pathlib
@@ -21,6 +20,7 @@ import uuid
 
 import numpy as np
 import pytest
+from conformance.servers import moto_bucket
 
 import arrayds
 from arrayds.errors import CorruptionError
@@ -452,25 +452,10 @@ def test_concurrent_appending_processes_all_land(tmp_path):
 # ------------------------------------------------------------------ S3
 
 
-def _s3server():
-    path = ROOT / "tests" / "s3" / "s3server.py"
-    spec = importlib.util.spec_from_file_location("arrayds_tests_s3server_log", path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
 @pytest.fixture(scope="module")
 def s3_opts():
-    pytest.importorskip("s3fs", reason="the S3 tests need s3fs (pip install arrayds[s3])")
-    pytest.importorskip("moto.server", reason="the S3 tests need moto[server]")
-    server = _s3server().start_moto()
-    import s3fs
-
-    s3fs.S3FileSystem(**server.storage_options()).mkdir("arrayds-log")
-    yield server.storage_options()
-    server.stop()
+    with moto_bucket("arrayds-log") as server:
+        yield server.storage_options()
 
 
 def test_appends_and_history_on_s3(s3_opts):

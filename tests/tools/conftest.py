@@ -3,40 +3,20 @@ S3 (the moto server of tests/s3/s3server.py, one per session)."""
 
 from __future__ import annotations
 
-import importlib.util
-import pathlib
-import sys
 import uuid
 
 import fsspec
 import pytest
+from conformance.servers import moto_bucket
 
 BUCKET = "arrayds-tools"
-
-
-def _s3server():
-    name = "arrayds_tests_s3server"
-    if name in sys.modules:
-        return sys.modules[name]
-    path = pathlib.Path(__file__).parents[1] / "s3" / "s3server.py"
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
 
 
 @pytest.fixture(scope="session")
 def tools_s3():
     """A running moto server with the bucket of these tests."""
-    pytest.importorskip("s3fs", reason="the S3 tests need s3fs (pip install arrayds[s3])")
-    pytest.importorskip("moto.server", reason="the S3 tests need moto[server]")
-    server = _s3server().start_moto()
-    import s3fs
-
-    s3fs.S3FileSystem(**server.storage_options()).mkdir(BUCKET)
-    yield server
-    server.stop()
+    with moto_bucket(BUCKET) as server:
+        yield server
 
 
 class Where:

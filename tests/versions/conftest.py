@@ -6,32 +6,18 @@ storage_options) on a local folder, memory://, a moto S3 server and a fake-gcs-s
 from __future__ import annotations
 
 import atexit
-import importlib.util
-import pathlib
-import sys
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from conformance.servers import load_helper, moto_bucket
 
 BUCKET = "arrayds-versions"
 
 
-def _load(folder: str, name: str):
-    key = f"arrayds_tests_{folder}_{name}"
-    if key in sys.modules:
-        return sys.modules[key]
-    path = pathlib.Path(__file__).parents[1] / folder / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(key, path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[key] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
 # before anything imports gcsfs (see tests/gcs/gcsserver.py: GCSFS_ENV)
-_load("gcs", "gcsserver").apply_gcsfs_env()
+load_helper("gcs", "gcsserver").apply_gcsfs_env()
 
 
 @dataclass
@@ -44,14 +30,8 @@ class Where:
 
 @pytest.fixture(scope="session")
 def versions_s3():
-    pytest.importorskip("s3fs", reason="the S3 tests need s3fs (pip install arrayds[s3])")
-    pytest.importorskip("moto.server", reason="the S3 tests need moto[server]")
-    server = _load("s3", "s3server").start_moto()
-    import s3fs
-
-    s3fs.S3FileSystem(**server.storage_options()).mkdir(BUCKET)
-    yield server
-    server.stop()
+    with moto_bucket(BUCKET) as server:
+        yield server
 
 
 @pytest.fixture(scope="session")
@@ -63,7 +43,7 @@ def versions_gcs():
     )
     import gcsfs
 
-    server = _load("gcs", "gcsserver").start_fake_gcs()
+    server = load_helper("gcs", "gcsserver").start_fake_gcs()
     gcsfs.GCSFileSystem(**server.storage_options()).mkdir(BUCKET)
     atexit.register(server.stop)  # as tests/gcs/conftest.py: after queued prefetches
     return server
