@@ -701,6 +701,14 @@ def write(
         )
     plan, expected = plan_write(store, node, mode, compression, group_size, serializer, total)
     token = plan.stem
+    if not is_bag and total == 1 and compute and not progress:
+        # one shard of records already in memory: its task and the commit task run
+        # here, as a graph of two tasks would (a small append costs no scheduler)
+        results = [write_shard(items, 0, plan)]
+        man = commit_shards(
+            results, plan, mode, compression, group_size, dict(attrs) if attrs else None, expected
+        )
+        return RecordsDataset._from_manifest(plan.store, plan.node, man)
     if is_bag:
         from dask.base import get_scheduler
 
