@@ -179,6 +179,54 @@ class ShardInfo:
         )
 
 
+class LazyShards(Sequence["ShardInfo"]):
+    """The shards of a long records manifest, parsed and checked when first used (a
+    dataset grown by many appends opens in the time of a fresh one). ``total``: the
+    manifest's ``num_records``, which they must add up to.
+
+    >>> lst = LazyShards([{"path": "a", "records": 2}], 2, "doc")
+    >>> len(lst), lst[0].num_records
+    (1, 2)
+    """
+
+    __slots__ = ("_parsed", "_raw", "_total", "_where")
+
+    def __init__(self, raw: list[Any], total: int | None, where: str) -> None:
+        self._raw = raw
+        self._total = total
+        self._where = where
+        self._parsed: list[ShardInfo] | None = None
+
+    def _shards(self) -> list[ShardInfo]:
+        if self._parsed is None:
+            shards = [ShardInfo.from_json(s, self._where) for s in self._raw]
+            _check_total(shards, self._total, self._where)
+            self._parsed = shards
+        return self._parsed
+
+    def __len__(self) -> int:
+        return len(self._raw)
+
+    def __getitem__(self, i: Any) -> Any:
+        return self._shards()[i]
+
+    def __iter__(self) -> Any:
+        return iter(self._shards())
+
+
+def _check_total(shards: Sequence[ShardInfo], total: Any, where: str) -> None:
+    if total is not None and total != sum(s.num_records for s in shards):
+        raise CorruptionError(
+            f"{where}: the manifest says num_records={total} but its shards hold "
+            f"{sum(s.num_records for s in shards)}"
+        )
+
+
+LAZY_SHARDS = 32
+"""Records manifests with more shards than a head keeps inline parse them when first
+used, not when opened."""
+
+
 @dataclass
 class RecordsManifest:
     """The manifest of a records node (docs/spec.md, "Records datasets")."""
@@ -186,15 +234,19 @@ class RecordsManifest:
     serializer: str
     group_size: int
     compression: str
-    shards: list[ShardInfo]
+    shards: Sequence[ShardInfo]
     attrs: dict[str, Any] = field(default_factory=dict)
     generation: int = 0
     commit: str = ""
+    total: int | None = field(default=None, compare=False)
+    """``num_records`` as the manifest states it (known before the shards are parsed)."""
 
     kind = KIND
 
     @property
     def num_records(self) -> int:
+        if isinstance(self.shards, LazyShards) and self.total is not None:
+            return self.total
         return sum(s.num_records for s in self.shards)
 
     def to_json(self) -> dict[str, Any]:
@@ -234,13 +286,17 @@ class RecordsManifest:
             raise CorruptionError(
                 f"{where}: a records manifest needs a 'serializer' string and a 'shards' list"
             )
-        shards = [ShardInfo.from_json(s, where) for s in raw_shards]
         total = man.get("num_records")
-        if total is not None and total != sum(s.num_records for s in shards):
-            raise CorruptionError(
-                f"{where}: the manifest says num_records={total} but its shards hold "
-                f"{sum(s.num_records for s in shards)}"
-            )
+        if total is not None and (
+            not isinstance(total, int) or isinstance(total, bool) or total < 0
+        ):
+            raise CorruptionError(f"{where}: bad num_records {total!r}")
+        shards: Sequence[ShardInfo]
+        if len(raw_shards) > LAZY_SHARDS:
+            shards = LazyShards(raw_shards, total, where)
+        else:
+            shards = [ShardInfo.from_json(s, where) for s in raw_shards]
+            _check_total(shards, total, where)
         group_size = man.get("group_size", 1)
         gen = man.get("generation", 0)
         attrs = man.get("attrs", {})
@@ -258,6 +314,7 @@ class RecordsManifest:
             dict(attrs),
             gen,
             str(man.get("commit", "")),
+            total,
         )
 
 
