@@ -58,7 +58,7 @@ from .errors import CorruptionError
 from .manifest import FORMAT, FORMAT_VERSION
 from .node import Pin, check_version_args
 from .nodes import commit as node_commit
-from .nodes import kinds
+from .nodes import kinds, log
 from .serializers import Serializer, SerializerSpec
 from .storage import get_store
 from .store import (
@@ -683,7 +683,8 @@ def write_records(
     the item index, and nothing is committed.
 
     Returns a :class:`RecordsDataset`, or with ``compute=False`` a
-    ``dask.delayed.Delayed`` whose result is the committed manifest (a dict).
+    ``dask.delayed.Delayed`` whose result is the committed manifest (a dict, as stored:
+    :func:`arrayds.nodes.log.resolve` gives the entries of a long shard list).
 
     Example:
         >>> import os, tempfile, dask.bag as db
@@ -985,7 +986,9 @@ class RecordsDataset:
     @property
     def _manifest(self) -> RecordsManifest:
         if self._parsed is None:
-            self._parsed = RecordsManifest.from_json(self._raw or {}, self.url)
+            # the manifest a commit returned, its shard list possibly still a log
+            raw = log.resolve(self._store, self._node, self._raw or {}, self.url)
+            self._parsed = RecordsManifest.from_json(raw, self.url)
         return self._parsed
 
     @property

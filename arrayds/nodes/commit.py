@@ -470,6 +470,9 @@ def commit(
     ``after(base, new)``: a follow-up run once the commit landed, whose failure is the
     caller's to report; ``format_version``: store the node in this format version
     (default: the one it has, :data:`NEWEST` for a new node).
+
+    Returns the committed manifest; for an :class:`Extend`, as stored (its shard
+    lists may be logs: :func:`arrayds.nodes.log.resolve` gives their entries).
     """
     written = tuple(written)
     clear = tuple(clear)
@@ -507,27 +510,39 @@ def commit(
             raise
         if parents and node:
             ensure_parents(store, node)
-        _keep_version(store, node, base, fv)
-        # segments and the kept version were written with ``put`` (durable on return):
-        # only the names of the shard files still need syncing
-        store.flush(_key(node, p) for p in sorted(staged.added))
-        try:
-            store.put_if_match(manifest_key(node), staged.data, base.version)
-        except PreconditionFailedError as e:
-            store.delete(_key(node, p) for p in staged.segments)
+        refused = _put(store, node, base, staged, fv)
+        if refused is not None:
             if attempt < retries:
                 attempt += 1
                 time.sleep(random.uniform(0.0, 0.01 * attempt))
                 continue
             _discard(store, node, written)
-            raise _conflict(label, base, e) from None
-        new = staged.manifest(store, node)
+            raise _conflict(label, base, refused) from None
         if after is not None:
-            after(base, new)
+            after(base, staged.manifest(store, node))
         if replaces and base.raw is not None:
-            remove_replaced(store, node, base.raw, new, folders=clear)
+            remove_replaced(store, node, base.raw, staged.manifest(store, node), folders=clear)
             _forget_history(store, node, staged.head)
-        return new
+        # an Extend commit returns its head as stored: resolving its segments here would
+        # read the whole history back on every append (log.resolve gives the entries)
+        return staged.new if staged.new is not None else staged.head
+
+
+def _put(
+    store: Store, node: str, base: NodeVersion, staged: _Staged, format_version: int
+) -> PreconditionFailedError | None:
+    """Keep the head ``base`` in the history, make the names of the new shard files
+    durable (segments and the kept version were written with ``put``, durable on
+    return), then the compare-and-swap. Returns ``None`` if it landed, else the
+    store's refusal (the staged segments are removed)."""
+    _keep_version(store, node, base, format_version)
+    store.flush(_key(node, p) for p in sorted(staged.added))
+    try:
+        store.put_if_match(manifest_key(node), staged.data, base.version)
+    except PreconditionFailedError as e:
+        store.delete(_key(node, p) for p in staged.segments)
+        return e
+    return None
 
 
 def upgrade(store: Store, node: str) -> bool:
@@ -671,7 +686,7 @@ def put_if_newer(store: Store, node: str, manifest: Mapping[str, Any], tries: in
     write_id = manifest.get("commit") if isinstance(manifest.get("commit"), str) else ""
     for _ in range(tries):
         base = read(store, node)
-        if base.raw is not None and base.generation >= want:
+        if base.exists and base.generation >= want:
             return False
         fv = base.format_version if base.exists else NEWEST
         staged = _stage(
@@ -683,14 +698,8 @@ def put_if_newer(store: Store, node: str, manifest: Mapping[str, Any], tries: in
             generation=want,
             write_id=str(write_id),
         )
-        _keep_version(store, node, base, fv)
-        store.flush(_key(node, p) for p in sorted(staged.added))
-        try:
-            store.put_if_match(manifest_key(node), staged.data, base.version)
+        if _put(store, node, base, staged, fv) is None:
             return True
-        except PreconditionFailedError:
-            store.delete(_key(node, p) for p in staged.segments)
-            continue
     return False
 
 

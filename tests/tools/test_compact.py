@@ -83,6 +83,25 @@ def compact(where, component=None, **kw):
 # ------------------------------------------------------------------ arrays
 
 
+def _compact_in_thread(
+    url: str, shard_size: str
+) -> tuple[threading.Thread, dict[str, BaseException | None]]:
+    """Compaction of ``url`` started in a thread; ``result["error"]`` is what it raised
+    (``None``) once the thread ended."""
+    result: dict[str, BaseException | None] = {}
+
+    def run() -> None:
+        try:
+            arrayds.compact(url, shard_size=shard_size)
+            result["error"] = None
+        except BaseException as e:  # noqa: BLE001
+            result["error"] = e
+
+    t = threading.Thread(target=run)
+    t.start()
+    return t, result
+
+
 @pytest.mark.parametrize("chunks", [(1, 3), (4, 2)])
 def test_one_row_appends_compact_to_one_shard(where, chunks):
     one_row_appends(where, chunks=chunks)
@@ -402,17 +421,7 @@ def test_a_commit_during_compaction_wins_and_compaction_conflicts(tmp_path):
     old = {e.path for e in a.manifest.shards}
     old_names = {p.split("/", 1)[1] for p in old}
     folder = os.path.join(url, "c")
-    result: dict[str, BaseException | None] = {}
-
-    def run() -> None:
-        try:
-            arrayds.compact(url, shard_size="2MiB")
-            result["error"] = None
-        except BaseException as e:  # noqa: BLE001
-            result["error"] = e
-
-    t = threading.Thread(target=run)
-    t.start()
+    t, result = _compact_in_thread(url, "2MiB")
     deadline = time.monotonic() + 60
     while not set(os.listdir(folder)) - old_names:
         assert time.monotonic() < deadline
@@ -621,17 +630,7 @@ def test_a_records_append_during_compaction_survives(tmp_path):
         records.write_records(items, url, mode="a" if k else "w-", serializer="raw")
     want = list(records.open_records(url).data_source())
     old = {s.path for s in records.open_records(url).shards}
-    result: dict[str, BaseException | None] = {}
-
-    def run() -> None:
-        try:
-            arrayds.compact(url, shard_size="4MiB")
-            result["error"] = None
-        except BaseException as e:  # noqa: BLE001
-            result["error"] = e
-
-    t = threading.Thread(target=run)
-    t.start()
+    t, result = _compact_in_thread(url, "4MiB")
     deadline = time.monotonic() + 60
     while not {n for n in os.listdir(url) if "array_record" in n} - old:
         assert time.monotonic() < deadline
