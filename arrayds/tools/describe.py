@@ -20,11 +20,12 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from ..abc.store import Store
 from ..errors import CorruptionError
-from ..nodes import kinds
+from ..nodes import commit, kinds
 from ..store import join_component
 from .walk import Item, open_root, walk
 
@@ -271,14 +272,24 @@ def describe(
     *,
     storage_options: Mapping[str, Any] | None = None,
     component: str | None = None,
+    version: int | None = None,
+    as_of: datetime | None = None,
 ) -> dict[str, Any]:
     """A JSON-ready summary of the dataset at ``url`` (``arrayds info --json``).
 
-    ``{"url", "nodes": [...], "totals": {...}}``; each node has ``path`` and
-    ``kind`` and, per kind, shape/dtype/chunks/grid/shards (arrays), records/shards/
-    serializer (records), items/shards (ragged), with ``bytes_stored``,
+    ``{"url", "version", "nodes": [...], "totals": {...}}``; each node has ``path``
+    and ``kind`` and, per kind, shape/dtype/chunks/grid/shards (arrays), records/
+    shards/serializer (records), items/shards (ragged), with ``bytes_stored``,
     ``bytes_logical`` and ``ratio`` (logical / stored). Reads manifests only (and
     ragged shard indexes, for their logical size).
+
+    ``version=N`` (a generation of the node ``url`` + ``component``, see
+    :func:`arrayds.versions`) or ``as_of=`` (a datetime: the newest version committed
+    at or before it; naive means UTC) describe the dataset as it was then, as
+    :func:`arrayds.open` reads it (the nodes below as of the moment the version stands
+    for; :func:`arrayds.tools.walk.walk`); ``"version"`` is then the generation
+    described (``None`` for the current state). A version that is not kept is a
+    ``ValueError`` naming the versions kept.
 
     >>> import arrayds, numpy as np
     >>> a = arrayds.open_array("memory://doc-describe", mode="w", shape=(4, 4), dtype="f8",
@@ -287,10 +298,17 @@ def describe(
     >>> n = describe("memory://doc-describe")["nodes"][0]
     >>> n["kind"], n["shape"], n["nchunks"], n["nchunks_written"], n["shards"]
     ('array', [4, 4], 4, 2, 1)
+    >>> old = describe("memory://doc-describe", version=1)
+    >>> old["version"], old["nodes"][0]["nchunks_written"]
+    (1, 0)
     """
-    store, node = open_root(url, storage_options, component)
+    store, node = open_root(url, storage_options, component, version=version, as_of=as_of)
+    pinned = version is not None or as_of is not None
     nodes = []
-    for item in walk(store, node):
+    at: int | None = None
+    for item in walk(store, node, version=version, as_of=as_of):
+        if pinned and at is None and item.node == node and isinstance(item.raw, dict):
+            at = commit.generation_of(item.raw)
         if item.source:
             continue  # members of snapshots are also nodes of their own
         info = _node_info(store, item)
@@ -314,4 +332,4 @@ def describe(
     )
     if totals["bytes_stored"] and totals["bytes_logical"] is not None:
         totals["ratio"] = float(f"{totals['bytes_logical'] / totals['bytes_stored']:.4g}")
-    return {"url": store.display(node), "nodes": nodes, "totals": totals}
+    return {"url": store.display(node), "version": at, "nodes": nodes, "totals": totals}

@@ -26,6 +26,7 @@ import time
 from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -69,7 +70,9 @@ class Problem:
 
 @dataclass
 class VerifyReport:
-    """What :func:`verify` checked and found. ``ok`` is ``not problems``."""
+    """What :func:`verify` checked and found. ``ok`` is ``not problems``; ``version``
+    is the version (generation) of the node verified with ``version=`` / ``as_of=``
+    (``None``: its current state)."""
 
     url: str
     nodes: int = 0
@@ -78,6 +81,7 @@ class VerifyReport:
     bytes: int = 0
     seconds: float = 0.0
     problems: list[Problem] = field(default_factory=list)
+    version: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -86,6 +90,7 @@ class VerifyReport:
     def to_json(self) -> dict[str, Any]:
         return {
             "url": self.url,
+            "version": self.version,
             "ok": self.ok,
             "nodes": self.nodes,
             "shards": self.shards,
@@ -97,7 +102,8 @@ class VerifyReport:
 
     def summary(self) -> str:
         rate = self.bytes / self.seconds if self.seconds > 0 else 0.0
-        head = (
+        at = f"version {self.version}: " if self.version is not None else ""
+        head = at + (
             f"{self.nodes} nodes, {self.shards} shards, {self.records} records, "
             f"{format_bytes(self.bytes)} checked in {self.seconds:.2f} s "
             f"({format_bytes(rate)}/s)"
@@ -260,13 +266,31 @@ def _duplicates(refs: list[kinds.ShardRef]) -> list[str]:
     return out
 
 
-def _plan(store: Store, node: str) -> tuple[dict[tuple[str, str], _ShardJob], list[Problem], int]:
-    """The shard files to check, the problems of the manifests themselves, and the
-    number of nodes."""
+@dataclass
+class _Plan:
+    """What :func:`_plan` found: the shard files to check, the problems of the
+    manifests themselves, the number of nodes and the generation of the node walked
+    from (``None`` unless a version was asked for)."""
+
+    jobs: dict[tuple[str, str], _ShardJob]
+    problems: list[Problem]
+    nodes: int
+    version: int | None
+
+
+def _plan(
+    store: Store, node: str, version: int | None = None, as_of: datetime | None = None
+) -> _Plan:
+    """The shard files to check of ``node`` and below (at ``version`` / ``as_of``:
+    those that version names, :func:`arrayds.tools.walk.walk`)."""
     jobs: dict[tuple[str, str], _ShardJob] = {}
     problems: list[Problem] = []
     nodes = 0
-    for item in walk(store, node):
+    at: int | None = None
+    pinned = version is not None or as_of is not None
+    for item in walk(store, node, version=version, as_of=as_of):
+        if pinned and at is None and item.node == node and isinstance(item.raw, dict):
+            at = commit.generation_of(item.raw)
         murl = store.url_of(commit.manifest_key(item.node))
         where = "manifest" if not item.source else f"manifest ({item.source})"
         if not item.source:
@@ -299,7 +323,7 @@ def _plan(store: Store, node: str) -> tuple[dict[tuple[str, str], _ShardJob], li
                 job.records = ref.records if job.records is None else job.records
             if (item.parsed, ref) not in job.entries:
                 job.entries.append((item.parsed, ref))
-    return jobs, problems, nodes
+    return _Plan(jobs, problems, nodes, at)
 
 
 # ------------------------------------------------------------------ checking
@@ -443,8 +467,18 @@ def verify(
     component: str | None = None,
     progress: bool = False,
     threads: int | None = None,
+    version: int | None = None,
+    as_of: datetime | None = None,
 ) -> VerifyReport:
     """Check every shard of every manifest under ``url`` (see the module docstring).
+
+    ``version=N`` (a generation of the node ``url`` + ``component``, see
+    :func:`arrayds.versions`) or ``as_of=`` (a datetime: the newest version committed
+    at or before it; naive means UTC): check the shards that version names, and below
+    it those of each node as :func:`arrayds.open` reads it at that version (as of the
+    moment the version stands for). An old version's shards exist until ``arrayds
+    gc`` expires the version. A version that is not kept is a ``ValueError`` naming
+    the versions kept; the report's ``version`` is the generation checked.
 
     Shards are checked ``threads`` at a time (default: 2 x cores, at most 16); the
     engine decodes each batch of chunks in parallel. ``progress=True`` shows a bar
@@ -455,11 +489,18 @@ def verify(
     >>> _ = arrayds.to_arrayrecord(np.arange(10), "memory://doc-verify2", chunks=5)
     >>> verify("memory://doc-verify2").summary()  # doctest: +ELLIPSIS
     '1 nodes, 1 shards, 2 records, ... checked in ... s (...): no problems'
+    >>> _ = arrayds.to_arrayrecord(np.arange(4), "memory://doc-verify2", mode="a", chunks=5)
+    >>> old = verify("memory://doc-verify2", version=1)
+    >>> old.version, old.shards, old.ok
+    (1, 1, True)
     """
     t0 = time.perf_counter()
-    store, node = open_root(url, storage_options, component)
-    jobs, problems, nodes = _plan(store, node)
-    report = VerifyReport(store.display(node), nodes=nodes, shards=len(jobs))
+    store, node = open_root(url, storage_options, component, version=version, as_of=as_of)
+    plan = _plan(store, node, version, as_of)
+    jobs, problems = plan.jobs, plan.problems
+    report = VerifyReport(
+        store.display(node), nodes=plan.nodes, shards=len(jobs), version=plan.version
+    )
     workers = threads or min(16, 2 * (os.cpu_count() or 1))
     ordered = [jobs[k] for k in sorted(jobs)]
     found: dict[tuple[str, str], list[Problem]] = {}

@@ -5,6 +5,15 @@
 >>> _ = arrayds.to_arrayrecord(np.arange(4), "memory://doc-walk", "g/x", chunks=2)
 >>> [(item.node, item.kind.name) for item in walk(get_store("memory://doc-walk"), "")]
 [('', 'group'), ('g', 'group'), ('g/x', 'array')]
+
+With ``version=`` or ``as_of=`` it walks a version of the node's history, the nodes
+below it as they were then (as :func:`arrayds.open` reads them):
+
+>>> arrayds.open("memory://doc-walk", mode="r+").attrs["step"] = 2  # version 2 of the root
+>>> _ = arrayds.to_arrayrecord(np.arange(2), "memory://doc-walk", "y", chunks=2)
+>>> store = get_store("memory://doc-walk")
+>>> [item.node for item in walk(store, "", version=1)], [item.node for item in walk(store, "")]
+(['', 'g', 'g/x'], ['', 'g', 'g/x', 'y'])
 """
 
 from __future__ import annotations
@@ -12,11 +21,13 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from ..abc.store import Store
 from ..errors import CorruptionError
 from ..manifest import parse_node
+from ..node import _replaced_at, check_version_args
 from ..nodes import commit, kinds
 from ..storage import get_store
 from ..store import check_component, join_component
@@ -49,16 +60,38 @@ def _parse(node: str, raw: Any, what: str, source: str = "") -> Item:
     return Item(node, dict(raw), parsed, kind, source)
 
 
-def walk(store: Store, node: str) -> Iterator[Item]:
+def walk(
+    store: Store, node: str, *, version: int | None = None, as_of: datetime | None = None
+) -> Iterator[Item]:
     """Every node at or below ``node`` (depth first, children sorted), with the
     manifests that nodes hold of their members (a group's xarray snapshot) right
     after the node that holds them. Unreadable manifests are items too (their
-    ``parsed`` is the error); nothing below them is walked."""
+    ``parsed`` is the error); nothing below them is walked.
+
+    ``version=N`` (a generation) or ``as_of=`` (a datetime; naive means UTC): that
+    version of ``node``'s history (a ``ValueError`` naming the versions kept if it is
+    not one of them), and below it every node as :func:`arrayds.open` reads the
+    children of a group opened so (:func:`arrayds.node.read_pinned`): as of the moment
+    the version stands for (``as_of``, or for ``version=N`` just before N + 1 was
+    committed; their current state if N is the newest version). A node that had no
+    version at that moment (created later) is left out."""
+    check_version_args(version, as_of, "r", f"node {store.display(node)!r}")
+    yield from _walk(store, node, version, as_of, top=True)
+
+
+def _walk(
+    store: Store, node: str, version: int | None, as_of: datetime | None, *, top: bool
+) -> Iterator[Item]:
     try:
-        raw = commit.read(store, node).raw
+        nv = commit.read(store, node, version=version, as_of=as_of)
+        raw = nv.raw
     except (CorruptionError, OSError) as e:
         yield Item(node, None, e)
         return
+    except ValueError:
+        if top:
+            raise  # the version asked for is not kept
+        return  # no version of this node at that moment: it did not exist yet
     if raw is None:
         return
     item = _parse(node, raw, f"node {store.display(node)!r}")
@@ -71,17 +104,29 @@ def walk(store: Store, node: str) -> Iterator[Item]:
         for name, member in sorted(kind.members(item.parsed).items()):
             yield _parse(join_component(node, name), member, f"{source}, member {name!r}", source)
     if kind.children:
+        # the children's moment, as arrayds.node.read_pinned pins it for Group.__getitem__
+        moment = as_of
+        if moment is None and version is not None:
+            moment = _replaced_at(store, node, nv.generation)
         for child in commit.child_nodes(store, node):
-            yield from walk(store, join_component(node, child))
+            yield from _walk(store, join_component(node, child), None, moment, top=False)
 
 
 def open_root(
-    url: Any, storage_options: Mapping[str, Any] | None, component: str | None
+    url: Any,
+    storage_options: Mapping[str, Any] | None,
+    component: str | None,
+    *,
+    version: int | None = None,
+    as_of: datetime | None = None,
 ) -> tuple[Store, str]:
     """The store of ``url`` and the checked ``component``; ``FileNotFoundError``
-    naming the manifest if no node is there."""
+    naming the manifest if no node is there. ``version`` / ``as_of`` are checked
+    (:func:`arrayds.node.check_version_args`: ``ValueError`` for both, ``TypeError``
+    for a version that is not an int or an ``as_of`` that is not a datetime)."""
     store = get_store(os.fspath(url), storage_options)
     node = check_component(component)
+    check_version_args(version, as_of, "r", f"node {store.display(node)!r}")
     if not commit.read(store, node).exists:
         where = repr(store.url) + (f" (component {node!r})" if node else "")
         key = commit.manifest_key(node)
