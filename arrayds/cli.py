@@ -6,6 +6,7 @@
     arrayds verify URL [--json]               every checksum and index; exit 1 on damage
     arrayds convert SRC DST [--component N]   .npy, zarr, HDF5, TFRecord, ArrayRecord
     arrayds cat URL [--component N] [--index N | --select "0:10,5"]
+    (info, verify, cat: [--version N | --as-of 2024-05-01T12:00] an old version)
     arrayds gc URL [--dry-run] [--min-age 24h] [--keep-versions N] [--older-than 7d]
     arrayds log URL [--component N] [--json]  the versions of a node, newest first
     arrayds compact URL [--component C] [--shard-size SIZE] [--dry-run]
@@ -34,15 +35,15 @@ import os
 import re
 import sys
 from collections.abc import Callable, Mapping
+from datetime import datetime
 from typing import Any
 
 import click
 import numpy as np
 
-from .store import check_component
 from .tools.cat import parse_selection
 
-__all__ = ["cli", "main", "parse_duration", "parse_selection"]
+__all__ = ["cli", "main", "parse_as_of", "parse_duration", "parse_selection"]
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -100,6 +101,58 @@ def storage_options_args(func: Callable[..., Any]) -> Callable[..., Any]:
     return func
 
 
+def version_args(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Add ``--version N`` and ``--as-of DATETIME`` (a version of the node's history)
+    to a command; :func:`_version_kwargs` checks and converts them."""
+    func = click.option(
+        "--as-of",
+        "as_of",
+        metavar="DATETIME",
+        help="Use the newest version committed at or before this ISO 8601 time "
+        "(e.g. 2024-05-01T12:00:00+02:00; no offset means UTC).",
+    )(func)
+    func = click.option(
+        "--version",
+        "version",
+        type=int,
+        metavar="N",
+        help="Use version N of the node's history (a generation; see arrayds log).",
+    )(func)
+    return func
+
+
+def parse_as_of(text: str) -> datetime:
+    """An ``--as-of`` value -> a datetime (ISO 8601; without an offset it is UTC, as
+    ``as_of=`` in Python).
+
+    >>> parse_as_of("2024-05-01T12:00:00Z").isoformat()
+    '2024-05-01T12:00:00+00:00'
+    >>> parse_as_of("2024-05-01").isoformat()
+    '2024-05-01T00:00:00'
+    """
+    try:
+        return datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ValueError(
+            f"{text!r} is not an ISO 8601 date and time such as 2024-05-01T12:00:00 or "
+            f"2024-05-01T12:00:00+02:00"
+        ) from None
+
+
+def _version_kwargs(version: int | None, as_of: str | None) -> dict[str, Any]:
+    """``{"version": ..., "as_of": ...}`` from the options of :func:`version_args`
+    (usage errors: both given, a time that does not parse)."""
+    if version is not None and as_of is not None:
+        raise click.UsageError("give --version or --as-of, not both")
+    when = None
+    if as_of is not None:
+        try:
+            when = parse_as_of(as_of)
+        except ValueError as e:
+            raise click.BadParameter(str(e), param_hint="'--as-of'") from None
+    return {"version": version, "as_of": when}
+
+
 def _fail_on_errors(func: Callable[..., Any]) -> Callable[..., Any]:
     """Turn a library exception into ``Error: <message>`` and exit status 1 (the
     traceback with ``ARRAYDS_DEBUG=1``)."""
@@ -133,30 +186,6 @@ def parse_duration(text: str) -> float:
     return float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)]
 
 
-def _open_node(url: str, component: str | None, so: dict[str, Any] | None) -> tuple[Any, Any]:
-    """(kind, handle) of the node ``component`` of the dataset at ``url``."""
-    import arrayds
-
-    from .nodes import commit, kinds
-    from .storage import get_store
-
-    g = arrayds.open(url, storage_options=so)  # the errors of a missing dataset
-    store = get_store(url, so)
-    kind = kinds.get(commit.read(store, "").kind, store.display(""))
-    if not component:
-        return kind, g
-    if not kind.children:
-        raise click.UsageError(f"{url} is not a group, so it has no component {component!r}")
-    try:
-        node = g[component]
-    except KeyError:
-        raise click.ClickException(
-            f"KeyError: {url} has no node {component!r} (children of the root: {list(g)})"
-        ) from None
-    where = check_component(component)
-    return kinds.get(commit.read(store, where).kind, store.display(where)), node
-
-
 # ------------------------------------------------------------------ the group
 
 
@@ -176,7 +205,8 @@ def cli() -> None:
 def _print_tree(desc: Mapping[str, Any]) -> None:
     from .tools.describe import node_text, totals_text
 
-    click.echo(desc["url"])
+    at = desc.get("version")
+    click.echo(desc["url"] + (f" (version {at})" if at is not None else ""))
     nodes = desc["nodes"]
     # tree drawing: for each node, whether it is the last child of its parent
     for i, n in enumerate(nodes):
@@ -202,22 +232,27 @@ def _print_tree(desc: Mapping[str, Any]) -> None:
 @click.argument("url")
 @click.option("--component", "-c", metavar="NAME", help="Describe only this node (a/b).")
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+@version_args
 @storage_options_args
 @_fail_on_errors
 def info(
     url: str,
     component: str | None,
     as_json: bool,
+    version: int | None,
+    as_of: str | None,
     storage_pairs: tuple[str, ...],
     storage_json: str | None,
 ) -> None:
     """Show the tree of the dataset at URL: every node's kind, shape, dtype, chunk
     grid, shard count, bytes stored vs logical and compression ratio; record counts
-    for record sets. Reads manifests only."""
+    for record sets. Reads manifests only. --version N / --as-of TIME: the dataset
+    as it was at that version of the node (URL or --component)."""
     from .tools.describe import describe
 
+    at = _version_kwargs(version, as_of)
     so = _storage_options(storage_pairs, storage_json)
-    desc = describe(url, storage_options=so, component=component)
+    desc = describe(url, storage_options=so, component=component, **at)
     if as_json:
         click.echo(json.dumps(desc, indent=2))
     else:
@@ -233,6 +268,7 @@ def info(
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("--threads", type=click.IntRange(1, 256), help="Shards checked at once.")
 @click.option("--progress/--no-progress", default=True, help="Progress bar (terminals only).")
+@version_args
 @storage_options_args
 @_fail_on_errors
 def verify(
@@ -241,18 +277,22 @@ def verify(
     as_json: bool,
     threads: int | None,
     progress: bool,
+    version: int | None,
+    as_of: str | None,
     storage_pairs: tuple[str, ...],
     storage_json: str | None,
 ) -> None:
     """Check every shard that any manifest under URL references: the file exists,
     its footer and index are intact, every chunk checksum holds, the record counts
     match the manifest, every array chunk has the right dtype and shape. Prints each
-    problem with the shard and the chunk or record position; exit status 1 if any."""
+    problem with the shard and the chunk or record position; exit status 1 if any.
+    --version N / --as-of TIME: check the shards that version of the node names."""
     from .tools.verify import verify as run_verify
 
+    at = _version_kwargs(version, as_of)
     so = _storage_options(storage_pairs, storage_json)
     report = run_verify(
-        url, storage_options=so, component=component, progress=progress, threads=threads
+        url, storage_options=so, component=component, progress=progress, threads=threads, **at
     )
     if as_json:
         click.echo(json.dumps(report.to_json(), indent=2))
@@ -397,6 +437,7 @@ def convert(
 @click.option("--head", "-n", default=10, show_default=True, help="Records shown by default.")
 @click.option("--raw", is_flag=True, help="Records: show the stored bytes, do not decode.")
 @click.option("--allow-pickle", is_flag=True, help="Decode records stored with pickle.")
+@version_args
 @storage_options_args
 @_fail_on_errors
 def cat(
@@ -407,6 +448,8 @@ def cat(
     head: int,
     raw: bool,
     allow_pickle: bool,
+    version: int | None,
+    as_of: str | None,
     storage_pairs: tuple[str, ...],
     storage_json: str | None,
 ) -> None:
@@ -415,15 +458,19 @@ def cat(
     Record sets: --index N or --select 0:10 (default: the first --head records).
     Arrays: --select "0:10,5" (numpy indexing; lists select orthogonally) or --index
     N (default: the first 10 along each axis). Ragged arrays: --index N or --select
-    "N,0,:100" (items, then per-item slicing).
+    "N,0,:100" (items, then per-item slicing). --version N / --as-of TIME: print the
+    node as it was at that version of its history.
     """
-    from .tools.cat import CatRequest
+    from .tools.cat import CatRequest, open_node
 
     if index is not None and select is not None:
         raise click.UsageError("give --index or --select, not both")
+    at = _version_kwargs(version, as_of)
     so = _storage_options(storage_pairs, storage_json)
-    kind, node = _open_node(url, component, so)
+    kind, node = open_node(url, component, storage_options=so, **at)
     where = url + (f" ({component})" if component else "")
+    if getattr(node, "version", None) is not None:
+        where += f" at version {node.version}"
     np.set_printoptions(threshold=200, edgeitems=3, linewidth=100)
     if kind.cat is None:
         raise click.ClickException(f"{where}: cannot print {kind.a()}")

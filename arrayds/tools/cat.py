@@ -1,8 +1,9 @@
 """What ``arrayds cat`` prints of each node kind (:attr:`arrayds.nodes.kinds.NodeKind.cat`).
 
-Each ``cat_<kind>(handle, request)`` prints a selection of one node with
-``click.echo``; bad selections are ``click.BadParameter`` (exit status 2).
-:func:`parse_selection` reads the ``--select`` strings.
+:func:`open_node` opens the node ``arrayds cat`` prints (or a version of it); each
+``cat_<kind>(handle, request)`` prints a selection of one node with ``click.echo``;
+bad selections are ``click.BadParameter`` (exit status 2). :func:`parse_selection`
+reads the ``--select`` strings.
 
 >>> parse_selection("0:10,5")
 (slice(0, 10, None), 5)
@@ -11,8 +12,10 @@ Each ``cat_<kind>(handle, request)`` prints a selection of one node with
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import click
@@ -25,6 +28,7 @@ __all__ = [
     "cat_ragged",
     "cat_records",
     "format_record",
+    "open_node",
     "parse_selection",
 ]
 
@@ -43,6 +47,69 @@ class CatRequest:
     head: int = 10
     raw: bool = False
     allow_pickle: bool = False
+
+
+def open_node(
+    url: str | os.PathLike[str],
+    component: str | None = None,
+    *,
+    storage_options: Mapping[str, Any] | None = None,
+    version: int | None = None,
+    as_of: datetime | None = None,
+) -> tuple[Any, Any]:
+    """(kind, handle) of the node ``component`` of the dataset at ``url``: what
+    ``arrayds cat`` prints (the kind is an :class:`arrayds.nodes.kinds.NodeKind`, the
+    handle what ``arrayds.open(url)[component]`` gives).
+
+    ``version=N`` (a generation of that node, see :func:`arrayds.versions`) or
+    ``as_of=`` (a datetime: the newest version committed at or before it; naive means
+    UTC): that version of the node, opened as :func:`arrayds.open` opens one (read
+    only; a group's children as of the moment the version stands for). A version that
+    is not kept is a ``ValueError`` naming the versions kept; both keywords, a
+    ``ValueError``; a version that is not an int or an ``as_of`` that is not a
+    datetime, a ``TypeError``. No dataset: ``FileNotFoundError``; no such node:
+    ``click.ClickException``.
+
+    >>> import arrayds, numpy as np
+    >>> _ = arrayds.to_arrayrecord(np.arange(4), "memory://doc-cat-open", "x", chunks=2)
+    >>> _ = arrayds.to_arrayrecord(np.arange(2), "memory://doc-cat-open", "x", mode="a",
+    ...                            chunks=2)
+    >>> kind, old = open_node("memory://doc-cat-open", "x", version=1)
+    >>> kind.name, old.shape, old.version, open_node("memory://doc-cat-open", "x")[1].shape
+    ('array', (4,), 1, (6,))
+    """
+    import arrayds
+
+    from ..dataset import _wrap
+    from ..node import check_version_args, missing_node, read_pinned
+    from ..nodes import commit, kinds
+    from ..storage import get_store
+    from ..store import check_component
+
+    url = os.fspath(url)
+    store = get_store(url, storage_options)
+    node = check_component(component)
+    if check_version_args(version, as_of, "r", f"node {store.display(node)!r}"):
+        # the manifest and pin arrayds.open reads, wrapped as it wraps them
+        m, pin = read_pinned(store, node, version=version, as_of=as_of)
+        if m is None:
+            raise missing_node(store, node, "node" if node else "dataset")
+        return kinds.get(getattr(m, "kind", None), store.display(node)), _wrap(
+            store, node, m, "r", pin
+        )
+    g = arrayds.open(url, storage_options=storage_options)  # the errors of no dataset
+    kind = kinds.get(commit.read(store, "").kind, store.display(""))
+    if not component:
+        return kind, g
+    if not kind.children:
+        raise click.UsageError(f"{url} is not a group, so it has no component {component!r}")
+    try:
+        handle = g[component]
+    except KeyError:
+        raise click.ClickException(
+            f"KeyError: {url} has no node {component!r} (children of the root: {list(g)})"
+        ) from None
+    return kinds.get(commit.read(store, node).kind, store.display(node)), handle
 
 
 def _split_top(text: str) -> list[str]:
@@ -200,6 +267,7 @@ def cat_records(node: Any, req: CatRequest) -> None:
             req.component,
             storage_options=req.storage_options,
             allow_pickle=req.allow_pickle,
+            version=node.version,  # the version printed (None: the current state)
         )
         decoder = handle.decoder().decode
     items = src[indices] if indices else []
