@@ -48,7 +48,7 @@ def to_arrayrecord(
     compute: bool = True,
     storage_options: Mapping[str, Any] | None = None,
     progress: bool = False,
-    compact: bool = False,
+    compact: bool | str = "tiered",
     **kwargs: Any,
 ) -> Any:
     """Write ``data`` to the node ``url`` + ``component`` in parallel (API.md §3).
@@ -63,13 +63,19 @@ def to_arrayrecord(
     the default makes blocks of 16 MiB or more their own shard and groups smaller ones
     up to 16 MiB. Extra keyword: ``fill_value`` (new arrays, default 0).
 
-    ``compact=True``: after the write commits, compact the node and those below it
-    if they hold :data:`arrayds.tools.compact.AUTO_COMPACT_FILES` (64) or more small
-    shard files (:func:`arrayds.compact`; a node grown by small appends is then
-    rewritten about once every 64 appends). Off by default: a compaction rewrites
-    data (a write then costs more now and then) and conflicts with writers that commit
-    meanwhile; a pipeline appending in a loop turns it on, or runs ``arrayds compact``
-    on a schedule.
+    ``compact``: what follows the commit of an append (``mode="a"``, ``append_dim=``).
+    ``"tiered"`` (the default): where the newest small shards of a node fill a tier,
+    they are merged into one shard, as a log-structured merge tree does
+    (:func:`arrayds.tools.compact.tail_to_merge`: eight shards of one tier make one
+    of the next), so a node grown by small appends keeps a few dozen files (its opens
+    and reads stay as fast as those of the data written at once) at the price of
+    copying each appended byte about log8(appends) times and keeping the merged files
+    until ``arrayds gc`` expires the versions that name them. A merge that meets a
+    concurrent writer's commit is left to a later append. ``True``: after any write,
+    compact the node and those below it if they hold
+    :data:`arrayds.tools.compact.AUTO_COMPACT_FILES` (64) or more small shard files
+    (:func:`arrayds.compact`: everything rewritten into shards of ``shard_size``).
+    ``False``: neither (a pipeline that runs ``arrayds compact`` on a schedule).
 
     Returns the written :class:`arrayds.Array` (read-only handle), or with
     ``compute=False`` a ``dask.delayed.Delayed`` that writes and commits when computed
@@ -98,7 +104,10 @@ def to_arrayrecord(
         compute=compute,
         progress=progress,
     )
-    if compact and not compute:
+    from .tools.compact import check_compact
+
+    check_compact(compact, f"to_arrayrecord({store.display(node)!r})")
+    if compact is True and not compute:
         raise ValueError(
             f"to_arrayrecord({store.display(node)!r}): compact=True compacts after the "
             f"write commits, so it needs compute=True"
@@ -108,7 +117,7 @@ def to_arrayrecord(
     except TypeError as e:
         raise TypeError(f"to_arrayrecord({store.display(node)!r}): {e}") from None
     out = writer.write(data, store, node, **options, **kwargs)
-    if compact:
+    if compact is True:
         from .tools.compact import AUTO_COMPACT_FILES
         from .tools.compact import compact as compact_nodes
 
@@ -118,6 +127,34 @@ def to_arrayrecord(
             storage_options=store.storage_options or None,
             min_small_files=AUTO_COMPACT_FILES,
         )
+    elif compact == "tiered" and mode == "a" and compute:
+        out = _merge_appended(store, node, out)
+    return out
+
+
+def _merge_appended(store: Any, node: str, out: Any) -> Any:
+    """The tiered merge after an append (``compact="tiered"``) of the node the write
+    returned (an array or records dataset: from the manifest it committed) or of the
+    nodes below ``node`` (an xarray dataset or tree: one walk); returns the written
+    node as it is after the merge."""
+    from .array import Array
+    from .errors import CommitConflictError
+    from .records import RecordsDataset
+    from .tools.compact import compact as compact_nodes
+    from .tools.compact import merge_appended
+
+    if isinstance(out, Array):
+        merged = merge_appended(store, node, out.manifest)
+        return out if merged is None else Array(store, node, merged)
+    if isinstance(out, RecordsDataset):
+        merged = merge_appended(store, node, out._manifest)
+        return out if merged is None else RecordsDataset._from_parsed(store, node, merged)
+    try:
+        compact_nodes(
+            store.url, node or None, storage_options=store.storage_options or None, tiered=True
+        )
+    except CommitConflictError:
+        pass  # another writer committed meanwhile: a later append merges
     return out
 
 

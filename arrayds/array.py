@@ -801,13 +801,19 @@ class Array(Node):
         shards = stack_entries(m.shards, entries)
         self._commit(m.with_(shards=shards), write_id, [relpath], entries)
 
-    def append(self, data: Any, axis: int = 0) -> tuple[int, ...]:
+    def append(
+        self, data: Any, axis: int = 0, *, compact: bool | str = "tiered"
+    ) -> tuple[int, ...]:
         """Append ``data`` along ``axis``; returns (and sets) the new shape.
 
         ``data`` must match the array's shape on every other axis and have a dtype
         that casts to the array's (same kind). A partly filled last chunk along
         ``axis`` is completed first (read, extended, rewritten), then new chunks of
-        the nominal chunk length follow. One new shard, one commit.
+        the nominal chunk length follow. One new shard, one commit. ``compact``: what
+        follows the commit, as for :func:`arrayds.to_arrayrecord`: ``"tiered"`` merges
+        the newest small shards where they fill a tier (one more commit, about one
+        append in eight), ``True`` compacts the array once it holds 64 small files,
+        ``False`` neither.
 
         >>> import arrayds, numpy as np
         >>> a = arrayds.open_array("memory://doc-append", mode="w", shape=(0, 2),
@@ -817,9 +823,36 @@ class Array(Node):
         >>> a.append(np.zeros((3, 2), "i8")), a.chunks
         ((7, 2), ((3, 3, 1), (2,)))
         """
+        from .tools.compact import check_compact
+
+        check_compact(compact, self._what)
         self._check_writable()
         with self._lock:
-            return self._append_locked(data, axis)
+            shape = self._append_locked(data, axis)
+            self._compact_after(compact)
+            return shape
+
+    def _compact_after(self, compact: bool | str) -> None:
+        """The ``compact=`` step after a commit of this handle (see :meth:`append`)."""
+        from .tools import compact as compaction
+
+        if compact == "tiered":
+            merged = compaction.merge_appended(self._store, self._node, self._m)
+        elif compact is True:
+            report = compaction.compact(
+                self._store.url,
+                self._node or None,
+                storage_options=self._store.storage_options or None,
+                min_small_files=compaction.AUTO_COMPACT_FILES,
+            )
+            merged = None
+            if report.compacted:
+                now = commit.read(self._store, self._node)
+                merged = kinds.get("array").parse(now.raw, self._what)
+        else:
+            merged = None
+        if merged is not None:
+            self._m = merged
 
     def _append_locked(self, data: Any, axis: int) -> tuple[int, ...]:
         m = self._m

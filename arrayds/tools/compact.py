@@ -22,7 +22,7 @@ before, still use them. ``arrayds gc`` removes them once no manifest names them.
 >>> import arrayds, numpy as np
 >>> a = arrayds.open_array("memory://doc-compact", mode="w", shape=(0,), dtype="i4", chunks=1)
 >>> for i in range(10):
-...     _ = a.append(np.array([i], "i4"))
+...     _ = a.append(np.array([i], "i4"), compact=False)
 >>> a.nshards
 10
 >>> report = compact("memory://doc-compact")
@@ -35,7 +35,7 @@ before, still use them. ``arrayds gc`` removes them once no manifest names them.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,12 +49,17 @@ from .compact_kinds import (
     compact_array,
     compact_ragged,
     compact_records,
+    compact_tail,
+    entry_sizes,
     usage,
+    whole_files,
 )
 from .walk import open_root
 
 __all__ = [
     "DEFAULT_SHARD_SIZE",
+    "MAX_TAIL",
+    "MERGE_FACTOR",
     "CompactReport",
     "Fragmentation",
     "NodeReport",
@@ -63,7 +68,9 @@ __all__ = [
     "compact_ragged",
     "compact_records",
     "fragmentation",
+    "merge_appended",
     "parse_shard_size",
+    "tail_to_merge",
 ]
 
 AUTO_COMPACT_FILES = 64
@@ -78,6 +85,13 @@ the per-file costs (an open, a footer read, on object stores a request of tens o
 milliseconds) vanish against the data moved, small enough that a shard is a sensible
 unit of parallel work and of a ranged download, and the size the writers aim at
 (ragged arrays' ``SHARD_BYTES``)."""
+
+MERGE_FACTOR = 8
+"""Tiered merging of appended shards (:func:`tail_to_merge`): how many small shards of
+about one size the newest end of a node holds before they are merged into one. A node
+grown by ``n`` equal appends then holds at most about ``(MERGE_FACTOR - 1) *
+log_8(n)`` files (35 after 10,000 appends), each appended byte is copied about
+``log_8(n)`` times, and one append in seven (amortized) merges."""
 
 
 def parse_shard_size(shard_size: Any) -> int:
@@ -122,6 +136,11 @@ def parse_shard_size(shard_size: Any) -> int:
             f"compact: shard_size must be a positive number of bytes, got {shard_size!r}"
         )
     return n
+
+
+MAX_TAIL = 4 * MERGE_FACTOR
+"""How many small shards the newest end of a node holds before appends of very
+different sizes are merged by the looser rule of :func:`tail_to_merge`."""
 
 
 # ------------------------------------------------------------------ the rule
@@ -222,6 +241,126 @@ def fragmentation(
     )
 
 
+def _balanced_run(sizes: Sequence[int], limit: int, least: int, gain: int) -> int:
+    """The longest run of newest shards smaller than ``limit``, of at least ``least``
+    shards, none more than ``1/gain`` of their total (0: none)."""
+    best = total = biggest = 0
+    for count, nbytes in enumerate(reversed(sizes), 1):
+        if nbytes >= limit:
+            break
+        nbytes = max(nbytes, 1)
+        total += nbytes
+        biggest = max(biggest, nbytes)
+        if count >= least and biggest * gain <= total:
+            best = count
+    return best
+
+
+def tail_to_merge(sizes: Sequence[int], limit: int) -> int:
+    """How many of the newest shards (the last of ``sizes``, their payload bytes) the
+    tiered merge of an append rewrites into one; 0 if none.
+
+    The rule, a size-tiered merge as in log-structured merge trees, over the newest
+    shards smaller than ``limit`` (half of ``shard_size``; larger shards are never
+    merged): the longest run of newest shards that holds at least
+    :data:`MERGE_FACTOR` shards none of which is more than ``1/MERGE_FACTOR`` of
+    their total. Equal appends thus merge as a base-8 counter (eight shards of one
+    size make one of the next; a merge that completes eight of the next size takes
+    them along: one rewrite). Appends of very different sizes can leave runs where one
+    shard dominates; once the newest end holds :data:`MAX_TAIL` small shards, the
+    longest run of two or more in which none is more than half of their total is
+    merged as well. Every byte a merge copies lands in a file at least twice (mostly
+    eight times) as large as the one it leaves: it is copied at most
+    ``log_2(total / smallest)`` times, ``log_8`` for equal appends.
+
+    >>> tail_to_merge([1024] * 7, 1 << 25), tail_to_merge([1024] * 8, 1 << 25)
+    (0, 8)
+    >>> tail_to_merge([8192] * 7 + [1024] * 8, 1 << 25)  # the cascade: one rewrite of 15
+    15
+    >>> tail_to_merge([65536] + [8192] * 7 + [1024] * 8, 1 << 25)  # 64 KiB stays
+    15
+    >>> tail_to_merge([1 << 25] + [1024] * 8, 1 << 25)  # a large shard is never merged
+    8
+    """
+    run = _balanced_run(sizes, limit, MERGE_FACTOR, MERGE_FACTOR)
+    if run:
+        return run
+    small = 0
+    for nbytes in reversed(sizes):
+        if nbytes >= limit or small >= MAX_TAIL:
+            break
+        small += 1
+    return _balanced_run(sizes, limit, 2, 2) if small >= MAX_TAIL else 0
+
+
+def merge_appended(store: Store, node: str, manifest: Any, *, shard_size: Any = None) -> Any | None:
+    """The tiered merge that follows an append (``compact="tiered"``, the default of
+    appends): if the newest small shards of ``node`` fill a tier
+    (:func:`tail_to_merge`), rewrite them into one shard (:func:`compact_tail`, byte
+    for byte) and commit, provided the node is still as ``manifest`` (the parsed
+    manifest the append committed) says. Returns the committed manifest (parsed), or
+    ``None`` if no tier is full or another writer committed meanwhile (the merge is
+    then left to a later append; nothing of it is visible).
+
+    >>> import arrayds, numpy as np
+    >>> a = arrayds.open_array("memory://doc-merge", mode="w", shape=(0,), dtype="i4",
+    ...                        chunks=1)
+    >>> for i in range(7):
+    ...     _ = a.append(np.array([i], "i4"), compact=False)
+    >>> a.nshards, merge_appended(a._store, "", a.manifest)
+    (7, None)
+    >>> _ = a.append(np.array([7], "i4"), compact=False)
+    >>> len(merge_appended(a._store, "", a.manifest).shards)
+    1
+    >>> arrayds.open_array("memory://doc-merge")[:].tolist()
+    [0, 1, 2, 3, 4, 5, 6, 7]
+    """
+    sizes = entry_sizes(manifest)
+    size = parse_shard_size(shard_size)
+    n = tail_to_merge(sizes, size // 2) if sizes else 0
+    if n == 0:
+        return None
+    kind = kinds.get(manifest.kind)
+    what = f"{kind.a()} {store.display(node)!r}"
+    write_id = new_write_id()
+    rw = _rewrite(store, node, kind, manifest, size, write_id, tail=n)
+    stamp = (manifest.generation, manifest.commit or "")
+
+    def check(now: commit.NodeVersion) -> None:
+        if now.stamp != stamp:
+            raise CommitConflictError(f"{what}: committed to since the append")
+
+    try:
+        raw = commit.commit(
+            store,
+            node,
+            lambda now: rw.manifest.to_json(),
+            write_id=write_id,
+            check=check,
+            written=rw.written,
+            parents=False,
+            what=what,
+        )
+    except CommitConflictError:
+        return None
+    return kind.parse(raw, what)
+
+
+COMPACT_CHOICES = ("tiered", True, False)
+"""The values of the ``compact=`` keyword of writes (:func:`check_compact`)."""
+
+
+def check_compact(compact: Any, what: str) -> None:
+    """``ValueError`` naming ``what`` unless ``compact`` is ``"tiered"``, ``True`` or
+    ``False``."""
+    if not any(compact is c or (isinstance(c, str) and compact == c) for c in COMPACT_CHOICES):
+        raise ValueError(
+            f"{what}: compact must be 'tiered' (merge the newest small shards of appends "
+            f"by tiers), True (compact a node of {AUTO_COMPACT_FILES} small files) or "
+            f"False, got {compact!r}"
+        )
+
+
 # ------------------------------------------------------------------ reports
 
 
@@ -240,6 +379,8 @@ class NodeReport:
     written: list[str] = field(default_factory=list)
     """The new shard files (relative to the node)."""
     bytes_written: int = 0
+    tail: int = 0
+    """With ``tiered``: how many of the newest entries are merged (0: the whole node)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -288,6 +429,7 @@ class CompactReport:
     shard_size: int
     nodes: list[NodeReport] = field(default_factory=list)
     min_small_files: int = 2
+    tiered: bool = False
 
     @property
     def compacted(self) -> list[NodeReport]:
@@ -325,6 +467,18 @@ def _measure(
     shown = store.display(node)
     if kind.compact is None:
         return NodeReport(shown, kind.name, "skipped", "its kind has no compaction")
+    if report.tiered:
+        sizes = entry_sizes(m)
+        n = tail_to_merge(sizes, size // 2) if sizes else 0
+        if not n:
+            why = (
+                "no tier of appended shards is full" if sizes else "its kind is not merged by tiers"
+            )
+            return NodeReport(shown, kind.name, "skipped", why)
+        action = "would compact" if report.dry_run else "compacted"
+        n = whole_files(m, n)
+        why = f"its newest {n} small shards fill a tier"
+        return NodeReport(shown, kind.name, action, why, before=fragmentation(m, size), tail=n)
     least = report.min_small_files
     if least > 2 and len(getattr(m, "shards", ())) < least:
         # automatic compaction: fewer entries than the threshold of files (known
@@ -341,12 +495,23 @@ def _measure(
 
 
 def _rewrite(
-    store: Store, node: str, kind: kinds.NodeKind, m: Any, size: int, write_id: str
+    store: Store,
+    node: str,
+    kind: kinds.NodeKind,
+    m: Any,
+    size: int,
+    write_id: str,
+    tail: int = 0,
 ) -> Rewrite:
-    """The kind's rewrite of a node; the shards it wrote go if it fails."""
+    """The kind's rewrite of a node (with ``tail``: of its newest ``tail`` entries,
+    :func:`compact_tail`); the shards it wrote go if it fails."""
     written: list[str] = []
     assert kind.compact is not None
     try:
+        if tail:
+            return compact_tail(
+                store, node, m, tail, shard_size=size, write_id=write_id, written=written
+            )
         return kind.compact(store, node, m, shard_size=size, write_id=write_id, written=written)
     except BaseException:
         try:
@@ -374,7 +539,7 @@ def _compact_node(
     if line.action != "compacted":
         return
     write_id = new_write_id()
-    rw = _rewrite(store, node, kind, m, report.shard_size, write_id)
+    rw = _rewrite(store, node, kind, m, report.shard_size, write_id, line.tail)
     stamp = base.stamp
 
     def check(now: commit.NodeVersion) -> None:
@@ -425,7 +590,15 @@ def _compact_dataset(
         try:
             for name in todo:
                 child = join_component(node, name)
-                rw = _rewrite(store, child, array, members[name], report.shard_size, write_id)
+                rw = _rewrite(
+                    store,
+                    child,
+                    array,
+                    members[name],
+                    report.shard_size,
+                    write_id,
+                    lines[name].tail,
+                )
                 rewrites[name] = rw
                 members[name] = rw.manifest
                 written += [f"{name}/{p}" for p in rw.written]
@@ -504,6 +677,7 @@ def compact(
     storage_options: Mapping[str, Any] | None = None,
     dry_run: bool = False,
     min_small_files: int = 2,
+    tiered: bool = False,
 ) -> CompactReport:
     """Compact the node ``component`` of the dataset at ``url`` and every node below it.
 
@@ -523,7 +697,9 @@ def compact(
     once no manifest names them. ``dry_run`` measures and reports, writing nothing.
     ``min_small_files``: how many small files make a node fragmented (2; the
     automatic compaction of ``to_arrayrecord(..., compact=True)`` uses
-    :data:`AUTO_COMPACT_FILES`).
+    :data:`AUTO_COMPACT_FILES`). ``tiered``: instead, merge only the newest small
+    shards of each array and records node where they fill a tier
+    (:func:`tail_to_merge`; what appends run after their commit, ``compact="tiered"``).
 
     ``FileNotFoundError`` if there is no dataset at ``url`` (or no node
     ``component``); ``ValueError`` for a bad ``component`` or ``shard_size`` (not
@@ -546,7 +722,11 @@ def compact(
         raise ValueError(f"min_small_files must be at least 2, got {min_small_files}")
     store, node = open_root(url, storage_options, component)
     report = CompactReport(
-        store.display(node), bool(dry_run), size, min_small_files=min_small_files
+        store.display(node),
+        bool(dry_run),
+        size,
+        min_small_files=min_small_files,
+        tiered=bool(tiered),
     )
     parent = _snapshot_parent(store, node)
     if parent is not None:

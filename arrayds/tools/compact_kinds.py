@@ -63,7 +63,10 @@ __all__ = [
     "compact_array",
     "compact_ragged",
     "compact_records",
+    "compact_tail",
+    "entry_sizes",
     "usage",
+    "whole_files",
 ]
 
 CELL_LIMIT = 1 << 24
@@ -617,6 +620,95 @@ def compact_ragged(
         entries.append(RaggedShard(relpath, start, start + len(items), npieces + 1, nbytes))
         start += len(items)
     return Rewrite(replace(m, shards=entries), list(written), total)
+
+
+# ------------------------------------------------------------------ tails
+
+
+def _array_tail_sizes(m: ArrayManifest) -> list[int]:
+    per = math.prod(m.chunk_shape) * m.dtype.itemsize
+    return [e.records * per for e in m.shards]
+
+
+def _records_tail_sizes(m: RecordsManifest) -> list[int]:
+    return [s.data_bytes or s.file_size for s in m.shards]
+
+
+_TAIL_SIZES: dict[str, Callable[[Any], list[int]]] = {
+    "array": _array_tail_sizes,
+    "records": _records_tail_sizes,
+}
+
+
+def entry_sizes(manifest: Any) -> list[int] | None:
+    """The payload of each entry of a parsed manifest's shard list, in bytes before
+    compression (what the tiered merge of appended shards weighs), or ``None`` for a
+    kind whose shards are not merged by tiers (ragged arrays: compaction only).
+
+    >>> from arrayds.manifest import ArrayManifest, ShardEntry
+    >>> m = ArrayManifest.new((4,), "f8", ((2, 2),)).with_(shards=[
+    ...     ShardEntry("c/a", (0,), (2,)), ShardEntry("c/b", (1,), (2,))])
+    >>> entry_sizes(m)
+    [32, 16]
+    """
+    fn = _TAIL_SIZES.get(getattr(manifest, "kind", None))
+    return None if fn is None else fn(manifest)
+
+
+def whole_files(manifest: Any, n: int) -> int:
+    """``n`` grown until the last ``n`` entries of the shard list hold every entry of
+    the files they name (several entries of an array can share a file)."""
+    entries = manifest.shards
+    paths = {e.path for e in entries[len(entries) - n :]} if n else set()
+    while n < len(entries) and entries[len(entries) - n - 1].path in paths:
+        n += 1
+    return n
+
+
+def compact_tail(
+    store: Store,
+    node: str,
+    manifest: Any,
+    n: int,
+    *,
+    shard_size: int,
+    write_id: str,
+    written: list[str],
+) -> Rewrite:
+    """Rewrite only the last ``n`` entries of the shard list of an array or records
+    manifest (their files whole, :func:`whole_files`) into new shards, as
+    :func:`compact_array` / :func:`compact_records` rewrite a whole node; the entries
+    before them stay as they are. The new entries take the place of the old ones at
+    the end of the list, so what every read selects is unchanged: an array's newer
+    entries still hide the older ones, and a records dataset keeps its order."""
+    entries = list(manifest.shards)
+    keep = entries[: len(entries) - n]
+    if manifest.kind == "array":
+        rw = compact_array(
+            store,
+            node,
+            manifest.with_(shards=entries[len(keep) :]),
+            shard_size=shard_size,
+            write_id=write_id,
+            written=written,
+        )
+    elif manifest.kind == "records":
+        rw = compact_records(
+            store,
+            node,
+            replace(manifest, shards=entries[len(keep) :]),
+            shard_size=shard_size,
+            write_id=write_id,
+            written=written,
+        )
+    else:
+        raise ValueError(f"no tiered merging for {manifest.kind} nodes")
+    rw.manifest = (
+        manifest.with_(shards=[*keep, *rw.manifest.shards])
+        if manifest.kind == "array"
+        else replace(manifest, shards=[*keep, *rw.manifest.shards])
+    )
+    return rw
 
 
 # ------------------------------------------------------------------ dispatch

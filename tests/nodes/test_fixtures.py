@@ -221,7 +221,7 @@ def test_upgrade_makes_v1_format_2_with_identical_contents(v1):
     assert x["shards"]["segments"]  # 70 entries: a log now
     assert arrayds.upgrade(str(v1)) == []  # nothing left to do
     a = arrayds.open_array(str(v1), "x", mode="r+")
-    a.append(np.arange(105, 108))
+    a.append(np.arange(105, 108), compact=False)
     assert commit.read(store, "x").generation == before["x"].generation + 2
     assert verify(str(v1)).ok
 

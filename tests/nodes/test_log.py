@@ -538,7 +538,7 @@ def test_xarray_dataset_appends_with_long_shard_lists(tmp_path):
         t = rng.standard_normal((2, 3)).astype("f4")
         ds = xr.Dataset({"t": (("time", "x"), t)}, coords={"time": np.arange(2 * i, 2 * i + 2)})
         extra = {} if i == 0 else {"append_dim": "time"}
-        arrayds.to_arrayrecord(ds, url, mode="w" if i == 0 else "a", **extra)
+        arrayds.to_arrayrecord(ds, url, mode="w" if i == 0 else "a", compact=False, **extra)
         parts.append(t)
     head = commit.read(get_store(url, None), "").head
     logs = [m["shards"] for m in head["snapshot"]["members"].values()]

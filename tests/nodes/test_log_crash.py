@@ -1,10 +1,11 @@
 """Crash consistency of format 2 commits, with real processes and real SIGKILLs.
 
 A child process appends to an array in a loop, so that its commits write segments and
-merge them (docs/spec.md, "Format version 2"); it is killed at random times. After
-every kill the array opens, its shape is one the child committed, every row holds the
-value written, every retained version reads back a committed prefix, ``verify``
-passes, and ``gc`` removes only what the killed commit left unreferenced.
+merge them (docs/spec.md, "Format version 2"), or (``compact="tiered"``, the default of
+appends) so that its appends merge their newest shards by tiers; it is killed at random
+times. After every kill the array opens, its shape is one the child committed, every
+row holds the value written, every retained version reads back a committed prefix,
+``verify`` passes, and ``gc`` removes only what the killed commit left unreferenced.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ APPENDER = textwrap.dedent(
     import numpy as np
     import arrayds
     url = sys.argv[1]
+    compact = {{"tiered": "tiered", "off": False}}[sys.argv[2]]
     a = arrayds.open_array(url, "x", mode="r+")
     sizes = [{CHUNK} * (1 + i % 3) for i in range(100_000)]
     n = a.shape[0]
@@ -50,23 +52,23 @@ APPENDER = textwrap.dedent(
     print("ready", flush=True)
     while True:
         k = sizes[i]
-        a.append(np.arange(n, n + k, dtype="i8"))
+        a.append(np.arange(n, n + k, dtype="i8"), compact=compact)
         n += k
         i += 1
     """
 )
 
 
-def _new_array(url: str, prefill: int = 0) -> None:
+def _new_array(url: str, prefill: int = 0, compact: bool | str = False) -> None:
     """The array, with the first ``prefill`` appends of :data:`SIZES` made."""
     a = arrayds.open_array(url, "x", mode="w", shape=(0,), dtype="i8", chunks=CHUNK)
     for k in SIZES[:prefill]:
-        a.append(np.arange(a.shape[0], a.shape[0] + k, dtype="i8"))
+        a.append(np.arange(a.shape[0], a.shape[0] + k, dtype="i8"), compact=compact)
 
 
-def _run_and_kill(url: str, delay: float) -> None:
+def _run_and_kill(url: str, delay: float, compact: str = "off") -> None:
     proc = subprocess.Popen(
-        [sys.executable, "-c", APPENDER, url],
+        [sys.executable, "-c", APPENDER, url, compact],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -118,14 +120,24 @@ def _files(url: str) -> set[str]:
     return {os.path.relpath(os.path.join(d, f), url) for d, _, fs in os.walk(url) for f in fs}
 
 
-@pytest.mark.parametrize("seed", [0, 1])
-def test_appender_killed_at_random_times(tmp_path, seed):
+def _kept_shards(url: str) -> set[str]:
+    """The shard files some retained version of ``x`` names."""
+    store = get_store(url, None)
+    out: set[str] = set()
+    for v in commit.versions(store, "x"):
+        out |= {f"x/{e.path}" for e in _open_version(store, v.generation).manifest.shards}
+    return out
+
+
+@pytest.mark.parametrize("seed, compact", [(0, "off"), (1, "off"), (2, "tiered")])
+def test_appender_killed_at_random_times(tmp_path, seed, compact):
     url = str(tmp_path / "ds")
-    _new_array(url, prefill=30)  # the child's first appends make a segment, however slow
+    # the child's first appends make a segment (or a merge), however slow
+    _new_array(url, prefill=30, compact=compact == "tiered")
     rng = np.random.default_rng(seed)
     lengths = []
     for _round in range(3):
-        _run_and_kill(url, float(rng.uniform(0.3, 1.2)))
+        _run_and_kill(url, float(rng.uniform(0.3, 1.2)), compact)
         before = _files(url)
         n = _check_state(url)
         lengths.append(n)
@@ -139,10 +151,19 @@ def test_appender_killed_at_random_times(tmp_path, seed):
         named = {f"x/{e.path}" for e in a.manifest.shards}
         assert not removed & named
         left = {f for f in _files(url) if f.startswith("x/c/")}
-        assert left == named  # no unreferenced shard is left
+        # no unreferenced shard is left: a merged shard stays while a retained version
+        # names it
+        assert left == (named if compact == "off" else _kept_shards(url))
     assert lengths == sorted(lengths) and lengths[-1] > 0
     head = commit.read(get_store(url, None), "x").head
-    assert isinstance(head["shards"], dict) and head["shards"]["segments"]  # the log ran
+    if compact == "off":
+        assert isinstance(head["shards"], dict) and head["shards"]["segments"]  # the log ran
+    else:  # the merges ran: a few dozen files hold the appends
+        assert (
+            len(arrayds.open_array(url, "x").manifest.shards)
+            < 40
+            < len(commit.versions(get_store(url, None), "x"))
+        )
 
 
 def test_a_commit_killed_before_its_head_leaves_only_unreferenced_files(tmp_path):
@@ -154,7 +175,8 @@ def test_a_commit_killed_before_its_head_leaves_only_unreferenced_files(tmp_path
     _new_array(url)
     a = arrayds.open_array(url, "x", mode="r+")
     for i in range(32):
-        a.append(np.arange(4 * i, 4 * i + 4))  # a tail of 32 entries: the next makes a segment
+        # a tail of 32 entries: the next makes a segment
+        a.append(np.arange(4 * i, 4 * i + 4), compact=False)
     store = get_store(url, None)
     before = commit.read(store, "x")
     child = textwrap.dedent(
@@ -170,7 +192,7 @@ def test_a_commit_killed_before_its_head_leaves_only_unreferenced_files(tmp_path
             return real(self, key, data, version)
         LocalStore.put_if_match = put_if_match
         a = arrayds.open_array(sys.argv[1], "x", mode="r+")
-        a.append(np.arange(128, 132))
+        a.append(np.arange(128, 132), compact=False)
         """
     )
     proc = subprocess.run([sys.executable, "-c", child, url], cwd=ROOT, capture_output=True)

@@ -37,7 +37,7 @@ def test_array_appends_with_compact_keep_every_value(tmp_path):
 def test_without_compact_nothing_is_rewritten(tmp_path):
     url = str(tmp_path / "r")
     for i in range(AUTO_COMPACT_FILES + 1):
-        arrayds.to_arrayrecord([b"x"], url, mode="a" if i else "w")
+        arrayds.to_arrayrecord([b"x"], url, mode="a" if i else "w", compact=False)
     assert arrayds.open(url).num_shards == AUTO_COMPACT_FILES + 1
 
 

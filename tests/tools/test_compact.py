@@ -72,7 +72,7 @@ def one_row_appends(where, node=None, n=40, chunks=(1, 3), width=3):
         storage_options=where.so,
     )
     for i in range(n):
-        a.append(np.full((1, width), i, "f4") + np.arange(width, dtype="f4"))
+        a.append(np.full((1, width), i, "f4") + np.arange(width, dtype="f4"), compact=False)
     return a
 
 
@@ -171,7 +171,7 @@ def test_small_shard_size_splits_boxes_over_shards(where):
     )
     rng = np.random.default_rng(0)
     for _ in range(24):
-        a.append(rng.normal(size=(1, 4096)))
+        a.append(rng.normal(size=(1, 4096)), compact=False)
     a[:, :3000] = rng.normal(size=(24, 3000))
     before = array_state(where)
     f = fragmentation(a.manifest, "200KiB")
@@ -284,7 +284,7 @@ def test_records_with_several_appends(where):
 def test_records_split_over_several_shards():
     url = "memory://compact-records-split"
     for _ in range(8):
-        arrayds.to_arrayrecord([os.urandom(20000) for _ in range(20)], url, mode="a")
+        arrayds.to_arrayrecord([os.urandom(20000) for _ in range(20)], url, mode="a", compact=False)
     ds = records.open_records(url)
     raw = list(ds.data_source())
     report = arrayds.compact(url, shard_size="2MiB")
@@ -377,7 +377,7 @@ def test_xarray_dataset_members_compact_in_one_snapshot_commit(tmp_path):
     ds.arrayds.to_arrayrecord(url, mode="w")
     for t in range(1, 15):
         more = ds.assign_coords(time=[t]) + t
-        more.arrayds.to_arrayrecord(url, append_dim="time")
+        more.arrayds.to_arrayrecord(url, append_dim="time", compact=False)
     before = xr.open_dataset(url, engine="arrayds").load()
     root_gen = commit.read(get_store(url), "").generation
     report = arrayds.compact(url)
@@ -394,7 +394,9 @@ def test_xarray_dataset_members_compact_in_one_snapshot_commit(tmp_path):
     assert verify(url).ok
     # a member alone goes through the snapshot as well
     for t in range(15, 20):
-        (ds.assign_coords(time=[t]) + t).arrayds.to_arrayrecord(url, append_dim="time")
+        (ds.assign_coords(time=[t]) + t).arrayds.to_arrayrecord(
+            url, append_dim="time", compact=False
+        )
     gen = commit.read(get_store(url), "").generation
     report = arrayds.compact(url, "t2m")
     assert [n.action for n in report.nodes] == ["compacted"]
@@ -415,7 +417,7 @@ def test_a_commit_during_compaction_wins_and_compaction_conflicts(tmp_path):
     a = arrayds.open_array(url, mode="w", shape=(0, 256), dtype="f8", chunks=(4, 256))
     rng = np.random.default_rng(2)
     for _ in range(40):
-        a.append(rng.normal(size=(256, 256)))
+        a.append(rng.normal(size=(256, 256)), compact=False)
     a[:600:7] = 1.0
     want = a[...]
     old = {e.path for e in a.manifest.shards}
@@ -429,7 +431,7 @@ def test_a_commit_during_compaction_wins_and_compaction_conflicts(tmp_path):
     writer = arrayds.open_array(url, mode="a")
     extra = rng.normal(size=(3, 256))
     try:
-        writer.append(extra)
+        writer.append(extra, compact=False)
     except arrayds.CommitConflictError:
         # compaction committed first (it wrote all its shards before this append
         # committed): then the append is the one refused, and nothing is lost either
@@ -541,7 +543,7 @@ def test_datatree_groups_compact_through_their_snapshots(tmp_path):
     arrayds.to_arrayrecord(dt, url)
     for t in range(1, 8):
         more = xr.Dataset({"b": (("y",), np.full(1, t, "f4"))})
-        arrayds.to_arrayrecord(more, url, "set1", mode="a", append_dim="y")
+        arrayds.to_arrayrecord(more, url, "set1", mode="a", append_dim="y", compact=False)
     before = xr.open_datatree(url, engine="arrayds").load()
     report = arrayds.compact(url)
     acts = {n.node[len(url) + 1 :]: n.action for n in report.nodes}
@@ -590,7 +592,7 @@ def test_readers_during_compaction_see_the_same_data(tmp_path):
     a = arrayds.open_array(url, mode="w", shape=(0, 256), dtype="f8", chunks=(4, 256))
     rng = np.random.default_rng(4)
     for _ in range(30):
-        a.append(rng.normal(size=(128, 256)))
+        a.append(rng.normal(size=(128, 256)), compact=False)
     want = a[...]
     done = threading.Event()
     errors: list[BaseException] = []

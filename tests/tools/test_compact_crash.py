@@ -39,7 +39,7 @@ def make_array(url: str) -> None:
     a = arrayds.open_array(url, mode="w", shape=(0, 256), dtype="f8", chunks=(4, 256))
     rng = np.random.default_rng(5)
     for _ in range(40):
-        a.append(rng.normal(size=(256, 256)))
+        a.append(rng.normal(size=(256, 256)), compact=False)
     a[:600:7] = 1.0
 
 

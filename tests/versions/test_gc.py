@@ -121,7 +121,7 @@ def test_segments_no_kept_version_names_are_removed(quick):
     a rewrite of every entry writes a new list."""
     a = arrayds.open_array(quick.url, "x", mode="w", shape=(0,), dtype="i2", chunks=1)
     for i in range(70):
-        a.append(np.array([i], "i2"))
+        a.append(np.array([i], "i2"), compact=False)
     appended = a.generation
     st = get_store(quick.url, None)
     assert log.log_files(commit.read(st, "x").head)

@@ -1,0 +1,211 @@
+"""Tiered merging of appended shards (``compact="tiered"``, the default of appends;
+issue 12): the rule, and real appends on local, memory:// and S3 stores.
+
+* the rule (:func:`tail_to_merge`): equal appends merge as a base-8 counter; with
+  appends of random or growing sizes every byte is copied at most
+  ``log_2(total / smallest)`` times and the newest end stays short;
+* arrays (``Array.append``, ``to_arrayrecord(mode="a")``), records and xarray
+  datasets appended to in a loop hold a few dozen files and read exactly what was
+  written; region writes between appends keep their precedence; every retained
+  version reads back as it was; ``verify`` passes; gc keeps the merged-away shards
+  while a version names them;
+* a merge whose node another writer committed to meanwhile is dropped, nothing of it
+  left; ``compact=False`` merges nothing; bad ``compact`` values are errors.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import numpy as np
+import pytest
+
+import arrayds
+from arrayds.nodes import commit
+from arrayds.storage import get_store
+from arrayds.tools.compact import MAX_TAIL, MERGE_FACTOR, merge_appended, tail_to_merge
+from arrayds.tools.gc import collect_garbage
+from arrayds.tools.verify import verify
+
+LIMIT = 32 << 20
+
+
+def _simulate(sizes: list[int]) -> tuple[list[int], list[int], int]:
+    """Appends of ``sizes`` under the rule -> (final shard sizes, copies per append,
+    the most shards the node held)."""
+    shards: list[tuple[int, list[int]]] = []  # (payload, the appends it holds)
+    copies = [0] * len(sizes)
+    most = 0
+    for i, nbytes in enumerate(sizes):
+        shards.append((nbytes, [i]))
+        n = tail_to_merge([b for b, _ in shards], LIMIT)
+        if n:
+            tail = shards[-n:]
+            held = [k for _, ks in tail for k in ks]
+            for k in held:
+                copies[k] += 1
+            shards[-n:] = [(sum(b for b, _ in tail), held)]
+        most = max(most, len(shards))
+    return [b for b, _ in shards], copies, most
+
+
+def test_equal_appends_merge_as_a_base_8_counter():
+    final, copies, most = _simulate([1024] * 10_000)
+    # 10,000 in base 8 is 23420: that many shards of 8**4, 8**3, ... appends
+    assert final == [8**4 * 1024] * 2 + [8**3 * 1024] * 3 + [8**2 * 1024] * 4 + [8 * 1024] * 2
+    assert max(copies) <= math.ceil(math.log(10_000, MERGE_FACTOR))
+    assert most < 5 * MERGE_FACTOR
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_random_appends_copy_each_byte_a_logarithmic_number_of_times(seed):
+    rng = np.random.default_rng(seed)
+    sizes = rng.choice([10, 100, 1000, 50_000], size=4000, p=[0.4, 0.3, 0.2, 0.1]).tolist()
+    if seed == 2:  # growing appends: each about the sum of all before
+        sizes = [int(1.1**k) + 1 for k in range(150)]
+    final, copies, most = _simulate(sizes)
+    assert max(copies) <= math.log2(sum(sizes) / min(sizes))
+    assert len(final) <= MAX_TAIL and most <= MAX_TAIL + MERGE_FACTOR
+    assert sum(final) == sum(sizes)
+
+
+def test_large_shards_are_never_merged():
+    assert tail_to_merge([LIMIT] * 20, LIMIT) == 0
+    assert tail_to_merge([1] * 7 + [LIMIT] + [1] * 7, LIMIT) == 0
+    assert tail_to_merge([1] * 7 + [LIMIT] + [1] * 8, LIMIT) == 8
+
+
+def _files(where, node: str = "") -> set[str]:
+    store = get_store(where.url, where.so)
+    return {k for k, _, _ in store.list(node)}
+
+
+def test_array_appends_merge_and_read_back(where):
+    a = arrayds.open_array(
+        where.url, mode="w", shape=(0, 3), dtype="i4", chunks=(1, 3), storage_options=where.so
+    )
+    rows = np.arange(300 * 3, dtype="i4").reshape(300, 3)
+    for i in range(150):
+        a.append(rows[i : i + 1])
+    a[5:7] = -1  # a region write between appends keeps its precedence over merges
+    region = a.manifest.generation
+    want = rows.copy()
+    want[5:7] = -1
+    for i in range(150, 300):
+        a.append(rows[i : i + 1])
+    np.testing.assert_array_equal(a[...], want)
+    fresh = arrayds.open_array(where.url, storage_options=where.so)
+    np.testing.assert_array_equal(fresh[...], want)
+    assert fresh.nshards < 3 * MERGE_FACTOR  # 300 appends: a base-8 counter and a write
+    assert verify(where.url, storage_options=where.so, progress=False).ok
+    # every version reads back as it was, including those the merges replaced
+    store = get_store(where.url, where.so)
+    versions = commit.versions(store, "")
+    assert len(versions) > 300 + 300 // MERGE_FACTOR  # the merges are commits too
+    for v in [*versions[:: max(1, len(versions) // 12)], versions[-1]]:
+        old = arrayds.open_array(where.url, version=v.generation, storage_options=where.so)
+        n = old.shape[0]
+        expect = (want if v.generation >= region else rows)[:n]
+        np.testing.assert_array_equal(old[...], expect)
+
+
+def test_merged_away_shards_stay_while_a_version_names_them(tmp_path):
+    url = str(tmp_path / "a")
+    a = arrayds.open_array(url, mode="w", shape=(0,), dtype="f8", chunks=1)
+    for i in range(MERGE_FACTOR):
+        a.append(np.array([float(i)]))
+    assert a.nshards == 1  # the eighth append merged all eight
+    on_disk = set(os.listdir(os.path.join(url, "c")))
+    assert len(on_disk) == MERGE_FACTOR + 1
+    collect_garbage(url, min_age=0)  # the versions of before the merge are retained
+    assert set(os.listdir(os.path.join(url, "c"))) == on_disk
+    old = arrayds.open_array(url, version=MERGE_FACTOR + 1)  # the eighth append's commit
+    assert old.nshards == MERGE_FACTOR
+    np.testing.assert_array_equal(old[:], np.arange(MERGE_FACTOR, dtype="f8"))
+    collect_garbage(url, min_age=0, keep_versions=1)
+    assert len(os.listdir(os.path.join(url, "c"))) == 1
+    np.testing.assert_array_equal(arrayds.open_array(url)[:], np.arange(MERGE_FACTOR, dtype="f8"))
+
+
+def test_records_appends_merge_in_order(where):
+    batches = [[b"%d-%d" % (i, k) * (1 + i % 5) for k in range(3)] for i in range(200)]
+    for i, b in enumerate(batches):
+        arrayds.to_arrayrecord(b, where.url, mode="a" if i else "w", storage_options=where.so)
+    ds = arrayds.open(where.url, storage_options=where.so)
+    assert ds.data_source()[:] == [r for b in batches for r in b]
+    assert ds.num_shards < 3 * MERGE_FACTOR
+    assert verify(where.url, storage_options=where.so, progress=False).ok
+
+
+def test_dask_array_appends_merge(tmp_path):
+    da = pytest.importorskip("dask.array")
+    url = str(tmp_path / "d")
+    rows = np.arange(40 * 2, dtype="f4").reshape(40, 2)
+    for i in range(40):
+        x = da.from_array(rows[i : i + 1], chunks=(1, 2))
+        out = arrayds.to_arrayrecord(x, url, mode="a" if i else "w")
+    assert out.nshards == arrayds.open_array(url).nshards < MERGE_FACTOR
+    np.testing.assert_array_equal(arrayds.open_array(url)[...], rows)
+
+
+def test_xarray_appends_merge_the_members(tmp_path):
+    xr = pytest.importorskip("xarray")
+    url = str(tmp_path / "era")
+    steps = [
+        xr.Dataset(
+            {"t2m": (("time", "x"), np.full((1, 4), t, "f4"))},
+            coords={"time": [t], "x": np.arange(4)},
+        )
+        for t in range(40)
+    ]
+    for t, ds in enumerate(steps):
+        if t == 0:
+            ds.arrayds.to_arrayrecord(url, mode="w")
+        else:
+            ds.arrayds.to_arrayrecord(url, append_dim="time")
+    got = xr.open_dataset(url, engine="arrayds").load()
+    xr.testing.assert_identical(got, xr.concat(steps, dim="time"))
+    for name in ("t2m", "time"):
+        assert arrayds.open_array(url, name).nshards < MERGE_FACTOR
+    assert arrayds.open_array(url, "x").nshards == 1
+    assert verify(url, progress=False).ok
+
+
+def test_a_merge_after_another_commit_is_dropped(tmp_path):
+    url = str(tmp_path / "a")
+    a = arrayds.open_array(url, mode="w", shape=(0,), dtype="i2", chunks=1)
+    for i in range(MERGE_FACTOR):
+        a.append(np.array([i], "i2"), compact=False)
+    stale = a.manifest
+    other = arrayds.open_array(url, mode="a")
+    other.append(np.array([99], "i2"), compact=False)
+    before = set(os.listdir(os.path.join(url, "c")))
+    assert merge_appended(a._store, "", stale) is None  # the node moved on
+    assert set(os.listdir(os.path.join(url, "c"))) == before  # its shard removed
+    np.testing.assert_array_equal(arrayds.open_array(url)[:], [*range(MERGE_FACTOR), 99])
+
+
+def test_compact_false_merges_nothing(tmp_path):
+    url = str(tmp_path / "r")
+    for i in range(2 * MERGE_FACTOR):
+        arrayds.to_arrayrecord([b"x"], url, mode="a" if i else "w", compact=False)
+    assert arrayds.open(url).num_shards == 2 * MERGE_FACTOR
+
+
+def test_writes_that_are_not_appends_merge_nothing(tmp_path):
+    url = str(tmp_path / "r")
+    arrayds.to_arrayrecord([b"x"] * 40, url, num_shards=20)
+    assert arrayds.open(url).num_shards == 20
+
+
+@pytest.mark.parametrize("bad", ["yes", 1, None, "Tiered"])
+def test_bad_compact_values(tmp_path, bad):
+    url = str(tmp_path / "a")
+    with pytest.raises(ValueError, match="compact must be 'tiered'.*got"):
+        arrayds.to_arrayrecord([b"x"], url, compact=bad)
+    assert not os.path.exists(url)
+    a = arrayds.open_array(url, mode="w", shape=(0,), dtype="i1", chunks=1)
+    with pytest.raises(ValueError, match="compact must be 'tiered'.*got"):
+        a.append(np.array([1], "i1"), compact=bad)
+    assert a.shape == (0,)
