@@ -4,6 +4,7 @@ doing the same work in the same run.
     python benchmarks/bench_scale.py            # 10,000 / 10,000 / 2,000 writes
     python benchmarks/bench_scale.py --quick    # 200 / 200 / 50 writes
     python benchmarks/bench_scale.py --appends=3000 --records=3000 --xr-steps=500
+    python benchmarks/bench_scale.py --merge=off     # appends without the tiered merge
 
 Workloads (each write is one commit of its own, page cache hot, local disk):
 * array: ``--appends`` single-row appends of 128 float64 (1 KiB) to an array with
@@ -14,6 +15,10 @@ Workloads (each write is one commit of its own, page cache hot, local disk):
 * xarray: ``--xr-steps`` steps of one ``time`` of a (time, 32, 64) float32 variable:
   ``ds.arrayds.to_arrayrecord(url, append_dim="time")`` / ``ds.to_zarr(url,
   append_dim="time")`` (the first step of each creates the dataset).
+
+arrayds' appends run with ``compact="tiered"``, their default (the newest small shards
+merged by tiers after the append, docs/guide.md "Compaction"), or with ``--merge=off``
+with ``compact=False`` (one shard file per write, nothing merged).
 
 Reported for each: the cost of one write (wall and CPU) around 10 / 100 / 1,000 /
 10,000 writes (the median over a window of writes centred on the mark, so one slow
@@ -72,6 +77,7 @@ class Run:
     once: tuple[float, float, tuple[int, int]] | None = None  # open, read, disk
     cold_open_s: float | None = None  # arrayds: open with its segment cache emptied
     compact: tuple[float, float, float, tuple[int, int]] | None = None  # + time taken
+    files: int = 0  # shard files the manifest names (zarr: chunk files)
 
 
 def timed_writes(n: int, write: Callable[[int], object]) -> tuple[list[float], list[float]]:
@@ -175,7 +181,14 @@ def cold_open(open_fn: Callable[[], object]) -> float:
 # ---- the three workloads
 
 
-def bench_array(n: int, workdir: str, compact: bool) -> tuple[Run, Run]:
+def zarr_chunk_files(path: str) -> int:
+    """Chunk files of a zarr store (every file but the metadata)."""
+    return sum(
+        1 for _root, _dirs, files in os.walk(path) for f in files if not f.startswith("zarr.")
+    )
+
+
+def bench_array(n: int, workdir: str, compact: bool, merge: bool | str) -> tuple[Run, Run]:
     import zarr
 
     rows = np.random.default_rng(1).standard_normal((n, ROW))
@@ -183,13 +196,15 @@ def bench_array(n: int, workdir: str, compact: bool) -> tuple[Run, Run]:
 
     url = os.path.join(workdir, "array.ads")
     a = arrayds.open_array(url, mode="w", shape=(0, ROW), dtype="f8", chunks=(1, ROW))
-    ours.wall, ours.cpu = timed_writes(n, lambda i: a.append(rows[i : i + 1]))
+    ours.wall, ours.cpu = timed_writes(n, lambda i: a.append(rows[i : i + 1], compact=merge))
     assert a.shape == (n, ROW)
+    ours.files = arrayds.open_array(url).nshards
 
     zpath = os.path.join(workdir, "array.zarr")
     z = zarr.create_array(zpath, shape=(0, ROW), chunks=(1, ROW), dtype="f8")
     theirs.wall, theirs.cpu = timed_writes(n, lambda i: z.append(rows[i : i + 1], axis=0))
     assert z.shape == (n, ROW)
+    theirs.files = zarr_chunk_files(zpath)
 
     def ours_open(u: str = url):
         return arrayds.open_array(u)
@@ -234,7 +249,7 @@ def make_records(n_writes: int) -> list[list[bytes]]:
     return out
 
 
-def bench_records(n: int, workdir: str, compact: bool) -> tuple[Run, Run]:
+def bench_records(n: int, workdir: str, compact: bool, merge: bool | str) -> tuple[Run, Run]:
     import zarr
     from zarr.dtype import VariableLengthBytes
 
@@ -245,8 +260,10 @@ def bench_records(n: int, workdir: str, compact: bool) -> tuple[Run, Run]:
 
     url = os.path.join(workdir, "records.ads")
     ours.wall, ours.cpu = timed_writes(
-        n, lambda i: arrayds.to_arrayrecord(batches[i], url, mode="a" if i else "w")
+        n,
+        lambda i: arrayds.to_arrayrecord(batches[i], url, mode="a" if i else "w", compact=merge),
     )
+    ours.files = arrayds.open(url).num_shards
 
     zpath = os.path.join(workdir, "records.zarr")
     z = zarr.create_array(
@@ -258,6 +275,7 @@ def bench_records(n: int, workdir: str, compact: bool) -> tuple[Run, Run]:
 
     theirs.wall, theirs.cpu = timed_writes(n, zarr_append)
     assert z.shape == (size,)
+    theirs.files = zarr_chunk_files(zpath)
 
     def ours_open(u: str = url):
         return arrayds.open(u)
@@ -305,7 +323,7 @@ def xr_step(i: int):
     return ds
 
 
-def bench_xarray(n: int, workdir: str, compact: bool) -> tuple[Run, Run]:
+def bench_xarray(n: int, workdir: str, compact: bool, merge: bool | str) -> tuple[Run, Run]:
     import xarray as xr
 
     steps = [xr_step(i) for i in range(n)]
@@ -317,9 +335,10 @@ def bench_xarray(n: int, workdir: str, compact: bool) -> tuple[Run, Run]:
         if i == 0:
             steps[0].arrayds.to_arrayrecord(url, mode="w")
         else:
-            steps[i].arrayds.to_arrayrecord(url, append_dim="time")
+            steps[i].arrayds.to_arrayrecord(url, append_dim="time", compact=merge)
 
     ours.wall, ours.cpu = timed_writes(n, ours_write)
+    ours.files = sum(arrayds.open_array(url, v).nshards for v in ("t2m", "time", "lat", "lon"))
 
     zpath = os.path.join(workdir, "xr.zarr")
 
@@ -330,6 +349,7 @@ def bench_xarray(n: int, workdir: str, compact: bool) -> tuple[Run, Run]:
             steps[i].to_zarr(zpath, append_dim="time", zarr_format=3, consolidated=False)
 
     theirs.wall, theirs.cpu = timed_writes(n, theirs_write)
+    theirs.files = zarr_chunk_files(zpath)
 
     def ours_open(u: str = url):
         return xr.open_dataset(u, engine="arrayds")
@@ -442,6 +462,8 @@ def render_workload(title: str, what: str, ours: Run, theirs: Run) -> tuple[list
         f"| open, segment cache emptied (a new process) | "
         f"{ms(ours.cold_open_s or 0.0)} | | | | ({ratio(ours.cold_open_s or 0.0, o_open)} "
         f"at once) |",
+        f"| shard files (zarr: chunk files) | {ours.files:,} | {theirs.files:,} | "
+        f"{ratio(ours.files, theirs.files)} | | |",
         f"| read one element | {us(ours.read_s)} | {us(theirs.read_s)} | "
         f"{ratio(ours.read_s, theirs.read_s)} | | "
         f"{verdict(ok_read, '<= 2x at once')} ({ratio(ours.read_s, o_read)}) |",
@@ -483,8 +505,9 @@ def render(results: list[tuple[str, str, Run, Run]], args: argparse.Namespace, e
         "## Scaling with history",
         "",
         f"`python benchmarks/bench_scale.py{flags} --appends={args.appends} "
-        f"--records={args.records} --xr-steps={args.xr_steps}` - every write is its own "
-        f"commit; arrayds and zarr {_zarr_version()} in the same run, one after the other, "
+        f"--records={args.records} --xr-steps={args.xr_steps} --merge={args.merge}` - every "
+        f"write is its own commit (arrayds' appends with compact={MERGES[args.merge]!r}); "
+        f"arrayds and zarr {_zarr_version()} in the same run, one after the other, "
         f"local disk, page cache hot; {platform.machine()}, {os.cpu_count()} cores, "
         f"Python {platform.python_version()}. Per-write costs are medians over a window "
         "of writes centred on the mark; CPU is this process's CPU time (all threads).",
@@ -506,6 +529,8 @@ def _zarr_version() -> str:
 
     return zarr.__version__
 
+
+MERGES: dict[str, bool | str] = {"tiered": "tiered", "off": False}
 
 WORKLOADS = {
     "array": ("Array appends", "one 1 KiB row each", bench_array, "appends"),
@@ -531,6 +556,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--records", type=int, default=None, help="records appends (10,000)")
     p.add_argument("--xr-steps", type=int, default=None, help="xarray steps (2,000)")
     p.add_argument("--no-compact", action="store_true", help="leave out the after-compact rows")
+    p.add_argument(
+        "--merge",
+        choices=sorted(MERGES),
+        default="tiered",
+        help="arrayds appends with compact='tiered' (the default) or compact=False (off)",
+    )
     p.add_argument("--workdir", default=None)
     p.add_argument("--only", action="append", choices=sorted(WORKLOADS), help="repeatable")
     args = p.parse_args(argv)
@@ -547,7 +578,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for key in args.only or WORKLOADS:
             title, what, fn, count = WORKLOADS[key]
-            ours, theirs = fn(getattr(args, count), workdir, not args.no_compact)
+            ours, theirs = fn(
+                getattr(args, count), workdir, not args.no_compact, MERGES[args.merge]
+            )
             results.append((title, what, ours, theirs))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
