@@ -140,4 +140,5 @@ def test_processes_appending_to_one_array_never_lose_a_commit(tmp_path):
     assert dict(zip(values.tolist(), (counts // 2).tolist(), strict=True)) == {
         w: k for w, k in done.items() if k
     }
-    assert a.generation == 1 + sum(done.values())
+    # one commit per append, and the tiered merges that followed some of them
+    assert a.generation >= 1 + sum(done.values())
