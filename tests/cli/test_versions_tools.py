@@ -249,3 +249,21 @@ def test_cli_errors(run, history, command):
     assert garbled.exit_code == 2 and "Invalid value for '--as-of'" in garbled.output
     not_int = run(*args, "--version", "two")
     assert not_int.exit_code == 2
+
+
+def test_an_xarray_dataset_at_a_version(run, tmp_path):
+    """A group holding an xarray snapshot: version 1 is the dataset after its first
+    write, its members and their shards as that snapshot lists them."""
+    xr = pytest.importorskip("xarray")
+    url = str(tmp_path / "era.ads")
+    first = xr.Dataset({"t": (("time",), np.arange(4.0))}, coords={"time": np.arange(4)})
+    arrayds.to_arrayrecord(first, url)
+    more = xr.Dataset({"t": (("time",), np.arange(4.0, 6))}, coords={"time": np.arange(4, 6)})
+    arrayds.to_arrayrecord(more, url, mode="a", append_dim="time")
+    old, now = _nodes(describe(url, version=1)), _nodes(describe(url))
+    assert old["/t"]["shape"] == [4] and now["/t"]["shape"] == [6]
+    assert old["/"]["dataset_variables"] == ["t", "time"]
+    report = verify(url, version=1)
+    assert report.ok and report.shards == 2 and report.version == 1
+    res = run("cat", url, "-c", "t", "--version", "1")
+    assert res.exit_code == 0 and res.output.strip() == "[0. 1. 2. 3.]"
