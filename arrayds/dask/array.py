@@ -28,9 +28,10 @@ multiples of them), so no chunk is read by two tasks. The name is deterministic:
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,6 +63,7 @@ __all__ = [
     "read_chunks",
     "shard_tasks",
     "write_array",
+    "write_shards_now",
     "write_plan_graph",
 ]
 
@@ -596,6 +598,52 @@ def shard_tasks(
         layer[key] = (_write_shard_task, job, list(keys[box + (Ellipsis,)].reshape(-1)))
         out.append(key)
     return y, out
+
+
+def write_shards_now(
+    values: np.ndarray,
+    chunks: Sequence[Sequence[int]],
+    store: Store,
+    node: str,
+    write_id: str,
+    offset: Sequence[int],
+    dtype: np.dtype,
+    options: str,
+    shard_size: int | str | None,
+    what: str,
+    first: int = 0,
+) -> list[Callable[[], dict[str, Any]]]:
+    """The shard writes :func:`shard_tasks` would add for the in-memory ``values``
+    chunked by ``chunks``, as calls to run in the caller (no graph: a small write
+    costs no scheduler). Each returns its shard's manifest entry; the shards are
+    numbered from ``first``."""
+    numblocks = tuple(len(c) for c in chunks)
+    boxes = group_blocks(numblocks, chunks, dtype.itemsize, shard_size, what)
+    if not boxes or not values.size:
+        return []
+    bounds = [np.concatenate([[0], np.cumsum(c)]).astype(int).tolist() for c in chunks]
+    calls = []
+    for n, (bstart, bstop) in enumerate(boxes, start=first):
+        job = ShardJob(
+            url=store.url,
+            storage_options=store.storage_options,
+            node=node,
+            relpath=f"{SHARD_DIR}/{write_id}-{n}{SHARD_SUFFIX}",
+            options=options,
+            dtype=dtype.str,
+            box_sizes=[
+                list(chunks[d][a:b]) for d, (a, b) in enumerate(zip(bstart, bstop, strict=True))
+            ],
+            start=[a + o for a, o in zip(bstart, offset, strict=True)],
+            stop=[b + o for b, o in zip(bstop, offset, strict=True)],
+            what=what,
+        )
+        blocks = (
+            values[tuple(slice(bounds[d][i], bounds[d][i + 1]) for d, i in enumerate(idx))]
+            for idx in itertools.product(*(range(a, b) for a, b in zip(bstart, bstop, strict=True)))
+        )
+        calls.append(functools.partial(_write_shard_task, job, blocks))
+    return calls
 
 
 # ----------------------------------------------------------------------- read

@@ -54,6 +54,7 @@ from ..store import META_DIR, dump_json, new_write_id, parse_json
 
 __all__ = [
     "HISTORY_FROM",
+    "Appended",
     "LOG_DIR",
     "META_DIR",
     "TAIL_LIMIT",
@@ -94,6 +95,56 @@ class Extend:
 
     fields: Mapping[str, Any]
     shards: Sequence[Mapping[str, Any]]
+
+
+class Appended(list):  # type: ignore[type-arg]
+    """A whole shard list (a ``list`` of its entries) that a writer built as the list
+    of the manifest stamped ``stamp`` (its ``(generation, commit)``), which held
+    ``count`` entries, followed by new ones. :func:`encode` then appends the new
+    entries to a stored list of that manifest without reading or comparing the
+    entries before them (a snapshot member's list, or the node's own, may be
+    thousands long); against any other stored list it is an ordinary list.
+
+    A ``(generation, commit)`` names one content: a commit's write id is unique, and
+    the roll forward of a group snapshot (docs/spec.md 10.2) writes exactly the copy
+    the snapshot lists under the same stamp.
+
+    >>> Appended([{"path": "a"}, {"path": "b"}], (3, "w3"), 1)
+    [{'path': 'a'}, {'path': 'b'}]
+    """
+
+    def __init__(self, entries: Any, stamp: tuple[int, str], count: int) -> None:
+        super().__init__(entries)
+        self.stamp = stamp
+        self.count = count
+
+
+def _stamp(d: Any) -> tuple[int, str] | None:
+    """The ``(generation, commit)`` of the stored manifest ``d`` that holds a list."""
+    if not isinstance(d, Mapping):
+        return None
+    g, c = d.get("generation", 0), d.get("commit", "")
+    if not isinstance(g, int) or isinstance(g, bool):
+        return None
+    return g, str(c)
+
+
+def _stored_count(stored: Any) -> int | None:
+    """The number of entries a stored shard list stands for (``None`` if malformed)."""
+    if isinstance(stored, list):
+        return len(stored)
+    if not _is_log(stored) or not isinstance(stored["tail"], list):
+        return None
+    segs = stored["segments"]
+    if not isinstance(segs, list):
+        return None
+    n = len(stored["tail"])
+    for ref in segs:
+        c = ref.get("count") if isinstance(ref, dict) else None
+        if not isinstance(c, int) or isinstance(c, bool) or c < 0:
+            return None
+        n += c
+    return n
 
 
 @dataclass(frozen=True)
@@ -342,12 +393,23 @@ def _encode_list(
     stored: Any,
     current: Callable[[], Any],
     written: list[str],
+    owner: tuple[int, str] | None = None,
 ) -> tuple[Any, list[Any]]:
-    """Store the list ``new`` given the stored form of the list it replaces: appended
-    to it when ``new`` starts with the current entries, else written anew. Returns it
-    and the entries that are not the current ones' (what the write adds)."""
+    """Store the list ``new`` given the stored form of the list it replaces (held by
+    a manifest stamped ``owner``): appended to it when ``new`` starts with the
+    current entries (known without looking at them for an :class:`Appended` of that
+    manifest), else written anew. Returns it and the entries that are not the
+    current ones' (what the write adds)."""
     if stored is None or not isinstance(new, list):
         return _fresh(store, node, new, written), new if isinstance(new, list) else []
+    if (
+        isinstance(new, Appended)
+        and owner is not None
+        and new.stamp == owner
+        and _stored_count(stored) == new.count
+    ):
+        added = list(new[new.count :])
+        return _append(store, node, stored, added, written), added
     old = current()
     if isinstance(old, list) and len(new) >= len(old) and new[: len(old)] == old:
         added = new[len(old) :]
@@ -374,29 +436,39 @@ def encode(
     head = dict(new)
     full = (lambda: current() if current is not None else None) if base is not None else None
 
-    def base_list(path: tuple[str, ...]) -> tuple[Any, Callable[[], Any]]:
+    def base_list(path: tuple[str, ...]) -> tuple[Any, Callable[[], Any], Any]:
         stored: Any = base
+        holder: Any = None
         for p in path:
+            holder = stored
             stored = stored.get(p) if isinstance(stored, dict) else None
 
         def cur() -> Any:
-            value: Any = full() if full is not None else None
+            if full is None or current is None:
+                return None
+            if _is_log(stored):  # only this list's segments, not every list of the head
+                return _resolve_list(store, node, stored, store.display(node))
+            value: Any = full()
             for p in path:
                 value = value.get(p) if isinstance(value, dict) else None
             return value
 
-        return stored, cur
+        return stored, cur, _stamp(holder)
 
     if "shards" in head:
-        stored, cur = base_list(("shards",))
-        head["shards"], added[""] = _encode_list(store, node, head["shards"], stored, cur, written)
+        stored, cur, owner = base_list(("shards",))
+        head["shards"], added[""] = _encode_list(
+            store, node, head["shards"], stored, cur, written, owner
+        )
     members = _members(head)
     if members is not None:
         new_members = {}
         for name, m in members.items():
             if isinstance(m, dict) and "shards" in m:
-                stored, cur = base_list(("snapshot", "members", name, "shards"))
-                enc, added[name] = _encode_list(store, node, m["shards"], stored, cur, written)
+                stored, cur, owner = base_list(("snapshot", "members", name, "shards"))
+                enc, added[name] = _encode_list(
+                    store, node, m["shards"], stored, cur, written, owner
+                )
                 m = dict(m, shards=enc)
             new_members[name] = m
         head["snapshot"] = dict(head["snapshot"], members=new_members)

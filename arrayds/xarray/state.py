@@ -38,8 +38,12 @@ node's own manifest and the copy the level above lists (docs/spec.md section 10.
 
 from __future__ import annotations
 
+import functools
+import os
+import threading
 import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -50,6 +54,7 @@ from ..manifest import FORMAT, FORMAT_VERSION, ArrayManifest, parse_node
 from ..node import read_pinned
 from ..nodes import commit as node_commit
 from ..nodes.commit import NodeVersion, generation_of
+from ..nodes.log import Appended
 from ..store import io_pool, is_reserved_name, join_component, new_write_id
 
 __all__ = [
@@ -66,6 +71,7 @@ __all__ = [
     "forget_histories",
     "remove_replaced_members",
     "roll_forward",
+    "run_all",
 ]
 
 SNAPSHOT = "snapshot"
@@ -132,24 +138,38 @@ def _read_all(store: Store, nodes: list[str]) -> list[NodeVersion]:
     return list(io_pool().map(lambda n: node_commit.read(store, n), nodes))
 
 
-def _resolve(store: Store, node: str) -> tuple[list[Stamp], dict[str, Any] | None]:
-    """The manifests of the root, every group down to ``node`` and ``node`` itself
-    (their stamps, for the re-read check) and the effective manifest of ``node``: at
-    each level the newer of its own manifest and the copy in the level above's
-    snapshot. The root (``node == ""``) is one read, as for a dataset."""
+def _chain(store: Store, node: str) -> list[NodeVersion]:
+    """The manifests of the root, every group down to ``node`` and ``node`` itself,
+    as stored (one read each; the root, ``node == ""``, is one read)."""
     segs = node.split("/") if node else []
     paths = [""] + ["/".join(segs[: i + 1]) for i in range(len(segs))]
-    reads = _read_all(store, paths)
+    return _read_all(store, paths)
+
+
+def _effective(node: str, reads: list[NodeVersion]) -> dict[str, Any] | None:
+    """The effective manifest of ``node`` from the manifests :func:`_chain` read: at
+    each level the newer of its own manifest and the copy in the level above's
+    snapshot."""
+    segs = node.split("/") if node else []
     eff = reads[0].raw
     for seg, own in zip(segs, reads[1:], strict=True):
         eff = newer(own.raw, group_entry(eff, seg))
-    return [r.stamp for r in reads], eff
+    return eff
+
+
+def _resolve(store: Store, node: str) -> tuple[list[Stamp], dict[str, Any] | None]:
+    """The stamps of the manifests of the root, every group down to ``node`` and
+    ``node`` itself (for the re-read check) and the effective manifest of ``node``
+    (:func:`_effective`)."""
+    reads = _chain(store, node)
+    return [r.stamp for r in reads], _effective(node, reads)
 
 
 def chain_stamps(store: Store, node: str) -> list[Stamp]:
     """The ``(generation, commit)`` of the manifests of the root and every group down
-    to ``node``: unchanged between two calls, no commit at or above ``node`` happened."""
-    return _resolve(store, node)[0]
+    to ``node``: unchanged between two calls, no commit at or above ``node`` happened.
+    Only the heads are read (no shard log is resolved)."""
+    return [r.stamp for r in _chain(store, node)]
 
 
 def _read_children(store: Store, node: str, names: Iterable[str]) -> dict[str, NodeVersion]:
@@ -181,10 +201,10 @@ def read_state(
         snap, snap_members, folders = _listed(store, node, root)
         children = _read_children(store, node, [*snap_members, *folders])
         names = [n for n in children if n in snap_members or children[n].exists]
-        again_chain, again = _resolve(store, node)
-        if again_chain == chain:
+        again = _chain(store, node)
+        if [r.stamp for r in again] == chain:
             break
-        chain, root = again_chain, again
+        chain, root = [r.stamp for r in again], _effective(node, again)
     else:  # pragma: no cover - needs a writer committing faster than we read
         raise CommitConflictError(f"{what}: the dataset kept changing while it was read")
     return _assemble(what, root, chain, children, names, snap_members, snap)
@@ -256,11 +276,10 @@ def _assemble(
     snap_commit = str(snap.get("commit", "")) if isinstance(snap, dict) else None
     tree = isinstance(snap, dict) and snap.get("tree") is True
     for name in names:
-        raw = children[name].raw
         state.children[name] = children[name].stamp
         entry = group_entry(root, name)
         if entry is not None:  # a subgroup of a DataTree commit
-            eff = newer(raw, entry)
+            eff = newer(children[name].raw, entry)
             if eff is not None and eff.get("kind") == "group":
                 state.groups[name] = eff
                 state.others.append(name)
@@ -268,6 +287,13 @@ def _assemble(
             # replaced later (a larger generation) by a node of another kind: that
             # node is read as a child the snapshot does not list
         child: Any = None
+        in_snap = snap_members.get(name) if entry is None else None
+        head = children[name].head
+        raw: Any = None
+        if not isinstance(in_snap, dict) or (
+            head is not None and generation_of(head) >= generation_of(in_snap)
+        ):  # else its roll forward is pending: the snapshot's copy is used
+            raw = children[name].raw
         if raw is not None:
             try:
                 child = parse_node(raw, f"{what} member {name!r}")
@@ -275,7 +301,6 @@ def _assemble(
                 if name not in snap_members:
                     raise
                 child = None
-        in_snap = snap_members.get(name) if entry is None else None
         if in_snap is not None:
             m_s = ArrayManifest.from_json(in_snap, f"{what} snapshot of {name!r}")
             if isinstance(child, ArrayManifest) and child.generation >= m_s.generation:
@@ -349,6 +374,39 @@ def check_unchanged(
             )
 
 
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+POOL_THREADS = 8
+"""Threads that run the independent small writes of one dataset commit at once (its
+shard files, the roll forward of its members): each mostly waits for storage."""
+
+
+def run_all(calls: Sequence[Callable[[], Any]]) -> list[Any]:
+    """The results of ``calls`` (in order), run at once on a small per-process pool
+    (one call runs here). Every call finishes before the first error, if any, is
+    raised."""
+    global _pool
+    if len(calls) <= 1:
+        return [c() for c in calls]
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(POOL_THREADS, thread_name_prefix="arrayds-xr")
+        pool = _pool
+    futures = [pool.submit(c) for c in calls]
+    wait(futures)
+    return [f.result() for f in futures]
+
+
+def _forget_pool_after_fork() -> None:
+    global _pool, _pool_lock
+    _pool = None
+    _pool_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool_after_fork)
+
+
 def roll_forward(
     store: Store, node: str, doc: Mapping[str, Any], names: Iterable[str] | None = None
 ) -> None:
@@ -359,13 +417,20 @@ def roll_forward(
     write is committed already, so a failure is a warning, not the write's failure:
     readers use the snapshot, and the next write to the group rolls forward again."""
     members = (doc.get(SNAPSHOT) or {}).get("members") or {}
-    for name, entry in members.items():
-        if names is not None and name not in names:
-            continue
+    todo = [(n, e) for n, e in members.items() if names is None or n in names]
+
+    def one(name: str, entry: Mapping[str, Any]) -> Exception | None:
         child = join_component(node, name)
         try:
             node_commit.put_if_newer(store, child, entry)
         except Exception as e:  # noqa: BLE001
+            return e
+        return None
+
+    # the members are independent nodes: their manifests are written at once
+    errors = run_all([functools.partial(one, n, e) for n, e in todo])
+    for (name, entry), e in zip(todo, errors, strict=True):
+        if e is not None:
             warnings.warn(
                 f"{store.display(node)!r}: committed, but the manifest of member {name!r} "
                 f"could not be brought up to date ({type(e).__name__}: {e}); readers are "
@@ -373,8 +438,8 @@ def roll_forward(
                 RuntimeWarning,
                 stacklevel=2,
             )
-        if entry.get("kind") == "group":
-            roll_forward(store, child, entry)
+        if entry.get("kind") == "group":  # top-down: its members once it is written
+            roll_forward(store, join_component(node, name), entry)
 
 
 def forget_histories(store: Store, node: str, members: Iterable[str]) -> None:
@@ -421,6 +486,7 @@ def commit_snapshot(
     remove_children: Iterable[str] = (),
     remove_files: Mapping[str, Iterable[str]] | None = None,
     fresh: bool = False,
+    appended: Mapping[str, int] | None = None,
 ) -> dict[str, Any]:
     """Commit ``members`` (all arrays of the dataset, new manifests for ``changed``)
     and ``attrs`` as one atomic write of the group manifest at ``node``, through
@@ -434,23 +500,33 @@ def commit_snapshot(
     ``remove_files`` (member -> shard paths no longer referenced) are deleted, best
     effort (:func:`remove_replaced_members`); ``fresh`` (a dataset replaced whole,
     mode ``"w"``): the group and its members start a new history
-    (:func:`forget_histories`). Returns the committed group manifest.
+    (:func:`forget_histories`). ``appended`` (name -> count): members whose shard
+    list is the list of their manifest in ``members`` (its first ``count`` entries)
+    followed by new entries; their commit and roll forward then write only the new
+    entries (:class:`arrayds.nodes.log.Appended`), whatever the length of the
+    history. Returns the committed group manifest.
     """
     what = f"dataset {store.display(node)!r}"
     changed = set(changed)
     gone = set(remove_children)
     final: dict[str, ArrayManifest] = {}
+    member_json: dict[str, dict[str, Any]] = {}
     for name, m in members.items():
+        stamp = (m.generation, m.commit)
         if name in changed:
             m = m.with_(generation=next_generation(expected, name), commit=write_id)
         final[name] = m
+        member_json[name] = m.to_json()
+        if appended and name in changed and name in appended:
+            shards = member_json[name]["shards"]
+            member_json[name]["shards"] = Appended(shards, stamp, appended[name])
 
     def check(base: NodeVersion) -> None:
         check_unchanged(base, expected.own, {n: expected.children.get(n) for n in changed}, what)
 
     def build(base: NodeVersion) -> dict[str, Any]:
         gen = max(base.generation, generation_of(expected.root)) + 1
-        doc = group_json(gen, write_id, attrs, {n: m.to_json() for n, m in final.items()})
+        doc = group_json(gen, write_id, attrs, member_json)
         # the subgroups a DataTree commit listed stay listed (their roll forward may be
         # pending), unless this write removes them
         carried = {n: g for n, g in expected.groups.items() if n not in gone and n not in final}

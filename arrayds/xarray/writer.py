@@ -41,16 +41,23 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..array import stack_entries
-from ..dask.array import normalize_region, shard_tasks
+from ..dask.array import normalize_region, shard_tasks, write_shards_now
 from ..dask.graph import joint_graph, run, write_graph
 from ..grid import AxisGrid, ChunkGrid, normalize_chunks
-from ..manifest import ArrayManifest, ShardEntry, check_compression, parse_node, writer_options
+from ..manifest import (
+    ArrayManifest,
+    GroupManifest,
+    ShardEntry,
+    check_compression,
+    parse_node,
+    writer_options,
+)
 from ..storage import get_store
 from ..store import Store, check_component, join_component
 from ..tensor import check_dtype
 from .attrs import decode_attrs, encode_attrs
 from .backend import INTERNAL
-from .state import DatasetState, commit_snapshot, new_write_id, read_state
+from .state import DatasetState, commit_snapshot, new_write_id, read_state, run_all
 
 __all__ = [
     "DATAARRAY_NAME",
@@ -293,6 +300,8 @@ class VariablePlan(NamedTuple):
     """The variable's manifest before the new shards are added."""
     index: int
     """The variable's position in the dataset (names its tasks)."""
+    values: np.ndarray | None = None
+    """The data in memory (numpy), shaped as ``array``, or ``None`` (dask data)."""
 
 
 class WritePlan:
@@ -364,6 +373,30 @@ def commit_graph(
     never looks inside it for keys. Returns the written :class:`arrayds.Group` at
     ``node``, or with ``compute=False`` the ``dask.delayed.Delayed`` that writes and
     commits."""
+    if compute and not progress and _in_memory(plans):
+        # small in-memory data: the shard writes and the commit run here, as the graph
+        # would run them (no graph to build, optimize and schedule for one small step)
+        calls = [
+            write_shards_now(
+                p.values,  # type: ignore[arg-type]
+                p.array.chunks,
+                store,
+                p.member,
+                write_id,
+                p.offset,
+                p.base.dtype,
+                writer_options(p.base.compression),
+                shard_size,
+                f"{what} variable {p.name!r}",
+            )
+            for _s, p, what in plans
+        ]
+        done = run_all([c for cs in calls for c in cs])
+        results, i = [], 0
+        for cs in calls:
+            results.append(done[i : i + len(cs)])
+            i += len(cs)
+        return _group(store, node, commit_task(job, results))
     from dask.delayed import Delayed
 
     layer_name = f"arrayds-xr-{name}-{write_id}"
@@ -381,10 +414,26 @@ def commit_graph(
     delayed = Delayed(commit_key, write_graph(ys, layer_name, layer, joint), layer=layer_name)
     if not compute:
         return delayed
-    run(delayed, progress)
-    from ..dataset import open_group
+    return _group(store, node, run(delayed, progress))
 
-    return open_group(store.url, node or None, storage_options=store.storage_options or None)
+
+IN_MEMORY_BYTES = 64 << 20
+"""Writes of in-memory (numpy) data up to this size run without a dask graph."""
+
+
+def _in_memory(plans: Sequence[tuple[str, VariablePlan, str]]) -> bool:
+    """Whether every variable of ``plans`` is in memory and all of them are small."""
+    if not all(p.values is not None for _s, p, _w in plans):
+        return False
+    return sum(p.values.nbytes for _s, p, _w in plans) <= IN_MEMORY_BYTES  # type: ignore[union-attr]
+
+
+def _group(store: Store, node: str, doc: Mapping[str, Any]) -> Any:
+    """The written :class:`arrayds.Group` at ``node``: the group manifest the write
+    committed (``doc``), not read back."""
+    from ..dataset import Group
+
+    return Group(store, node, GroupManifest.from_json(doc, f"group {store.display(node)!r}"))
 
 
 def new_shards(entries: Iterable[Mapping[str, Any]]) -> list[ShardEntry]:
@@ -411,9 +460,13 @@ def _commit_task(job: CommitJob, results: list[list[dict[str, Any]]]) -> dict[st
     node, expected = job.node, job.expected
     members: dict[str, ArrayManifest] = {n: expected.members[n] for n in job.keep}
     by_name = dict(zip(job.names, results, strict=True))
+    appended: dict[str, int] = {}
     for name, base in job.bases.items():
         new = new_shards(by_name.get(name, []))
-        members[name] = base.with_(shards=stack_entries(base.shards, new))
+        shards = stack_entries(base.shards, new)
+        if new and len(shards) == len(base.shards) + len(new):  # nothing hidden: an append
+            appended[name] = len(base.shards)
+        members[name] = base.with_(shards=shards)
     written = [f"{n}/{e['path']}" for n, entries in by_name.items() for e in entries]
     return commit_snapshot(
         store,
@@ -427,6 +480,7 @@ def _commit_task(job: CommitJob, results: list[list[dict[str, Any]]]) -> dict[st
         remove_children=job.remove_children,
         remove_files=job.remove_files,
         fresh=job.fresh,
+        appended=appended,
     )
 
 
@@ -915,6 +969,7 @@ def plan_encoded(
         if vlen:
             vattrs[INTERNAL] = {"strings": vlen}
         kind = kinds[name]
+        values = None if _is_dask(data) else np.asarray(data)
         if kind == "full":
             x, offset, base = _plan_full(
                 enc,
@@ -934,13 +989,15 @@ def plan_encoded(
             x = _to_dask(data, None, vwhat)
             if x.dtype != old.dtype:
                 x = x.astype(old.dtype)
+                values = None if values is None else values.astype(old.dtype)
             if kind == "append":
                 x, offset, base = _plan_append(
                     enc, x, old, vattrs, append_dim, _is_dask(data), vwhat
                 )
             else:
                 x, offset, base = _plan_region(enc, x, old, dict(region or {}), vwhat)
-        plans.append(VariablePlan(name, x, join_component(node, name), offset, base, idx))
+        member = join_component(node, name)
+        plans.append(VariablePlan(name, x, member, offset, base, idx, values))
         bases[name] = base
     return WritePlan(plans, bases, remove_files)
 
