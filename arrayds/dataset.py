@@ -54,6 +54,7 @@ __all__ = [
     "open",
     "open_array",
     "open_group",
+    "open_handle",
     "refuse_existing",
     "restore_group",
 ]
@@ -74,7 +75,9 @@ def _child_mode(mode: str) -> str:
 # ----------------------------------------------------------- manifest access
 
 
-def _wrap(store: Store, node: str, m: Any, mode: str, pin: Pin | None = None) -> Any:
+def open_handle(store: Store, node: str, m: Any, mode: str, pin: Pin | None = None) -> Any:
+    """The handle of ``node`` (of its kind) over the parsed manifest ``m``, opened in
+    ``mode``; ``pin``: the version of the history it stands for (then read only)."""
     h = kinds.get(getattr(m, "kind", None), store.display(node)).open(store, node, m, mode)
     if pin is not None:
         h._pin = pin  # a version of the history: read only (arrayds.node.Node)
@@ -232,7 +235,7 @@ def open(  # noqa: A001 - the public name of API.md
         if mode == "a":
             return create_group_node(store, "", mode)
         raise missing_node(store, "", "dataset")
-    return _wrap(store, "", m, mode if mode == "r" else "r+", pin)
+    return open_handle(store, "", m, mode if mode == "r" else "r+", pin)
 
 
 def open_group(
@@ -267,7 +270,7 @@ def open_group(
         raise missing_node(store, node, "group")
     if not isinstance(m, GroupManifest):
         raise ValueError(f"{store.display(node)!r} is {kind_phrase(m.kind)} node, not a group")
-    return _wrap(store, node, m, mode if mode == "r" else "r+", pin)
+    return open_handle(store, node, m, mode if mode == "r" else "r+", pin)
 
 
 def open_array(
@@ -338,7 +341,7 @@ def open_array(
             f"{display!r} is {kind_phrase(m.kind)} node, not an array"
             + ("; pass component= to name an array inside it" if m.kind == "group" else "")
         )
-    return _wrap(store, node, m, mode if mode == "r" else "r+", pin)
+    return open_handle(store, node, m, mode if mode == "r" else "r+", pin)
 
 
 # ---------------------------------------------------------------------- Group
@@ -450,7 +453,7 @@ class Group(Node, Mapping[str, Any]):
                 raise KeyError(f"{key!r} is not a node of {self._what} ({e})") from None
         if m is None:
             raise KeyError(f"{key!r} is not a node of {self._what} (children: {list(self)})")
-        return _wrap(self._store, node, m, _child_mode(self._mode), child_pin)
+        return open_handle(self._store, node, m, _child_mode(self._mode), child_pin)
 
     def __iter__(self) -> Iterator[str]:
         return iter(commit.child_nodes(self._store, self._node))

@@ -30,6 +30,7 @@ __all__ = [
     "missing_node",
     "read_node",
     "read_pinned",
+    "replaced_at",
 ]
 
 WRITABLE_MODES = ("r+", "a", "w", "w-")
@@ -171,10 +172,10 @@ def read_pinned(
         return m, None
     if as_of is not None:
         return m, Pin(nv.generation, as_of)
-    return m, Pin(nv.generation, _replaced_at(store, node, nv.generation))
+    return m, Pin(nv.generation, replaced_at(store, node, nv.generation))
 
 
-def _replaced_at(store: Store, node: str, generation: int) -> datetime | None:
+def replaced_at(store: Store, node: str, generation: int) -> datetime | None:
     """Just before the version after ``generation`` was committed (``None`` if
     ``generation`` is the current version or the next one has no time)."""
     cur = commit.read(store, node)

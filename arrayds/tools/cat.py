@@ -80,7 +80,7 @@ def open_node(
     """
     import arrayds
 
-    from ..dataset import _wrap
+    from ..dataset import open_handle
     from ..node import check_version_args, missing_node, read_pinned
     from ..nodes import commit, kinds
     from ..storage import get_store
@@ -94,7 +94,7 @@ def open_node(
         m, pin = read_pinned(store, node, version=version, as_of=as_of)
         if m is None:
             raise missing_node(store, node, "node" if node else "dataset")
-        return kinds.get(getattr(m, "kind", None), store.display(node)), _wrap(
+        return kinds.get(getattr(m, "kind", None), store.display(node)), open_handle(
             store, node, m, "r", pin
         )
     g = arrayds.open(url, storage_options=storage_options)  # the errors of no dataset

@@ -27,7 +27,7 @@ from typing import Any
 from ..abc.store import Store
 from ..errors import CorruptionError
 from ..manifest import parse_node
-from ..node import _replaced_at, check_version_args
+from ..node import check_version_args, replaced_at
 from ..nodes import commit, kinds
 from ..storage import get_store
 from ..store import check_component, join_component
@@ -107,7 +107,7 @@ def _walk(
         # the children's moment, as arrayds.node.read_pinned pins it for Group.__getitem__
         moment = as_of
         if moment is None and version is not None:
-            moment = _replaced_at(store, node, nv.generation)
+            moment = replaced_at(store, node, nv.generation)
         for child in commit.child_nodes(store, node):
             yield from _walk(store, join_component(node, child), None, moment, top=False)
 
