@@ -141,7 +141,7 @@ def _merge_appended(store: Any, node: str, out: Any) -> Any:
     from .errors import CommitConflictError
     from .records import RecordsDataset
     from .tools.compact import compact as compact_nodes
-    from .tools.compact import merge_appended
+    from .tools.compact import may_merge, merge_appended
 
     if isinstance(out, Array):
         merged = merge_appended(store, node, out.manifest)
@@ -149,6 +149,12 @@ def _merge_appended(store: Any, node: str, out: Any) -> Any:
     if isinstance(out, RecordsDataset):
         merged = merge_appended(store, node, out._manifest)
         return out if merged is None else RecordsDataset._from_parsed(store, node, merged)
+    snapshot = getattr(getattr(out, "_m", None), "extra", {}).get("snapshot")
+    if isinstance(snapshot, dict) and isinstance(snapshot.get("members"), dict):
+        # an xarray dataset: its members' lists, as committed, say whether any may merge
+        members = snapshot["members"].values()
+        if not any(isinstance(m, dict) and may_merge(m.get("shards")) for m in members):
+            return out
     try:
         compact_nodes(
             store.url, node or None, storage_options=store.storage_options or None, tiered=True

@@ -68,6 +68,7 @@ __all__ = [
     "compact_ragged",
     "compact_records",
     "fragmentation",
+    "may_merge",
     "merge_appended",
     "parse_shard_size",
     "tail_to_merge",
@@ -291,6 +292,28 @@ def tail_to_merge(sizes: Sequence[int], limit: int) -> int:
             break
         small += 1
     return _balanced_run(sizes, limit, 2, 2) if small >= MAX_TAIL else 0
+
+
+def may_merge(entries: Any) -> bool:
+    """Whether the shard list of a stored array manifest (its ``"shards"`` JSON: a
+    list, or a log of segments and a tail) may hold newest shards for the tiered merge
+    to take; ``False`` only where it certainly does not (a check that reads nothing:
+    the entries' chunk counts stand for their sizes, which differ from them by one
+    factor per array). A log with segments is always ``True``.
+
+    >>> may_merge([{"records": 1}] * 7), may_merge([{"records": 1}] * 8)
+    (False, True)
+    """
+    if isinstance(entries, dict):
+        if entries.get("segments"):
+            return True
+        entries = entries.get("tail")
+    if not isinstance(entries, list) or len(entries) < MERGE_FACTOR:
+        return False
+    counts = [e.get("records") if isinstance(e, dict) else None for e in entries]
+    if not all(isinstance(c, int) for c in counts):
+        return True
+    return tail_to_merge(counts, limit=1 << 62) > 0
 
 
 def merge_appended(store: Store, node: str, manifest: Any, *, shard_size: Any = None) -> Any | None:
