@@ -14,7 +14,9 @@ that serves a URL is picked by :func:`arrayds.storage.store_class` (by protocol;
 :func:`arrayds.storage.register_store` adds others).
 
 A *version* is an opaque token returned with the bytes by :meth:`Store.get_versioned`;
-:data:`ABSENT` is the version of a key that holds nothing.
+:data:`ABSENT` is the version of a key that holds nothing. A conditional put can also
+keep the object it replaces under another key (:class:`Keep`: a commit keeps the head it
+replaces as a version file of the node's history).
 
 >>> from arrayds.storage import get_store
 >>> st = get_store("memory://abc-doc")
@@ -23,15 +25,18 @@ A *version* is an opaque token returned with the bytes by :meth:`Store.get_versi
 >>> st.put_if_match("k", b"2", v)
 >>> st.get_versioned("k")[0]
 b'2'
+>>> st.put_if_match("k", b"3", st.get_versioned("k")[1], keep=Keep("old/k", b"2"))
+>>> st.get("k"), st.get("old/k")
+(b'3', b'2')
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from contextlib import AbstractContextManager
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
-__all__ = ["ABSENT", "Entry", "Store", "Version"]
+__all__ = ["ABSENT", "Entry", "Keep", "Store", "Version"]
 
 Version = Any
 """An opaque version token of one object (an S3 ETag, a GCS generation, a digest of
@@ -43,6 +48,16 @@ creates the object only if there is none."""
 
 Entry = tuple[str, int, "float | None"]
 """One object of a listing: (key, size in bytes, modification time or None)."""
+
+
+class Keep(NamedTuple):
+    """What :meth:`Store.put_if_match` keeps of the object it replaces."""
+
+    key: str
+    """Where the replaced object stays (a key of the same store)."""
+    data: bytes
+    """The replaced object's bytes, those read with the version the put requires: what
+    a store that cannot keep the object itself (by a hard link) writes at ``key``."""
 
 
 @runtime_checkable
@@ -103,12 +118,37 @@ class Store(Protocol):
         """Replace (or create) the object at ``key`` with ``data``, atomically (a reader
         sees the old or the new bytes) and durably (on stable storage on return)."""
 
-    def put_if_match(self, key: str, data: bytes, version: Version) -> None:
+    def put_if_match(
+        self,
+        key: str,
+        data: bytes,
+        version: Version,
+        keep: Keep | None = None,
+        flush: Iterable[str] = (),
+    ) -> None:
         """:meth:`put`, only if the object at ``key`` is still ``version`` (``ABSENT``:
         only if there is none), checked atomically with the replace; else
         :class:`arrayds.errors.PreconditionFailedError` and nothing changes. Stores that
         cannot check (plain fsspec file systems) write blindly once they issued a
-        :class:`arrayds.errors.BlindCommitWarning`."""
+        :class:`arrayds.errors.BlindCommitWarning`.
+
+        ``keep`` (ignored when ``version`` is ``ABSENT``): also keep the object being
+        replaced under ``keep.key``, durably, before the new bytes become visible, so
+        that a reader who sees the new object finds the old one there. An object that
+        is at ``keep.key`` already may stay as it is or be written again (the keys a
+        commit keeps under hold fixed bytes: a racing writer kept the same ones). The
+        local store makes a hard
+        link of the current file under the compare-and-swap lock (no data is written),
+        or where the file system has no hard links writes ``keep.data`` there (also
+        under the lock); the object stores write ``keep.data`` with :meth:`put`
+        before their conditional put (``memory://``: under its lock, once the version
+        matched), so a refused put may leave it written: the bytes of an object that
+        was at ``key``.
+
+        ``flush``: keys of objects written earlier (:meth:`new_file`) whose names must
+        be durable before the new bytes become visible: :meth:`flush` of them, done
+        where the store finds it cheapest (locally after the new bytes are synced,
+        so that a journaling file system commits the names with them)."""
 
     def new_file(self, key: str) -> AbstractContextManager[str]:
         """A place for the engine to write the immutable object ``key``: yields the path

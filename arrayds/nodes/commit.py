@@ -10,10 +10,12 @@ ends in :func:`commit`:
 3. ``build`` the next manifest from what is there; :func:`commit` sets its
    ``generation`` (one more than the current one, or more if ``build`` asks) and its
    ``commit`` (the write id);
-4. create the missing groups above the node (:func:`ensure_parents`), make the names of
-   the files the new manifest adds durable (:meth:`Store.flush`), and replace the
+4. create the missing groups above the node (:func:`ensure_parents`) and replace the
    manifest with one conditional put (:meth:`Store.put_if_match` on the version read in
-   step 1): the compare-and-swap. If another writer committed in between, the put is
+   step 1): the compare-and-swap. The same put keeps the replaced head as the version
+   file of its generation (its ``keep``: locally a hard link made under the lock) and
+   makes the names of the files the new manifest adds durable before the new one is
+   visible (its ``flush``). If another writer committed in between, the put is
    refused: a write whose changes commute (an append) starts again at step 1, up to
    ``retries`` times; any other write raises :class:`CommitConflictError`;
 5. after the commit, best effort: ``after`` (a kind's own follow-up, e.g. the xarray
@@ -40,7 +42,7 @@ from datetime import datetime, timezone
 from functools import cached_property
 from typing import Any
 
-from ..abc.store import ABSENT, Store, Version
+from ..abc.store import ABSENT, Keep, Store, Version
 from ..errors import CommitConflictError, CorruptionError, PreconditionFailedError
 from ..store import (
     MANIFEST,
@@ -431,12 +433,13 @@ def _stage(
     return _Staged(head, dump_json(head), new, segments, added)
 
 
-def _keep_version(store: Store, node: str, base: NodeVersion, format_version: int) -> None:
-    """Keep the head ``base`` in the node's history before a commit replaces it (the
-    bytes of a committed head: racing writers write the same), durably."""
+def _keep_version(base: NodeVersion, format_version: int) -> Keep | None:
+    """What the commit replacing the head ``base`` keeps of it in the node's history
+    (:class:`Keep` for :meth:`Store.put_if_match`): the bytes of a committed head
+    under its generation's version file, so racing writers keep the same bytes."""
     if format_version < 2 or base.format_version < 2 or base.data is None:
-        return
-    store.put(_key(node, log.version_key(base.generation)), base.data)
+        return None
+    return Keep(_key(base.node, log.version_key(base.generation)), base.data)
 
 
 def commit(
@@ -531,14 +534,19 @@ def commit(
 def _put(
     store: Store, node: str, base: NodeVersion, staged: _Staged, format_version: int
 ) -> PreconditionFailedError | None:
-    """Keep the head ``base`` in the history, make the names of the new shard files
-    durable (segments and the kept version were written with ``put``, durable on
-    return), then the compare-and-swap. Returns ``None`` if it landed, else the
-    store's refusal (the staged segments are removed)."""
-    _keep_version(store, node, base, format_version)
-    store.flush(_key(node, p) for p in sorted(staged.added))
+    """The compare-and-swap of the head, which also keeps the head ``base`` in the
+    node's history (:func:`_keep_version`) and makes the names of the new shard files
+    durable before the new head is visible (the segments were written with ``put``,
+    durable on return). Returns ``None`` if it landed, else the store's refusal (the
+    staged segments are removed)."""
     try:
-        store.put_if_match(manifest_key(node), staged.data, base.version)
+        store.put_if_match(
+            manifest_key(node),
+            staged.data,
+            base.version,
+            keep=_keep_version(base, format_version),
+            flush=[_key(node, p) for p in sorted(staged.added)],
+        )
     except PreconditionFailedError as e:
         store.delete(_key(node, p) for p in staged.segments)
         return e
@@ -640,7 +648,8 @@ def replace(store: Store, node: str, manifest: Mapping[str, Any]) -> bool:
 
     :class:`CommitConflictError` if the manifest there has the same or a larger
     generation, or if another writer replaced it between the read and the put. The
-    names of the files it adds are made durable first (:meth:`Store.flush`). An
+    names of the files it adds are made durable before it is visible (the ``flush``
+    of :meth:`Store.put_if_match`). An
     empty generation-1 group (a missing parent) over a group writes nothing: the goal
     is met.
 
@@ -668,9 +677,9 @@ def replace(store: Store, node: str, manifest: Mapping[str, Any]) -> bool:
         before = referenced_files(base.raw) if base.raw else set()
     except CorruptionError:  # a damaged node being repaired: flush every name
         before = set()
-    store.flush(_key(node, p) for p in sorted(referenced_files(manifest) - before))
+    added = [_key(node, p) for p in sorted(referenced_files(manifest) - before)]
     try:
-        store.put_if_match(manifest_key(node), dump_json(manifest), base.version)
+        store.put_if_match(manifest_key(node), dump_json(manifest), base.version, flush=added)
     except PreconditionFailedError as e:
         if base.raw is None and _is_empty_group(manifest) and read(store, node).kind == "group":
             return False

@@ -30,6 +30,8 @@ from typing import Any
 
 import fsspec
 
+from ..abc.store import Keep
+
 __all__ = ["BaseStore", "join_key", "options_token"]
 
 
@@ -160,7 +162,14 @@ class BaseStore:
     def new_file(self, key: str) -> AbstractContextManager[str]:
         raise NotImplementedError
 
-    def put_if_match(self, key: str, data: bytes, version: Any) -> None:
+    def put_if_match(
+        self,
+        key: str,
+        data: bytes,
+        version: Any,
+        keep: Keep | None = None,
+        flush: Iterable[str] = (),
+    ) -> None:
         raise NotImplementedError
 
     def delete(self, keys: Iterable[str]) -> None:

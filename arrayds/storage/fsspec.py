@@ -15,7 +15,10 @@ by range. Its compare-and-swap, :meth:`FsspecStore.put_if_match`, is
   :class:`arrayds.errors.BlindCommitWarning` (once per protocol and reason).
 
 A refused conditional PUT whose object now holds exactly the bytes being written was
-this PUT, retried by the client after a lost reply: a success, not a conflict.
+this PUT, retried by the client after a lost reply: a success, not a conflict. The
+object a conditional put replaces is kept (its ``keep`` argument) by a whole-object
+PUT of its bytes before the conditional one (``memory://``: under the lock, once the
+version matched).
 
 >>> st = FsspecStore("memory://fsspec-doc")
 >>> st.put_if_match("k", b"1", None)
@@ -35,6 +38,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
 from typing import Any
 
+from ..abc.store import Keep
 from ..errors import BlindCommitWarning, PreconditionFailedError
 from . import gcs
 from .base import BaseStore
@@ -277,11 +281,24 @@ class FsspecStore(BaseStore):
         finally:
             self.fs.invalidate_cache(p)
 
-    def put_if_match(self, key: str, data: bytes, version: Any) -> None:
-        """See the module docstring for how each file system checks ``version``."""
+    def put_if_match(
+        self,
+        key: str,
+        data: bytes,
+        version: Any,
+        keep: Keep | None = None,
+        flush: Iterable[str] = (),
+    ) -> None:
+        """See the module docstring for how each file system checks ``version``.
+        ``keep``: :meth:`put` of ``keep.data`` at ``keep.key`` (if ``version`` is not
+        ``ABSENT``), before the conditional put; ``memory://``: under its lock, once
+        the version matched. ``flush``: nothing to do (:meth:`flush`)."""
         p = self.path(key)
+        in_process = self.protocol in PROCESS_LOCAL_PROTOCOLS
+        if keep is not None and version is not None and not in_process:
+            self.put(keep.key, keep.data)
         try:
-            if self.protocol in PROCESS_LOCAL_PROTOCOLS:
+            if in_process:
                 with _process_lock:
                     try:
                         current: bytes | None = self.fs.cat_file(p)
@@ -291,6 +308,8 @@ class FsspecStore(BaseStore):
                         raise PreconditionFailedError(
                             errno.EAGAIN, f"{self.display(key)}: changed since it was read", p
                         )
+                    if keep is not None and version is not None:
+                        self.fs.pipe_file(self.path(keep.key), keep.data)
                     self.fs.pipe_file(p, data)
             elif conditional(self):
                 self._conditional_put(key, p, data, version)

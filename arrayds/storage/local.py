@@ -3,16 +3,28 @@
 :class:`LocalStore` keeps each key as a file below its root folder. A write is
 durable when it returns (it survives a power loss, as in SQLite and LMDB):
 
-* :meth:`LocalStore.put` and :meth:`LocalStore.put_if_match` write a temporary file in
-  the target's folder, fsync it, ``os.replace`` it over the target and sync the
-  folder; :meth:`LocalStore.put_if_match` checks the current bytes and renames under
-  an exclusive lock of the folder (:func:`folder_lock`: a ``flock``, or a lock file
-  where the file system has none), so of two writers that read the same version
-  exactly one replaces it;
+* :meth:`LocalStore.put` writes a temporary file in the target's folder, fsyncs it,
+  ``os.replace`` s it over the target and syncs the folder;
+* :meth:`LocalStore.put_if_match`, the compare-and-swap of every commit, writes a
+  temporary file in the target's folder, then under an exclusive lock of the folder
+  (:func:`folder_lock`: a ``flock``, or a lock file where the file system has none)
+  reads and compares the current bytes, so of two writers that read the same version
+  exactly one replaces it; still under the lock it keeps the file being replaced
+  (``keep``: a hard link at the kept key, or a durable copy where the file system has
+  no hard links), fsyncs the temporary file, syncs the folders of the kept file and
+  of the files the new bytes name (``flush``) and renames; it syncs the target's
+  folder once the lock is released, before it returns. So everything the new file
+  names or keeps is on the disk before it is visible, and it is on the disk when the
+  call returns. The metadata changes (the link, the names to flush) all precede the
+  first sync, so a journaling file system commits them in one transaction and the
+  folder syncs that follow cost only a cache flush;
 * :meth:`LocalStore.new_file` (:func:`local_file`) gives the engine a temporary name to
-  write an immutable file to, synced and renamed into place when it is complete; the
-  names of such files become durable with :meth:`LocalStore.flush` (which syncs their
-  folders once, before a commit names them);
+  write an immutable file to, whose data is synced (``fdatasync``) and which is then
+  renamed into place when it is complete (synced first, so that a rename over a
+  committed file, by a retried task writing the same name, never leaves a name whose
+  data is not on the disk); the names of such files become durable when their folders
+  are synced (:meth:`LocalStore.flush`, or the ``flush`` of the commit's
+  :meth:`LocalStore.put_if_match`), before a commit names them;
 * every folder a write creates has its parent synced by its creator
   (:func:`make_folders`).
 
@@ -21,6 +33,9 @@ durable when it returns (it survives a power loss, as in SQLite and LMDB):
 >>> st.put_if_match("a/k", b"1", None)
 >>> st.get_versioned("a/k")[0], st.list_dir("")
 (b'1', ['a'])
+>>> st.put_if_match("a/k", b"2", digest(b"1"), keep=Keep("a/old/k", b"1"))
+>>> st.get("a/k"), st.get("a/old/k")
+(b'2', b'1')
 """
 
 from __future__ import annotations
@@ -41,6 +56,7 @@ try:
 except ImportError:  # Windows
     fcntl = None  # type: ignore[assignment]
 
+from ..abc.store import Keep
 from ..errors import CommitLockError, PreconditionFailedError
 from .base import BaseStore
 
@@ -105,6 +121,30 @@ def make_folders(path: str) -> None:
         except FileExistsError:
             pass  # made by a concurrent write (not a folder: the next open says so)
         sync_folder(os.path.dirname(d))
+
+
+def _create(path: str, data: bytes) -> int:
+    """Create the file ``path`` (it must not exist) holding ``data``; returns its
+    descriptor, open for writing (the caller syncs and closes it)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_FLAGS, 0o666)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+_O_FLAGS = getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+
+_NO_LINKS = frozenset(
+    getattr(errno, n)
+    for n in ("EPERM", "EXDEV", "EMLINK", "ENOSYS", "EOPNOTSUPP", "ENOTSUP")
+    if hasattr(errno, n)
+)
+"""The errors of ``os.link`` that say the file system makes no hard links."""
 
 
 def _unlink_quietly(path: str) -> None:
@@ -334,6 +374,8 @@ class LocalStore(BaseStore):
     """A folder of the local file system (see the module docstring)."""
 
     local = True
+    _links = True
+    """Whether to keep replaced files by hard links (until the file system refuses)."""
 
     def normalize_root(self, root: str) -> str:
         return super().normalize_root(os.path.abspath(root))
@@ -396,39 +438,91 @@ class LocalStore(BaseStore):
 
     # -- writing
 
-    def _replace(self, key: str, data: bytes, version: Any, check: bool) -> None:
+    def put(self, key: str, data: bytes) -> None:
+        """Write ``data`` to a temporary file in the folder of ``key``, fsync it,
+        rename it over ``key`` and sync the folder."""
         path = self.path(key)
         folder, name = os.path.split(path)
         make_folders(folder)
         tmp = os.path.join(folder, f".{name}.{secrets.token_hex(6)}.tmp")
         try:
-            with open(tmp, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            if check:
+            fd = _create(tmp, data)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, path)
+        except BaseException:
+            _unlink_quietly(tmp)
+            raise
+        sync_folder(folder)
+
+    def put_if_match(
+        self,
+        key: str,
+        data: bytes,
+        version: Any,
+        keep: Keep | None = None,
+        flush: Iterable[str] = (),
+    ) -> None:
+        """Write ``data`` to a temporary file, then under the folder's lock
+        (:func:`folder_lock`): compare the current bytes' digest with ``version``;
+        keep the current file at ``keep.key`` (:meth:`_keep`: a hard link); fsync the
+        temporary file; sync the folders of the kept file and of ``flush``; rename.
+        The folder is synced after the lock is released. All the metadata changes come
+        before the first sync, so a journaling file system commits them together."""
+        path = self.path(key)
+        folder, name = os.path.split(path)
+        make_folders(folder)
+        tmp = os.path.join(folder, f".{name}.{secrets.token_hex(6)}.tmp")
+        try:
+            fd = _create(tmp, data)
+            try:
                 with folder_lock(folder, name):
                     now = _read_file(path)
                     if (None if now is None else digest(now)) != version:
                         raise PreconditionFailedError(
                             errno.EAGAIN, f"{self.display(key)}: changed since it was read", path
                         )
+                    folders = {os.path.dirname(self.path(k)) for k in flush}
+                    if keep is not None and now is not None:
+                        folders.add(self._keep(path, keep))
+                    os.fsync(fd)
+                    os.close(fd)
+                    fd = -1
+                    for f in sorted(folders):
+                        if os.path.isdir(f):
+                            sync_folder(f)
                     os.replace(tmp, path)
-            else:
-                os.replace(tmp, path)
+            finally:
+                if fd >= 0:
+                    os.close(fd)
         except BaseException:
             _unlink_quietly(tmp)
             raise
         sync_folder(folder)
 
-    def put(self, key: str, data: bytes) -> None:
-        self._replace(key, data, None, check=False)
-
-    def put_if_match(self, key: str, data: bytes, version: Any) -> None:
-        """Write ``data`` to a synced temporary file, then under the folder's lock
-        (:func:`folder_lock`) compare the current bytes' digest with ``version`` and
-        rename; the folder is synced after."""
-        self._replace(key, data, version, check=True)
+    def _keep(self, path: str, keep: Keep) -> str:
+        """Keep the file ``path`` (the object being replaced, under the compare-and-swap
+        lock) at ``keep.key`` and return the folder that holds it, to be synced: a hard
+        link (a name is added, no data written), or where the file system refuses hard
+        links a durable copy of ``keep.data`` (:meth:`put`). A file already there is
+        kept by a racing writer (the same bytes) and stays."""
+        target = self.path(keep.key)
+        folder = os.path.dirname(target)
+        make_folders(folder)
+        if self._links:
+            try:
+                os.link(path, target)
+                return folder
+            except FileExistsError:
+                return folder
+            except OSError as e:
+                if e.errno in _NO_LINKS:
+                    self._links = False  # this file system makes none: copy from now on
+        if not os.path.exists(target):
+            self.put(keep.key, keep.data)
+        return folder
 
     @contextlib.contextmanager
     def new_file(self, key: str) -> Iterator[str]:

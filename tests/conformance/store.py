@@ -26,7 +26,7 @@ import time
 import fsspec
 import pytest
 
-from arrayds.abc.store import ABSENT
+from arrayds.abc.store import ABSENT, Keep
 from arrayds.abc.store import Store as StoreProtocol
 from arrayds.arrayrecord import ArrayRecordReader, ArrayRecordWriter
 from arrayds.errors import PreconditionFailedError
@@ -209,6 +209,51 @@ class StoreTests:
             said.append(out.strip())
         assert sorted(said) == ["lost", "lost", "lost", "won"], said
         assert store.get("p/k") == f"proc{said.index('won')}".encode()
+
+    # ------------------------------------------------- keep= and flush= of a put
+
+    def test_put_if_match_keeps_the_replaced_object(self, store):
+        store.put("n/k", b"gen 1")
+        _, v = store.get_versioned("n/k")
+        store.put_if_match("n/k", b"gen 2", v, keep=Keep("n/h/1", b"gen 1"))
+        assert store.get("n/k") == b"gen 2" and store.get("n/h/1") == b"gen 1"
+        _, v = store.get_versioned("n/k")
+        store.put_if_match("n/k", b"gen 3", v, keep=Keep("n/h/2", b"gen 2"))
+        assert [store.get(k) for k in ("n/k", "n/h/1", "n/h/2")] == [b"gen 3", b"gen 1", b"gen 2"]
+        store.put("n/k", b"other")  # the kept objects are independent of the key
+        assert store.get("n/h/2") == b"gen 2"
+
+    def test_put_if_match_keeps_nothing_when_creating(self, store):
+        store.put_if_match("n/k", b"new", ABSENT, keep=Keep("n/h/0", b"none"))
+        assert store.get("n/k") == b"new" and store.get("n/h/0") is None
+
+    def test_a_refused_put_if_match_replaces_nothing_and_keeps_at_most_the_bytes(self, store):
+        store.put("k", b"1")
+        _, v1 = store.get_versioned("k")
+        store.put("k", b"2")
+        with pytest.raises(PreconditionFailedError):
+            store.put_if_match("k", b"3", v1, keep=Keep("h/1", b"1"))
+        assert store.get("k") == b"2"
+        # object stores keep before their conditional PUT: the bytes that were there
+        assert store.get("h/1") in (None, b"1")
+
+    def test_an_object_kept_already_stays(self, store):
+        """A racing writer (or a crash after the keep) kept the same key first."""
+        store.put("k", b"1")
+        store.put("h/1", b"1")
+        _, v = store.get_versioned("k")
+        store.put_if_match("k", b"2", v, keep=Keep("h/1", b"1"))
+        assert store.get("k") == b"2" and store.get("h/1") == b"1"
+
+    def test_put_if_match_flushes_written_and_missing_keys(self, store):
+        with store.new_file("n/c/s.array_record") as target:
+            opts = None if store.local else store.storage_options
+            with ArrayRecordWriter(target, "", storage_options=opts) as w:
+                w.write_many([b"r0"])
+        store.put_if_match(
+            "n/m", b"names s", ABSENT, flush=["n/c/s.array_record", "n/c/missing", "no/x"]
+        )
+        assert store.get("n/m") == b"names s" and store.size("n/c/s.array_record") > 0
 
     # ---------------------------------------------------------------- removal
 

@@ -5,12 +5,14 @@ Below the suites: what only one of these stores does."""
 
 from __future__ import annotations
 
+import errno
 import os
 import uuid
 import warnings
 
 import pytest
 
+from arrayds.abc.store import Keep
 from arrayds.errors import BlindCommitWarning
 from arrayds.storage import FsspecStore, LocalStore, get_store, register_store, store_class
 from arrayds.storage import fsspec as fsspec_store
@@ -62,6 +64,44 @@ def test_local_put_if_match_leaves_no_lock_or_temporary_file(tmp_path):
     st.put_if_match("n/k", b"1", None)
     st.put_if_match("n/k", b"2", st.get_versioned("n/k")[1])
     assert os.listdir(tmp_path / "n") == ["k"]
+
+
+def test_local_keep_is_a_hard_link_of_the_replaced_file(tmp_path):
+    st = Store(str(tmp_path))
+    st.put_if_match("n/k", b"gen 1", None)
+    before = os.stat(tmp_path / "n" / "k")
+    st.put_if_match("n/k", b"gen 2", st.get_versioned("n/k")[1], keep=Keep("n/h/1", b"gen 1"))
+    kept = os.stat(tmp_path / "n" / "h" / "1")
+    assert (kept.st_ino, kept.st_nlink) == (before.st_ino, 1)  # the old file, now only there
+    assert (tmp_path / "n" / "h" / "1").read_bytes() == b"gen 1"
+    assert sorted(os.listdir(tmp_path / "n")) == ["h", "k"]  # no lock or temporary file
+
+
+@pytest.mark.parametrize(
+    "code",
+    [errno.EPERM, errno.EXDEV, errno.EOPNOTSUPP, errno.EIO],
+    ids=["EPERM", "EXDEV", "EOPNOTSUPP", "EIO"],
+)
+def test_local_keep_copies_where_the_file_system_refuses_a_link(tmp_path, monkeypatch, code):
+    """No hard links (EPERM, EXDEV, ENOTSUP: the store copies from then on) or a link
+    that fails otherwise (copied this once): ``keep.data`` is written durably."""
+    st = LocalStore(str(tmp_path))
+    links = []
+
+    def link(src, dst, **kw):
+        links.append(dst)
+        raise OSError(code, os.strerror(code), src, None, dst)
+
+    monkeypatch.setattr(os, "link", link)
+    for g in (1, 2, 3):
+        data, v = st.get_versioned("n/k")
+        st.put_if_match(
+            "n/k", b"gen %d" % g, v, keep=None if data is None else Keep(f"h/{g - 1}", data)
+        )
+    assert [st.get(k) for k in ("h/1", "h/2", "n/k")] == [b"gen 1", b"gen 2", b"gen 3"]
+    assert os.stat(tmp_path / "h" / "1").st_ino != os.stat(tmp_path / "n" / "k").st_ino
+    assert len(links) == (1 if code != errno.EIO else 2)
+    assert sorted(os.listdir(tmp_path / "h")) == ["1", "2"]  # no temporary file
 
 
 def test_a_local_store_of_a_file_url_is_local(tmp_path):

@@ -4,6 +4,7 @@ creates, the roll forward and the removal of what a commit replaced."""
 
 from __future__ import annotations
 
+import os
 import threading
 import uuid
 
@@ -11,7 +12,7 @@ import pytest
 
 from arrayds.abc.store import ABSENT
 from arrayds.errors import CommitConflictError
-from arrayds.nodes import commit
+from arrayds.nodes import commit, log
 from arrayds.storage import get_store
 
 
@@ -63,6 +64,30 @@ def test_commit_sets_generation_and_commit_id(store):
     v = commit.read(store, "n")
     assert (m["generation"], v.generation, v.commit, v.stamp) == (8, 8, "w3", (8, "w3"))
     assert commit.read(store, "").kind == "group"  # the root was created as a parent
+
+
+@pytest.mark.parametrize("links", [True, False], ids=["link", "copy"])
+def test_a_commit_keeps_the_exact_bytes_of_the_head_it_replaces(store, links, monkeypatch):
+    """Each commit keeps the head it replaces as the version file of its generation
+    (locally a hard link, or a copy where the file system refuses links)."""
+    if not links:
+        if not store.local:
+            pytest.skip("only the local store links")
+
+        def refuse(*args, **kw):
+            raise PermissionError(1, "Operation not permitted")
+
+        monkeypatch.setattr(os, "link", refuse)
+    heads = []
+    for i in range(4):
+        commit.commit(
+            store, "n", lambda base, i=i: {**_group(), "attrs": {"i": i}}, write_id=f"w{i}"
+        )
+        heads.append(store.get("n/arrayds.json"))
+    for g, head in enumerate(heads[:-1], start=1):
+        assert store.get(f"n/{log.version_key(g)}") == head
+    assert [v.generation for v in commit.versions(store, "n")] == [1, 2, 3, 4]
+    assert commit.read(store, "n", version=2).raw["attrs"] == {"i": 1}
 
 
 def test_a_stale_check_conflicts_and_discards_the_written_files(store):
