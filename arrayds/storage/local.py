@@ -363,11 +363,21 @@ def _break_stale(path: str) -> bool:
 
 
 def _read_file(path: str) -> bytes | None:
+    """The bytes of the file ``path`` (``None`` if there is none), read without a file
+    object: the manifest is read by every commit, twice."""
     try:
-        with open(path, "rb") as f:
-            return f.read()
+        fd = os.open(path, os.O_RDONLY | _O_FLAGS)
     except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
         return None
+    try:
+        parts = [os.read(fd, os.fstat(fd).st_size + 1)]
+        while parts[-1]:
+            parts.append(os.read(fd, 1 << 20))
+        return b"".join(parts)
+    except IsADirectoryError:
+        return None
+    finally:
+        os.close(fd)
 
 
 class LocalStore(BaseStore):
