@@ -13,6 +13,7 @@ build: the engine did not change since), in a child interpreter. The tests
 
 from __future__ import annotations
 
+import inspect
 import os
 import shutil
 import subprocess
@@ -97,9 +98,12 @@ def build(url: str) -> None:
 
     root = arrayds.open_group(url, mode="w-")
     x = arrayds.open_array(url, "x", mode="w-", shape=(0,), dtype="i8", chunks=1)
+    # one shard entry per step: without the tiered merge of appends (a release that
+    # has it merges by default; the format 1 release has no such keyword)
+    unmerged = {"compact": False} if "compact" in inspect.signature(x.append).parameters else {}
     for op, arg in STEPS:
         if op == "append":
-            x.append(np.arange(x.shape[0], x.shape[0] + arg, dtype="i8"))
+            x.append(np.arange(x.shape[0], x.shape[0] + arg, dtype="i8"), **unmerged)
         elif op == "neg":
             x[arg] = -np.arange(x.shape[0])[arg]
         else:
