@@ -6,7 +6,8 @@ doing the same work in the same run.
     python benchmarks/bench_scale.py --appends=3000 --records=3000 --xr-steps=500
     python benchmarks/bench_scale.py --merge=off     # appends without the tiered merge
 
-Workloads (each write is one commit of its own, page cache hot, local disk):
+Workloads (each write is one commit of its own, page cache hot, local disk; the writes of
+the two libraries are interleaved, one of each in turn):
 * array: ``--appends`` single-row appends of 128 float64 (1 KiB) to an array with
   chunks of one row: ``Array.append`` / zarr ``Array.append``;
 * records: ``--records`` appends of 20 records of 100 bytes:
@@ -80,16 +81,23 @@ class Run:
     files: int = 0  # shard files the manifest names (zarr: chunk files)
 
 
-def timed_writes(n: int, write: Callable[[int], object]) -> tuple[list[float], list[float]]:
-    """Calls ``write(i)`` for i in 0..n-1 -> (wall seconds, CPU seconds) of each call."""
-    walls, cpus = [], []
+def timed_writes(
+    n: int, ours: Callable[[int], object], theirs: Callable[[int], object]
+) -> tuple[tuple[list[float], list[float]], tuple[list[float], list[float]]]:
+    """Calls ``ours(i)`` and ``theirs(i)`` for i in 0..n-1, interleaved (write i of
+    one library, then of the other, the first alternating), so that the load of the
+    machine drifting during the run weighs on both alike -> ((wall, CPU) seconds of
+    each of our calls, (wall, CPU) of each of theirs)."""
+    out: tuple[tuple[list[float], list[float]], ...] = (([], []), ([], []))
     for i in range(n):
-        c0 = time.process_time()
-        t0 = time.perf_counter()
-        write(i)
-        walls.append(time.perf_counter() - t0)
-        cpus.append(time.process_time() - c0)
-    return walls, cpus
+        order = ((0, ours), (1, theirs)) if i % 2 == 0 else ((1, theirs), (0, ours))
+        for side, write in order:
+            c0 = time.process_time()
+            t0 = time.perf_counter()
+            write(i)
+            out[side][0].append(time.perf_counter() - t0)
+            out[side][1].append(time.process_time() - c0)
+    return out[0], out[1]
 
 
 def around(values: list[float], mark: int) -> float:
@@ -196,14 +204,15 @@ def bench_array(n: int, workdir: str, compact: bool, merge: bool | str) -> tuple
 
     url = os.path.join(workdir, "array.ads")
     a = arrayds.open_array(url, mode="w", shape=(0, ROW), dtype="f8", chunks=(1, ROW))
-    ours.wall, ours.cpu = timed_writes(n, lambda i: a.append(rows[i : i + 1], compact=merge))
-    assert a.shape == (n, ROW)
-    ours.files = arrayds.open_array(url).nshards
-
     zpath = os.path.join(workdir, "array.zarr")
     z = zarr.create_array(zpath, shape=(0, ROW), chunks=(1, ROW), dtype="f8")
-    theirs.wall, theirs.cpu = timed_writes(n, lambda i: z.append(rows[i : i + 1], axis=0))
-    assert z.shape == (n, ROW)
+    (ours.wall, ours.cpu), (theirs.wall, theirs.cpu) = timed_writes(
+        n,
+        lambda i: a.append(rows[i : i + 1], compact=merge),
+        lambda i: z.append(rows[i : i + 1], axis=0),
+    )
+    assert a.shape == (n, ROW) and z.shape == (n, ROW)
+    ours.files = arrayds.open_array(url).nshards
     theirs.files = zarr_chunk_files(zpath)
 
     def ours_open(u: str = url):
@@ -259,12 +268,6 @@ def bench_records(n: int, workdir: str, compact: bool, merge: bool | str) -> tup
     ours, theirs = Run(), Run()
 
     url = os.path.join(workdir, "records.ads")
-    ours.wall, ours.cpu = timed_writes(
-        n,
-        lambda i: arrayds.to_arrayrecord(batches[i], url, mode="a" if i else "w", compact=merge),
-    )
-    ours.files = arrayds.open(url).num_shards
-
     zpath = os.path.join(workdir, "records.zarr")
     z = zarr.create_array(
         zpath, shape=(0,), chunks=(RECORDS_PER_WRITE,), dtype=VariableLengthBytes()
@@ -273,8 +276,13 @@ def bench_records(n: int, workdir: str, compact: bool, merge: bool | str) -> tup
     def zarr_append(i: int) -> None:
         z.append(np.array(batches[i], dtype=object))
 
-    theirs.wall, theirs.cpu = timed_writes(n, zarr_append)
+    (ours.wall, ours.cpu), (theirs.wall, theirs.cpu) = timed_writes(
+        n,
+        lambda i: arrayds.to_arrayrecord(batches[i], url, mode="a" if i else "w", compact=merge),
+        zarr_append,
+    )
     assert z.shape == (size,)
+    ours.files = arrayds.open(url).num_shards
     theirs.files = zarr_chunk_files(zpath)
 
     def ours_open(u: str = url):
@@ -337,9 +345,6 @@ def bench_xarray(n: int, workdir: str, compact: bool, merge: bool | str) -> tupl
         else:
             steps[i].arrayds.to_arrayrecord(url, append_dim="time", compact=merge)
 
-    ours.wall, ours.cpu = timed_writes(n, ours_write)
-    ours.files = sum(arrayds.open_array(url, v).nshards for v in ("t2m", "time", "lat", "lon"))
-
     zpath = os.path.join(workdir, "xr.zarr")
 
     def theirs_write(i: int) -> None:
@@ -348,7 +353,8 @@ def bench_xarray(n: int, workdir: str, compact: bool, merge: bool | str) -> tupl
         else:
             steps[i].to_zarr(zpath, append_dim="time", zarr_format=3, consolidated=False)
 
-    theirs.wall, theirs.cpu = timed_writes(n, theirs_write)
+    (ours.wall, ours.cpu), (theirs.wall, theirs.cpu) = timed_writes(n, ours_write, theirs_write)
+    ours.files = sum(arrayds.open_array(url, v).nshards for v in ("t2m", "time", "lat", "lon"))
     theirs.files = zarr_chunk_files(zpath)
 
     def ours_open(u: str = url):
@@ -507,7 +513,7 @@ def render(results: list[tuple[str, str, Run, Run]], args: argparse.Namespace, e
         f"`python benchmarks/bench_scale.py{flags} --appends={args.appends} "
         f"--records={args.records} --xr-steps={args.xr_steps} --merge={args.merge}` - every "
         f"write is its own commit (arrayds' appends with compact={MERGES[args.merge]!r}); "
-        f"arrayds and zarr {_zarr_version()} in the same run, one after the other, "
+        f"arrayds and zarr {_zarr_version()} in the same run, their writes interleaved, "
         f"local disk, page cache hot; {platform.machine()}, {os.cpu_count()} cores, "
         f"Python {platform.python_version()}. Per-write costs are medians over a window "
         "of writes centred on the mark; CPU is this process's CPU time (all threads).",
