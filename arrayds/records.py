@@ -119,6 +119,11 @@ def _write_stream(store: Store, node: str, name: str, batches: Iterable[list[byt
 # ----------------------------------------------------------------------- manifest
 
 
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
+"""A shard file name of the form the writers use (one path segment, no reserved name
+but possibly ``arrayds.json``, checked apart)."""
+
+
 @dataclass(frozen=True)
 class ShardInfo:
     """One shard of a records dataset, as the manifest lists it.
@@ -158,6 +163,17 @@ class ShardInfo:
             raise CorruptionError(
                 f"{where}: a records shard entry lacks 'path'/'records': {obj!r}"
             ) from None
+        if type(n) is int and n >= 0 and type(path) is str and _PLAIN_NAME.fullmatch(path):
+            # the names every writer uses, decided by one match (no reserved name starts
+            # with a letter or digit but the manifest's own)
+            if path != MANIFEST:
+                size, data, options = (
+                    obj.get("bytes", 0),
+                    obj.get("data_bytes", 0),
+                    obj.get("options", ""),
+                )
+                if type(size) is int and type(data) is int and type(options) is str:
+                    return cls(path, n, size, data, options)
         if (
             not isinstance(path, str)
             or not path
