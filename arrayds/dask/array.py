@@ -552,6 +552,37 @@ def write_plan_graph(plan: ArrayWritePlan, shard_size: Any = None) -> Any:
     return Delayed(commit_key, write_graph([y], name, layer), layer=name)
 
 
+def _shard_job(
+    store: Store,
+    node: str,
+    write_id: str,
+    n: int,
+    options: str,
+    dtype: np.dtype,
+    chunks: Sequence[Sequence[int]],
+    bstart: Sequence[int],
+    bstop: Sequence[int],
+    offset: Sequence[int],
+    what: str,
+) -> ShardJob:
+    """The job of shard ``n`` (``c/<write_id>-<n>``): the blocks ``[bstart, bstop)``
+    of a grid chunked by ``chunks``, placed at chunk ``offset`` of the stored grid."""
+    return ShardJob(
+        url=store.url,
+        storage_options=store.storage_options,
+        node=node,
+        relpath=f"{SHARD_DIR}/{write_id}-{n}{SHARD_SUFFIX}",
+        options=options,
+        dtype=dtype.str,
+        box_sizes=[
+            list(chunks[d][a:b]) for d, (a, b) in enumerate(zip(bstart, bstop, strict=True))
+        ],
+        start=[a + o for a, o in zip(bstart, offset, strict=True)],
+        stop=[b + o for b, o in zip(bstop, offset, strict=True)],
+        what=what,
+    )
+
+
 def shard_tasks(
     x: Any,
     store: Store,
@@ -582,17 +613,8 @@ def shard_tasks(
     out = []
     for n, (bstart, bstop) in enumerate(boxes):
         box = tuple(slice(a, b) for a, b in zip(bstart, bstop, strict=True))
-        job = ShardJob(
-            url=store.url,
-            storage_options=store.storage_options,
-            node=node,
-            relpath=f"{SHARD_DIR}/{write_id}-{n}{SHARD_SUFFIX}",
-            options=options,
-            dtype=dtype.str,
-            box_sizes=[list(x.chunks[d][sl.start : sl.stop]) for d, sl in enumerate(box)],
-            start=[a + o for a, o in zip(bstart, offset, strict=True)],
-            stop=[b + o for b, o in zip(bstop, offset, strict=True)],
-            what=what,
+        job = _shard_job(
+            store, node, write_id, n, options, dtype, x.chunks, bstart, bstop, offset, what
         )
         key = f"{key_prefix}-{n}"
         layer[key] = (_write_shard_task, job, list(keys[box + (Ellipsis,)].reshape(-1)))
@@ -624,19 +646,8 @@ def write_shards_now(
     bounds = [np.concatenate([[0], np.cumsum(c)]).astype(int).tolist() for c in chunks]
     calls = []
     for n, (bstart, bstop) in enumerate(boxes, start=first):
-        job = ShardJob(
-            url=store.url,
-            storage_options=store.storage_options,
-            node=node,
-            relpath=f"{SHARD_DIR}/{write_id}-{n}{SHARD_SUFFIX}",
-            options=options,
-            dtype=dtype.str,
-            box_sizes=[
-                list(chunks[d][a:b]) for d, (a, b) in enumerate(zip(bstart, bstop, strict=True))
-            ],
-            start=[a + o for a, o in zip(bstart, offset, strict=True)],
-            stop=[b + o for b, o in zip(bstop, offset, strict=True)],
-            what=what,
+        job = _shard_job(
+            store, node, write_id, n, options, dtype, chunks, bstart, bstop, offset, what
         )
         blocks = (
             values[tuple(slice(bounds[d][i], bounds[d][i + 1]) for d, i in enumerate(idx))]

@@ -348,25 +348,42 @@ def merge_appended(store: Store, node: str, manifest: Any, *, shard_size: Any = 
     write_id = new_write_id()
     rw = _rewrite(store, node, kind, manifest, size, write_id, tail=n)
     stamp = (manifest.generation, manifest.commit or "")
-
-    def check(now: commit.NodeVersion) -> None:
-        if now.stamp != stamp:
-            raise CommitConflictError(f"{what}: committed to since the append")
-
     try:
-        raw = commit.commit(
-            store,
-            node,
-            lambda now: rw.manifest.to_json(),
-            write_id=write_id,
-            check=check,
-            written=rw.written,
-            parents=False,
-            what=what,
+        raw = _commit_rewrite(
+            store, node, rw, write_id, stamp, what, lambda now: f"{what}: committed to since"
         )
     except CommitConflictError:
         return None
     return kind.parse(raw, what)
+
+
+def _commit_rewrite(
+    store: Store,
+    node: str,
+    rw: Rewrite,
+    write_id: str,
+    stamp: tuple[int, str] | None,
+    what: str,
+    conflict: Any,
+) -> dict[str, Any]:
+    """Commit the manifest of ``rw`` if the node is still at ``stamp`` (else
+    :class:`CommitConflictError` with the message ``conflict(now)`` and the shards of
+    ``rw`` removed)."""
+
+    def check(now: commit.NodeVersion) -> None:
+        if now.stamp != stamp:
+            raise CommitConflictError(conflict(now))
+
+    return commit.commit(
+        store,
+        node,
+        lambda now: rw.manifest.to_json(),
+        write_id=write_id,
+        check=check,
+        written=rw.written,
+        parents=False,
+        what=what,
+    )
 
 
 COMPACT_CHOICES = ("tiered", True, False)
@@ -563,25 +580,18 @@ def _compact_node(
         return
     write_id = new_write_id()
     rw = _rewrite(store, node, kind, m, report.shard_size, write_id, line.tail)
-    stamp = base.stamp
-
-    def check(now: commit.NodeVersion) -> None:
-        if now.stamp != stamp:
-            raise CommitConflictError(
-                f"{what}: another writer committed (generation {now.generation}) after "
-                f"compaction read generation {base.generation}; nothing of the compaction "
-                f"is visible (run it again)"
-            )
-
-    commit.commit(
+    _commit_rewrite(
         store,
         node,
-        lambda now: rw.manifest.to_json(),
-        write_id=write_id,
-        check=check,
-        written=rw.written,
-        parents=False,
-        what=what,
+        rw,
+        write_id,
+        base.stamp,
+        what,
+        lambda now: (
+            f"{what}: another writer committed (generation {now.generation}) after "
+            f"compaction read generation {base.generation}; nothing of the compaction "
+            f"is visible (run it again)"
+        ),
     )
     _after(rw, report.shard_size, line)
 
