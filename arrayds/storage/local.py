@@ -448,13 +448,18 @@ class LocalStore(BaseStore):
 
     # -- writing
 
-    def put(self, key: str, data: bytes) -> None:
-        """Write ``data`` to a temporary file in the folder of ``key``, fsync it,
-        rename it over ``key`` and sync the folder."""
+    def _beside(self, key: str) -> tuple[str, str, str, str]:
+        """(path, folder, file name, a new temporary path in the folder) of ``key``, its
+        folder made (:func:`make_folders`): where a replacing write stages its bytes."""
         path = self.path(key)
         folder, name = os.path.split(path)
         make_folders(folder)
-        tmp = os.path.join(folder, f".{name}.{secrets.token_hex(6)}.tmp")
+        return path, folder, name, os.path.join(folder, f".{name}.{secrets.token_hex(6)}.tmp")
+
+    def put(self, key: str, data: bytes) -> None:
+        """Write ``data`` to a temporary file in the folder of ``key``, fsync it,
+        rename it over ``key`` and sync the folder."""
+        path, folder, name, tmp = self._beside(key)
         try:
             fd = _create(tmp, data)
             try:
@@ -481,10 +486,7 @@ class LocalStore(BaseStore):
         temporary file; sync the folders of the kept file and of ``flush``; rename.
         The folder is synced after the lock is released. All the metadata changes come
         before the first sync, so a journaling file system commits them together."""
-        path = self.path(key)
-        folder, name = os.path.split(path)
-        make_folders(folder)
-        tmp = os.path.join(folder, f".{name}.{secrets.token_hex(6)}.tmp")
+        path, folder, name, tmp = self._beside(key)
         try:
             fd = _create(tmp, data)
             try:

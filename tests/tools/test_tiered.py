@@ -209,3 +209,17 @@ def test_bad_compact_values(tmp_path, bad):
     with pytest.raises(ValueError, match="compact must be 'tiered'.*got"):
         a.append(np.array([1], "i1"), compact=bad)
     assert a.shape == (0,)
+
+
+def test_array_append_with_compact_true_compacts_the_handle_s_node(tmp_path):
+    from arrayds.tools.compact import AUTO_COMPACT_FILES
+
+    url = str(tmp_path / "a")
+    a = arrayds.open_array(url, mode="w", shape=(0,), dtype="i4", chunks=1)
+    for i in range(AUTO_COMPACT_FILES - 1):
+        a.append(np.array([i], "i4"), compact=False)
+    assert a.nshards == AUTO_COMPACT_FILES - 1
+    a.append(np.array([AUTO_COMPACT_FILES - 1], "i4"), compact=True)
+    assert a.nshards == 1  # the handle sees the compacted manifest ...
+    a.append(np.array([-1], "i4"), compact=True)  # ... so its next append commits
+    np.testing.assert_array_equal(arrayds.open_array(url)[:], [*range(AUTO_COMPACT_FILES), -1])
