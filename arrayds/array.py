@@ -796,6 +796,7 @@ class Array(Node):
             join_component(self._node, relpath),
             records(),
             writer_options(m.compression),
+            defer_sync=True,  # synced while the commit below is prepared
         )
         entries = [ShardEntry(e.path, e.start, e.stop, e.offset, nbytes) for e in entries]
         shards = stack_entries(m.shards, entries)
@@ -927,6 +928,7 @@ class Array(Node):
                 join_component(self._node, relpath),
                 records(),
                 writer_options(m.compression),
+                defer_sync=True,  # synced while the commit below is prepared
             )
             entries.append(ShardEntry(relpath, start, stop, 0, nbytes))
         written = [e.path for e in entries]

@@ -105,15 +105,23 @@ def _locate(
     return get_store(url, storage_options), check_component(component)
 
 
-def _write_stream(store: Store, node: str, name: str, batches: Iterable[list[bytes]], options: str):
+def _write_stream(
+    store: Store,
+    node: str,
+    name: str,
+    batches: Iterable[list[bytes]],
+    options: str,
+    defer_sync: bool = False,
+):
     """Write one immutable shard from batches of records -> (writer options, count, size),
     through :func:`arrayds.store.shard_writer` (each batch goes to the engine in
-    one call)."""
+    one call; ``defer_sync`` as there)."""
     count = 0
-    with shard_writer(store, f"{node}/{name}" if node else name, options) as w:
+    key = f"{node}/{name}" if node else name
+    with shard_writer(store, key, options, defer_sync=defer_sync) as w:
         for batch in batches:
             count += w.write_many(batch)
-    return w.options_string(), count, store.size(f"{node}/{name}" if node else name)
+    return w.options_string(), count, store.size(key)
 
 
 # ----------------------------------------------------------------------- manifest
@@ -451,10 +459,14 @@ def _encode_items(
         yield out
 
 
-def write_shard(items: Iterable[Any], partition: int, plan: WritePlan) -> dict[str, Any]:
+def write_shard(
+    items: Iterable[Any], partition: int, plan: WritePlan, *, defer_sync: bool = False
+) -> dict[str, Any]:
     """Task: encode one partition and write it as shard ``partition`` -> its result
     for :func:`commit_shards` (the building block of every records writer: dask here,
-    Apache Beam in :mod:`arrayds.beam`; example under :func:`commit_shards`)."""
+    Apache Beam in :mod:`arrayds.beam`; example under :func:`commit_shards`).
+    ``defer_sync``: :func:`commit_shards` runs next in this process (see
+    :func:`arrayds.store.shard_writer`)."""
     ser = plan.serializer
     if ser is None:
         items = list(items)
@@ -471,7 +483,9 @@ def write_shard(items: Iterable[Any], partition: int, plan: WritePlan) -> dict[s
             nbytes += sum(map(len, batch))
             yield batch
 
-    options, count, size = _write_stream(plan.store, plan.node, name, batches(), plan.options)
+    options, count, size = _write_stream(
+        plan.store, plan.node, name, batches(), plan.options, defer_sync
+    )
     return {"shard": ShardInfo(name, count, size, nbytes, options), "serializer": chosen}
 
 
@@ -778,7 +792,7 @@ def write(
     if not is_bag and total == 1 and compute and not progress:
         # one shard of records already in memory: its task and the commit task run
         # here, as a graph of two tasks would (a small append costs no scheduler)
-        results = [write_shard(items, 0, plan)]
+        results = [write_shard(items, 0, plan, defer_sync=True)]
         man = commit_shards(
             results, plan, mode, compression, group_size, dict(attrs) if attrs else None, expected
         )

@@ -175,7 +175,9 @@ def new_write_id() -> str:
 
 
 @contextlib.contextmanager
-def shard_writer(store: Store, key: str, options: str) -> Iterator[ArrayRecordWriter]:
+def shard_writer(
+    store: Store, key: str, options: str, *, defer_sync: bool = False
+) -> Iterator[ArrayRecordWriter]:
     """Write one immutable shard at ``key``: yields its :class:`ArrayRecordWriter`;
     when the block ends normally the shard is complete under ``key``, else nothing is
     left there. The one place a shard is written (:func:`write_shard` and the records
@@ -187,7 +189,9 @@ def shard_writer(store: Store, key: str, options: str) -> Iterator[ArrayRecordWr
     commit that names it never outlives its bytes; on object stores the engine
     uploads the object as it is written and completes it at ``close()``. Errors of the
     writer itself (opening, closing) name the shard's URL; what the caller's block
-    raises is its own.
+    raises is its own. ``defer_sync``: for a shard this process commits itself (see
+    :meth:`Store.new_file`): locally its data reaches the disk while the commit is
+    prepared, and the commit waits for it.
 
     >>> import tempfile
     >>> from arrayds.storage import get_store
@@ -199,7 +203,7 @@ def shard_writer(store: Store, key: str, options: str) -> Iterator[ArrayRecordWr
     True
     """
     opts = None if store.local else store.storage_options
-    with store.new_file(key) as target:
+    with store.new_file(key, defer_sync=True) if defer_sync else store.new_file(key) as target:
         try:
             w = ArrayRecordWriter(target, options, storage_options=opts)
         except (PermissionError, FileNotFoundError) as e:
@@ -219,10 +223,12 @@ def shard_writer(store: Store, key: str, options: str) -> Iterator[ArrayRecordWr
             raise store.named_error(e, "cannot write the shard", store.path(key)) from e
 
 
-def write_shard(store: Store, key: str, records: Iterable[Any], options: str) -> int:
+def write_shard(
+    store: Store, key: str, records: Iterable[Any], options: str, *, defer_sync: bool = False
+) -> int:
     """Write one immutable shard at ``key`` (one record per chunk, through
-    :func:`shard_writer`) and return its size."""
-    with shard_writer(store, key, options) as w:
+    :func:`shard_writer`, with its ``defer_sync``) and return its size."""
+    with shard_writer(store, key, options, defer_sync=defer_sync) as w:
         try:
             w.write_many(records)
         except (PermissionError, FileNotFoundError) as e:

@@ -150,11 +150,17 @@ class Store(Protocol):
         where the store finds it cheapest (locally after the new bytes are synced,
         so that a journaling file system commits the names with them)."""
 
-    def new_file(self, key: str) -> AbstractContextManager[str]:
+    def new_file(self, key: str, *, defer_sync: bool = False) -> AbstractContextManager[str]:
         """A place for the engine to write the immutable object ``key``: yields the path
         or URL to write to; on a clean exit the object is complete and durable under
         ``key`` (locally: a temporary name, fsync, rename), on an exception nothing is
-        left under ``key``."""
+        left under ``key``.
+
+        ``defer_sync``: the caller commits the object from this process with this
+        store's :meth:`put_if_match` (its ``flush`` names the key) or :meth:`flush`,
+        so the object need be durable only when those return: the local store then
+        syncs its data in the background meanwhile; stores whose objects are durable
+        when written ignore it."""
 
     def flush(self, keys: Iterable[str]) -> None:
         """Make the names of objects written earlier durable (locally: sync the folders

@@ -159,7 +159,7 @@ class BaseStore:
     def list_dir(self, prefix: str) -> list[str]:
         raise NotImplementedError
 
-    def new_file(self, key: str) -> AbstractContextManager[str]:
+    def new_file(self, key: str, *, defer_sync: bool = False) -> AbstractContextManager[str]:
         raise NotImplementedError
 
     def put_if_match(

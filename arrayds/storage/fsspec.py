@@ -347,10 +347,11 @@ class FsspecStore(BaseStore):
             fs.invalidate_cache(p)
 
     @contextlib.contextmanager
-    def new_file(self, key: str) -> Iterator[str]:
+    def new_file(self, key: str, *, defer_sync: bool = False) -> Iterator[str]:
         """Yields the object's URL for the engine to stream to (with this store's
         ``storage_options``); the object exists once the engine closed it. On an
-        exception the object is removed if the engine had completed it."""
+        exception the object is removed if the engine had completed it. An object is
+        durable once written: ``defer_sync`` changes nothing."""
         p = self.path(key)
         try:
             yield self.fs.unstrip_protocol(p)

@@ -24,7 +24,11 @@ durable when it returns (it survives a power loss, as in SQLite and LMDB):
   committed file, by a retried task writing the same name, never leaves a name whose
   data is not on the disk); the names of such files become durable when their folders
   are synced (:meth:`LocalStore.flush`, or the ``flush`` of the commit's
-  :meth:`LocalStore.put_if_match`), before a commit names them;
+  :meth:`LocalStore.put_if_match`), before a commit names them. With ``defer_sync``
+  (a file that this process commits: an append) the file is linked into place at once,
+  under a name nothing held (``os.link`` never replaces), and its data is synced by a
+  background thread (:data:`_syncs`) while the caller prepares its commit; the
+  ``flush`` of that commit waits for the sync before anything names the file;
 * every folder a write creates has its parent synced by its creator
   (:func:`make_folders`).
 
@@ -44,11 +48,15 @@ import contextlib
 import errno
 import hashlib
 import os
+import queue
 import secrets
 import shutil
 import socket
+import threading
 import time
 from collections.abc import Iterable, Iterator
+from concurrent.futures import Future
+from itertools import repeat
 from typing import Any
 
 try:
@@ -69,6 +77,7 @@ __all__ = [
     "make_folders",
     "sync_file",
     "sync_folder",
+    "wait_synced",
 ]
 
 
@@ -79,12 +88,16 @@ def sync_file(path: str) -> None:
     """Flush a file's data (and the size that is needed to read it) to the disk."""
     fd = os.open(path, os.O_RDWR if os.name == "nt" else os.O_RDONLY)  # Windows: writable
     try:
-        if hasattr(os, "fdatasync"):
-            os.fdatasync(fd)
-        else:  # macOS, Windows
-            os.fsync(fd)
+        _datasync(fd)
     finally:
         os.close(fd)
+
+
+def _datasync(fd: int) -> None:
+    if hasattr(os, "fdatasync"):
+        os.fdatasync(fd)
+    else:  # macOS, Windows
+        os.fsync(fd)
 
 
 def sync_folder(path: str) -> None:
@@ -155,10 +168,17 @@ def _unlink_quietly(path: str) -> None:
 
 
 @contextlib.contextmanager
-def local_file(final: str) -> Iterator[str]:
+def local_file(final: str, *, defer_sync: bool = False) -> Iterator[str]:
     """Write an immutable local file durably: yields a temporary path next to
     ``final`` (its folder made with :func:`make_folders`); when the block ends
     normally the file is synced and renamed to ``final``, else removed.
+
+    ``defer_sync``: when the block ends the file is hard-linked to ``final`` at once
+    (a link never replaces a file: where ``final`` exists, or the file system has no
+    hard links, the file is synced and renamed as without it) and its data is synced
+    in the background (:class:`_DataSyncs`); :func:`wait_synced` of ``final`` waits
+    for it (and raises its error). For a file the calling process commits: its
+    commit's ``flush`` waits, so its sync overlaps the work of preparing the commit.
 
     >>> import os, tempfile
     >>> final = os.path.join(tempfile.mkdtemp(), "c", "x.array_record")
@@ -166,16 +186,116 @@ def local_file(final: str) -> Iterator[str]:
     ...     _ = open(tmp, "wb").write(b"bytes")
     >>> open(final, "rb").read()
     b'bytes'
+    >>> later = final + ".2"
+    >>> with local_file(later, defer_sync=True) as tmp:
+    ...     _ = open(tmp, "wb").write(b"more")
+    >>> wait_synced([later]); open(later, "rb").read()
+    b'more'
     """
     make_folders(os.path.dirname(final))
     tmp = f"{final}.{secrets.token_hex(6)}.tmp"
     try:
         yield tmp
-        sync_file(tmp)
-        os.replace(tmp, final)
+        if not (defer_sync and _link_in_background(tmp, final)):
+            sync_file(tmp)
+            os.replace(tmp, final)
     except BaseException:
         _unlink_quietly(tmp)
         raise
+
+
+def _link_in_background(tmp: str, final: str) -> bool:
+    """Link the complete file ``tmp`` at ``final`` and start the sync of its data
+    (:data:`_syncs`); ``False`` if ``final`` exists or the file system makes no hard
+    links (the caller then syncs and renames)."""
+    fd = os.open(tmp, (os.O_RDWR if os.name == "nt" else os.O_RDONLY) | _O_FLAGS)
+    try:
+        os.link(tmp, final)
+    except OSError as e:
+        os.close(fd)
+        if isinstance(e, FileExistsError) or e.errno in _NO_LINKS:
+            return False
+        raise
+    _syncs.start(final, fd)
+    _unlink_quietly(tmp)
+    return True
+
+
+class _DataSyncs:
+    """The data syncs of files :func:`local_file` linked into place with
+    ``defer_sync``, run one after another by one daemon thread (a disk serves its
+    cache flushes one at a time), keyed by the file's path until they are waited for
+    (:meth:`wait`). A sync that succeeds forgets itself; a failed one keeps its
+    error for the wait (the commit that would name the file then fails)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pending: dict[str, Future[None]] = {}
+        self._queue: queue.SimpleQueue[tuple[str, int, Future[None]]] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+
+    def start(self, path: str, fd: int) -> None:
+        """Sync (``fdatasync``) and close ``fd``, the file now at ``path``, later."""
+        fut: Future[None] = Future()
+        with self._lock:
+            self._pending[path] = fut
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="arrayds-datasync", daemon=True
+                )
+                self._thread.start()
+        self._queue.put((path, fd, fut))
+
+    def _run(self) -> None:
+        while True:
+            path, fd, fut = self._queue.get()
+            try:
+                _datasync(fd)
+            except Exception as e:  # noqa: BLE001 - kept for the wait to raise
+                fut.set_exception(e)
+                continue
+            finally:
+                os.close(fd)
+            fut.set_result(None)
+            with self._lock:
+                if self._pending.get(path) is fut:
+                    del self._pending[path]
+
+    def wait(self, paths: Iterable[str]) -> None:
+        """Return once the data of each of ``paths`` that has a sync under way is on
+        the disk; the first failed sync raises its ``OSError``."""
+        if not self._pending:
+            return
+        with self._lock:
+            futures = [f for f in map(self._pending.pop, paths, repeat(None)) if f]
+        for f in futures:
+            f.result()
+
+    def forget(self, paths: Iterable[str]) -> None:
+        """Drop the syncs of ``paths`` (files being removed) without waiting."""
+        if self._pending:
+            with self._lock:
+                for p in paths:
+                    self._pending.pop(p, None)
+
+
+_syncs = _DataSyncs()
+
+
+def wait_synced(paths: Iterable[str]) -> None:
+    """Wait until the data of the files :func:`local_file` wrote with ``defer_sync``
+    at ``paths`` is on the disk (others: return at once); raises a failed sync's
+    ``OSError``."""
+    _syncs.wait(paths)
+
+
+def _after_fork_in_child() -> None:
+    global _syncs
+    _syncs = _DataSyncs()  # the parent's thread does not exist here
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def digest(data: bytes) -> str:
@@ -483,7 +603,8 @@ class LocalStore(BaseStore):
         """Write ``data`` to a temporary file, then under the folder's lock
         (:func:`folder_lock`): compare the current bytes' digest with ``version``;
         keep the current file at ``keep.key`` (:meth:`_keep`: a hard link); fsync the
-        temporary file; sync the folders of the kept file and of ``flush``; rename.
+        temporary file; wait for the data syncs of ``flush`` still under way
+        (:func:`wait_synced`); sync the folders of the kept file and of ``flush``; rename.
         The folder is synced after the lock is released. All the metadata changes come
         before the first sync, so a journaling file system commits them together."""
         path, folder, name, tmp = self._beside(key)
@@ -496,12 +617,14 @@ class LocalStore(BaseStore):
                         raise PreconditionFailedError(
                             errno.EAGAIN, f"{self.display(key)}: changed since it was read", path
                         )
-                    folders = {os.path.dirname(self.path(k)) for k in flush}
+                    named = [self.path(k) for k in flush]
+                    folders = {os.path.dirname(n) for n in named}
                     if keep is not None and now is not None:
                         folders.add(self._keep(path, keep))
                     os.fsync(fd)
                     os.close(fd)
                     fd = -1
+                    _syncs.wait(named)
                     for f in sorted(folders):
                         if os.path.isdir(f):
                             sync_folder(f)
@@ -537,15 +660,18 @@ class LocalStore(BaseStore):
         return folder
 
     @contextlib.contextmanager
-    def new_file(self, key: str) -> Iterator[str]:
+    def new_file(self, key: str, *, defer_sync: bool = False) -> Iterator[str]:
         """:func:`local_file` at ``key``'s path."""
-        with local_file(self.path(key)) as tmp:
+        with local_file(self.path(key), defer_sync=defer_sync) as tmp:
             yield tmp
 
     def flush(self, keys: Iterable[str]) -> None:
-        """Sync each folder that holds one of ``keys`` once (their bytes were synced by
-        their writers)."""
-        folders = {os.path.dirname(self.path(k)) for k in keys}
+        """Sync each folder that holds one of ``keys`` once, after the data syncs of
+        those written with ``defer_sync`` (:func:`wait_synced`; the others' bytes
+        were synced by their writers)."""
+        named = [self.path(k) for k in keys]
+        _syncs.wait(named)
+        folders = {os.path.dirname(n) for n in named}
         for f in sorted(folders):
             if os.path.isdir(f):
                 sync_folder(f)
@@ -555,9 +681,11 @@ class LocalStore(BaseStore):
         make_folders(self.path(key))
 
     def delete(self, keys: Iterable[str]) -> None:
-        for k in keys:
+        paths = [self.path(k) for k in keys]
+        _syncs.forget(paths)
+        for p in paths:
             try:
-                os.unlink(self.path(k))
+                os.unlink(p)
             except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
                 pass
 

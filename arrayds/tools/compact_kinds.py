@@ -399,6 +399,7 @@ def compact_array(
             join_component(node, relpath),
             _chunk_records(store, node, m, boxes, what),
             writer_options(m.compression),
+            defer_sync=True,  # the rewrite's commit waits for it
         )
         total += nbytes
         offset = 0
@@ -527,7 +528,9 @@ def compact_records(
     for k, group in enumerate(groups):
         name = f"{plan.stem}.array_record-{k:05d}-of-{len(groups):05d}"
         written.append(name)
-        info = write_records_shard(_copy_records(store, node, m.shards, group, what), k, plan)
+        info = write_records_shard(
+            _copy_records(store, node, m.shards, group, what), k, plan, defer_sync=True
+        )
         if info["shard"].path != name:  # pragma: no cover - the records writer's names
             raise AssertionError(f"{what}: shard written as {info['shard'].path!r}")
         infos.append(info["shard"])
@@ -614,7 +617,11 @@ def compact_ragged(
             yield encode_chunk(index, np.dtype("<i8"))
 
         nbytes = write_shard(
-            store, join_component(node, relpath), records(), writer_options(m.compression)
+            store,
+            join_component(node, relpath),
+            records(),
+            writer_options(m.compression),
+            defer_sync=True,
         )
         total += nbytes
         entries.append(RaggedShard(relpath, start, start + len(items), npieces + 1, nbytes))

@@ -302,6 +302,29 @@ class StoreTests:
         assert not store.exists("n/c/broken.array_record")
         assert [k for k, _, _ in store.list("")] == []
 
+    def test_new_file_with_deferred_sync_is_complete_and_committed_by_a_flush(self, store):
+        """``defer_sync``: the object is in place when the block ends; the commit that
+        names it (its ``flush``) returns once it is durable."""
+        with store.new_file("n/c/later.array_record", defer_sync=True) as target:
+            opts = None if store.local else store.storage_options
+            with ArrayRecordWriter(target, "", storage_options=opts) as w:
+                w.write_many([b"r0", b"r1"])
+        assert [k for k, _, _ in store.list("")] == ["n/c/later.array_record"]
+        store.put_if_match("n/m", b"names it", ABSENT, flush=["n/c/later.array_record"])
+        url = store.url_of("n/c/later.array_record")
+        r = ArrayRecordReader(url, storage_options=None if store.local else store.storage_options)
+        assert r.read_all() == [b"r0", b"r1"]
+        store.flush(["n/c/later.array_record"])  # waited for already: returns at once
+
+    def test_new_file_with_deferred_sync_leaves_nothing_on_an_exception(self, store):
+        with pytest.raises(RuntimeError, match="task failed"):
+            with store.new_file("n/c/broken.array_record", defer_sync=True) as target:
+                opts = None if store.local else store.storage_options
+                with ArrayRecordWriter(target, "", storage_options=opts) as w:
+                    w.write_many([b"r0"])
+                    raise RuntimeError("task failed")
+        assert [k for k, _, _ in store.list("")] == []
+
     def test_flush_accepts_written_and_missing_keys(self, store):
         store.put("f/a", b"1")
         store.flush(["f/a", "f/missing", "no/folder/x"])

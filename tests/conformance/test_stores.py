@@ -14,7 +14,7 @@ import pytest
 
 from arrayds.abc.store import Keep
 from arrayds.errors import BlindCommitWarning
-from arrayds.storage import FsspecStore, LocalStore, get_store, register_store, store_class
+from arrayds.storage import FsspecStore, LocalStore, get_store, local, register_store, store_class
 from arrayds.storage import fsspec as fsspec_store
 from arrayds.store import Store
 from conformance.store import StoreTests
@@ -102,6 +102,88 @@ def test_local_keep_copies_where_the_file_system_refuses_a_link(tmp_path, monkey
     assert os.stat(tmp_path / "h" / "1").st_ino != os.stat(tmp_path / "n" / "k").st_ino
     assert len(links) == (1 if code != errno.EIO else 2)
     assert sorted(os.listdir(tmp_path / "h")) == ["1", "2"]  # no temporary file
+
+
+def _write(st, key, data, **kw):
+    with st.new_file(key, **kw) as tmp:
+        with open(tmp, "wb") as f:
+            f.write(data)
+
+
+def test_local_deferred_file_is_linked_in_place_and_its_sync_awaited_by_the_commit(tmp_path):
+    st = LocalStore(str(tmp_path))
+    _write(st, "n/c/s", b"shard", defer_sync=True)
+    assert os.listdir(tmp_path / "n" / "c") == ["s"]  # linked in place, temporary name gone
+    assert os.stat(tmp_path / "n" / "c" / "s").st_nlink == 1
+    st.put_if_match("n/m", b"names c/s", None, flush=["n/c/s"])
+    assert local._syncs._pending == {}  # nothing left to wait for
+    assert st.get("n/c/s") == b"shard"
+
+
+def test_local_deferred_file_over_an_existing_name_is_synced_and_renamed(tmp_path):
+    """A retried task writing a name its first attempt committed: a link cannot replace
+    it, so the new bytes are synced before the rename (as without ``defer_sync``)."""
+    st = LocalStore(str(tmp_path))
+    _write(st, "n/c/s", b"first attempt")
+    _write(st, "n/c/s", b"retried", defer_sync=True)
+    assert st.get("n/c/s") == b"retried" and os.listdir(tmp_path / "n" / "c") == ["s"]
+    assert "n/c/s" not in str(local._syncs._pending)
+
+
+def test_local_deferred_file_where_links_are_refused_is_synced_and_renamed(tmp_path, monkeypatch):
+    st = LocalStore(str(tmp_path))
+
+    def link(src, dst, **kw):
+        raise OSError(errno.EPERM, os.strerror(errno.EPERM), src, None, dst)
+
+    monkeypatch.setattr(os, "link", link)
+    _write(st, "n/c/s", b"bytes", defer_sync=True)
+    assert st.get("n/c/s") == b"bytes" and os.listdir(tmp_path / "n" / "c") == ["s"]
+    assert local._syncs._pending == {}
+
+
+def test_local_failed_background_sync_fails_the_commit_that_would_name_the_file(tmp_path):
+    """An fdatasync that fails (here: of a pipe, which cannot be synced) is raised by
+    the wait of the commit, which then changes nothing."""
+    st = LocalStore(str(tmp_path))
+    path = str(tmp_path / "n" / "c" / "s")
+    r, w = os.pipe()
+    os.close(w)
+    local._syncs.start(path, r)
+    with pytest.raises(OSError) as e:
+        st.put_if_match("n/m", b"names c/s", None, flush=["n/c/s"])
+    assert e.value.errno == errno.EINVAL and st.get("n/m") is None
+    st.flush(["n/c/s"])  # the failure was reported once
+
+
+def test_local_deferred_files_are_dropped_when_deleted(tmp_path):
+    st = LocalStore(str(tmp_path))
+    path = str(tmp_path / "s")
+    r, w = os.pipe()
+    os.close(w)
+    local._syncs.start(path, r)  # a sync that will fail
+    st.delete(["s"])
+    st.flush(["s"])  # nothing to wait for: the file is gone
+    assert local._syncs._pending == {}
+
+
+def test_local_deferred_sync_in_a_forked_child(tmp_path):
+    """The background thread of the parent does not exist in a forked child (dask's
+    process workers): the child starts its own."""
+    st = LocalStore(str(tmp_path))
+    _write(st, "before", b"parent", defer_sync=True)
+    pid = os.fork()
+    if pid == 0:  # the child: exit status 0 only if its deferred write commits
+        code = 1
+        try:
+            _write(st, "n/c/s", b"child", defer_sync=True)
+            st.put_if_match("n/m", b"x", None, flush=["n/c/s"])
+            code = 0 if st.get("n/c/s") == b"child" else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    st.flush(["before"])
 
 
 def test_a_local_store_of_a_file_url_is_local(tmp_path):

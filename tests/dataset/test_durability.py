@@ -1,11 +1,13 @@
 """Durable local commits (issue 10, item 5): before the rename that makes a manifest
 visible, every shard it adds has had its bytes synced (before its own rename into
-place), its folder synced (after that rename) and every folder the write created has
-had its parent synced; after the manifest rename the node folder is synced.
+place, or, for a shard the committing process wrote with ``defer_sync``, linked into
+place under a new name and synced in the background before the commit), its folder
+synced (after that rename or link) and every folder the write created has had its
+parent synced; after the manifest rename the node folder is synced.
 
-The real os.fsync / os.fdatasync / os.replace run; a recorder wrapped around them
-notes which path each one touched, in order (the path of a synced descriptor is read
-from /proc/self/fd), for writes of every kind: numpy and dask arrays, records,
+The real os.fsync / os.fdatasync / os.replace / os.link run; a recorder wrapped around
+them notes which path each one touched, in order (the path of a synced descriptor is
+read from /proc/self/fd), for writes of every kind: numpy and dask arrays, records,
 ragged arrays, an xarray dataset.
 """
 
@@ -29,8 +31,8 @@ pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="need
 
 
 class Recorder:
-    """Wraps os.fsync, os.fdatasync and os.replace; ``events`` is the ordered list of
-    ("sync", path) and ("replace", src, dst)."""
+    """Wraps os.fsync, os.fdatasync, os.replace and os.link; ``events`` is the ordered
+    list of ("sync", path), ("replace", src, dst) and ("link", src, dst)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.events: list[tuple[str, ...]] = []
@@ -45,6 +47,13 @@ class Recorder:
             self._add(("replace", os.fspath(src), os.fspath(dst)))
 
         monkeypatch.setattr(os, "replace", replace)
+        real_link = os.link
+
+        def link(src, dst, *args, **kwargs):
+            real_link(src, dst, *args, **kwargs)
+            self._add(("link", os.fspath(src), os.fspath(dst)))
+
+        monkeypatch.setattr(os, "link", link)
 
     def _add(self, event: tuple[str, ...]) -> None:
         with self._lock:
@@ -52,7 +61,7 @@ class Recorder:
 
     def _wrap_sync(self, real):
         def sync(fd):
-            path = os.readlink(f"/proc/self/fd/{fd}")
+            path = os.readlink(f"/proc/self/fd/{fd}").removesuffix(" (deleted)")
             real(fd)
             self._add(("sync", path))
 
@@ -83,12 +92,19 @@ class Recorder:
         shards = sorted(referenced_files(doc))
         for rel in shards:
             final = os.path.join(node_folder, *rel.split("/"))
-            r = self.index(lambda e, final=final: e[0] == "replace" and e[2] == final, 0, c)
-            assert r >= 0, f"{rel}: not renamed into place before the manifest"
-            src = self.events[r][1]
-            assert self.index(lambda e, src=src: e == ("sync", src), 0, r) >= 0, (
-                f"{rel}: its bytes were not synced before its rename"
+            r = self.index(
+                lambda e, final=final: e[0] in ("replace", "link") and e[2] == final, 0, c
             )
+            assert r >= 0, f"{rel}: not renamed or linked into place before the manifest"
+            kind, src = self.events[r][:2]
+            if kind == "replace":
+                assert self.index(lambda e, src=src: e == ("sync", src), 0, r) >= 0, (
+                    f"{rel}: its bytes were not synced before its rename"
+                )
+            else:  # a new name (a link never replaces): synced before the commit
+                assert self.index(lambda e, src=src: e == ("sync", src), r + 1, c) >= 0, (
+                    f"{rel}: its bytes were not synced before the manifest's rename"
+                )
             folder = os.path.dirname(final)
             assert self.index(lambda e, folder=folder: e == ("sync", folder), r + 1, c) >= 0, (
                 f"{rel}: its folder was not synced between its rename and the manifest's"
@@ -117,6 +133,25 @@ def test_numpy_array_write_is_durable(rec, tmp_path):
     a = arrayds.open_array(root, "g/x", mode="r+")
     a[3:5] = -1.0  # a selection write: one more shard, one more commit
     assert rec.check_commit(root, os.path.join(root, "g", "x")) >= 2
+
+
+def test_appends_sync_their_shards_in_the_background_before_the_commit(rec, tmp_path):
+    """Appends and single-shard records writes commit in the writing process: their
+    shards are linked into place and synced while the commit is prepared; the
+    commit's rename still follows the sync (check_commit), and so does a tiered merge."""
+    root = str(tmp_path / "a")
+    a = arrayds.open_array(root, mode="w", shape=(0, 4), dtype="f8", chunks=(1, 4))
+    for i in range(9):  # the eighth append fills a tier: a merge commit follows
+        a.append(np.full((1, 4), i, "f8"))
+        assert rec.check_commit(root, root) >= 1
+    linked = [e for e in rec.events if e[0] == "link" and e[2].endswith(".array_record")]
+    assert len(linked) == 10  # nine appends and one merged shard
+    assert arrayds.open_array(root).nshards == 2  # the merged eight and the ninth
+    recs = str(tmp_path / "r")
+    for i in range(3):
+        arrayds.to_arrayrecord([b"x%d" % i], recs, mode="a" if i else "w")
+        assert rec.check_commit(recs, recs) == i + 1
+    assert sum(e[0] == "link" and e[2].startswith(recs) for e in rec.events) >= 3
 
 
 def test_dask_array_write_is_durable(rec, tmp_path):
