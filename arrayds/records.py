@@ -127,9 +127,7 @@ def _write_stream(
 # ----------------------------------------------------------------------- manifest
 
 
-_PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
-"""A shard file name of the form the writers use (one path segment, no reserved name
-but possibly ``arrayds.json``, checked apart)."""
+_new_info = object.__new__
 
 
 @dataclass(frozen=True)
@@ -171,17 +169,29 @@ class ShardInfo:
             raise CorruptionError(
                 f"{where}: a records shard entry lacks 'path'/'records': {obj!r}"
             ) from None
-        if type(n) is int and n >= 0 and type(path) is str and _PLAIN_NAME.fullmatch(path):
-            # the names every writer uses, decided by one match (no reserved name starts
-            # with a letter or digit but the manifest's own)
-            if path != MANIFEST:
-                size, data, options = (
-                    obj.get("bytes", 0),
-                    obj.get("data_bytes", 0),
-                    obj.get("options", ""),
+        if (
+            type(n) is int
+            and n >= 0
+            and type(path) is str
+            and path[:1].isalnum()
+            and path.isascii()
+            and "/" not in path
+            and "\\" not in path
+            and path != MANIFEST
+        ):
+            # one segment that starts with an ASCII letter or digit: no empty, ".",
+            # ".." or reserved name (all but the manifest's own start otherwise)
+            size, data, options = (
+                obj.get("bytes", 0),
+                obj.get("data_bytes", 0),
+                obj.get("options", ""),
+            )
+            if type(size) is int and type(data) is int and type(options) is str:
+                info = _new_info(cls)  # the checked fields, set without five setattr calls
+                info.__dict__.update(
+                    path=path, num_records=n, file_size=size, data_bytes=data, options=options
                 )
-                if type(size) is int and type(data) is int and type(options) is str:
-                    return cls(path, n, size, data, options)
+                return info
         if (
             not isinstance(path, str)
             or not path
