@@ -236,7 +236,16 @@ void Writer::close() {
   try {
     if (ready_) submit(std::move(ready_));
     if (group_records_ != 0) close_group();
-    if (!current_->group_ends.empty()) submit(std::move(current_));
+    if (!current_->group_ends.empty()) {
+      if (in_flight_.empty()) {
+        // Nothing else is encoding (a small file is one batch): encode the last batch
+        // here instead of handing it to a pool thread and waiting for it.
+        current_->encode(options_.compression);
+        write_batch(*current_);
+      } else {
+        submit(std::move(current_));
+      }
+    }
     drain(true, 0);
 
     // Footer: metadata + one entry per data chunk, same compression as the data.
