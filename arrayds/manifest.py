@@ -882,36 +882,81 @@ def _parse_shards(raw: list[Any], grid: ChunkGrid, what: str) -> list[ShardEntry
     gshape = grid.grid_shape
     out = []
     for i, e in enumerate(raw):
-        try:
-            if not isinstance(e, dict):
-                raise ValueError("not an object")
-            path = _check_rel_path(e.get("path"), what)
-            start, stop = e.get("start"), e.get("stop")
-            if not (isinstance(start, list) and isinstance(stop, list)):
-                raise ValueError("start/stop must be lists")
-            if len(start) != ndim or len(stop) != ndim:
-                raise ValueError(f"start/stop must have {ndim} entries")
-            for a, b, n in zip(start, stop, gshape, strict=False):
-                if not (isinstance(a, int) and isinstance(b, int)) or not 0 <= a < b <= n:
-                    raise ValueError(f"box {start}..{stop} is not inside the chunk grid {gshape}")
-            offset = e.get("offset", 0)
-            if not isinstance(offset, int) or offset < 0:
-                raise ValueError(f"offset {offset!r}")
-            nbytes = e.get("bytes")
-            if nbytes is not None and (not isinstance(nbytes, int) or nbytes < 0):
-                raise ValueError(f"bytes {nbytes!r}")
-            entry = ShardEntry(path, tuple(start), tuple(stop), offset, nbytes)
-            records = e.get("records")
-            if records is not None:
-                held = 1
-                for a, b in zip(start, stop, strict=True):
-                    held *= b - a
-                if records != held:
-                    raise ValueError(f"records {records!r}, but the box holds {held} chunks")
-        except ValueError as err:
-            raise CorruptionError(f"{what}: manifest shard entry {i}: {err}") from None
-        out.append(entry)
+        entry = _plain_entry(e, ndim, gshape)
+        out.append(entry if entry is not None else _parse_entry(i, e, ndim, gshape, what))
     return out
+
+
+_new_entry = object.__new__
+
+
+def _plain_entry(e: Any, ndim: int, gshape: tuple[int, ...]) -> ShardEntry | None:
+    """The entry ``e`` if it has the form every writer gives (plain ints, a plain
+    path, a box inside the grid, a ``records`` count that matches it), checked with
+    few operations and built without the frozen dataclass's setattr calls; ``None``
+    for anything else, which :func:`_parse_entry` checks and names."""
+    if type(e) is not dict:
+        return None
+    path, start, stop = e.get("path"), e.get("start"), e.get("stop")
+    offset, nbytes, records = e.get("offset", 0), e.get("bytes"), e.get("records")
+    if not (
+        type(path) is str
+        and type(start) is list
+        and type(stop) is list
+        and len(start) == ndim == len(stop)
+        and type(offset) is int
+        and offset >= 0
+        and (nbytes is None or (type(nbytes) is int and nbytes >= 0))
+        and _PLAIN_PATH.fullmatch(path)
+        and MANIFEST not in path
+    ):
+        return None
+    held = 1
+    for a, b, n in zip(start, stop, gshape, strict=False):
+        if type(a) is not int or type(b) is not int or not 0 <= a < b <= n:
+            return None
+        held *= b - a
+    if records is not None and (type(records) is not int or records != held):
+        return None
+    entry = _new_entry(ShardEntry)
+    entry.__dict__.update(
+        path=path, start=tuple(start), stop=tuple(stop), offset=offset, bytes=nbytes
+    )
+    return entry
+
+
+def _parse_entry(i: int, e: Any, ndim: int, gshape: tuple[int, ...], what: str) -> ShardEntry:
+    """Shard entry ``i``, checked field by field: a :class:`CorruptionError` naming
+    what is wrong with it."""
+    try:
+        if not isinstance(e, dict):
+            raise ValueError("not an object")
+        path = _check_rel_path(e.get("path"), what)
+        start, stop = e.get("start"), e.get("stop")
+        if not (isinstance(start, list) and isinstance(stop, list)):
+            raise ValueError("start/stop must be lists")
+        if len(start) != ndim or len(stop) != ndim:
+            raise ValueError(f"start/stop must have {ndim} entries")
+        for a, b, n in zip(start, stop, gshape, strict=False):
+            if not (isinstance(a, int) and isinstance(b, int)) or not 0 <= a < b <= n:
+                raise ValueError(f"box {start}..{stop} is not inside the chunk grid {gshape}")
+        offset = e.get("offset", 0)
+        if not isinstance(offset, int) or offset < 0:
+            raise ValueError(f"offset {offset!r}")
+        nbytes = e.get("bytes")
+        if nbytes is not None and (not isinstance(nbytes, int) or nbytes < 0):
+            raise ValueError(f"bytes {nbytes!r}")
+        entry = ShardEntry(path, tuple(start), tuple(stop), offset, nbytes)
+        records = e.get("records")
+        if records is not None:
+            held = 1
+            for a, b in zip(start, stop, strict=True):
+                held *= b - a
+            if records != held:
+                raise ValueError(f"records {records!r}, but the box holds {held} chunks")
+    except ValueError as err:
+        raise CorruptionError(f"{what}: manifest shard entry {i}: {err}") from None
+    return entry
 
 
 def _check_dims(dims: Sequence[str] | None, ndim: int, name: str) -> tuple[str, ...] | None:

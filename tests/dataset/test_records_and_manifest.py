@@ -199,6 +199,15 @@ def _valid() -> dict:
          "not inside the chunk grid"),
         (lambda d: d.update(shards=[{"path": "c/x", "start": [0, 0], "stop": [1, 1],
                                      "records": 5}]), "the box holds 1 chunks"),
+        (lambda d: d.update(shards=[{"path": "c/arrayds.json", "start": [0, 0],
+                                     "stop": [1, 1]}]), "reserved name"),
+        (lambda d: d.update(shards=[["c/x", [0, 0], [1, 1]]]), "not an object"),
+        (lambda d: d.update(shards=[{"path": "c/x", "start": [0, 0], "stop": [1, 1],
+                                     "offset": -1}]), "offset -1"),
+        (lambda d: d.update(shards=[{"path": "c/x", "start": [0, 0], "stop": [1, 1],
+                                     "bytes": "9"}]), "bytes '9'"),
+        (lambda d: d.update(shards=[{"path": "c/x", "start": [0], "stop": [1]}]),
+         "must have 2 entries"),
         (lambda d: d.pop("shape"), "has no 'shape'"),
     ],
 )  # fmt: skip
@@ -208,6 +217,30 @@ def test_bad_manifests_are_corruption_errors(change, message):
     err = NotImplementedError if "not supported" in message else CorruptionError
     with pytest.raises(err, match=message):
         parse_node(d, "array 'somewhere'")
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        {"path": "c/x-0.array_record", "start": [0, 0], "stop": [2, 1], "records": 2},
+        {"path": "c/x", "start": [1, 0], "stop": [2, 1], "offset": 3, "bytes": 10},
+        {"path": "c/x", "start": [True, 0], "stop": [2, 1]},  # a bool is an int in JSON's eyes
+        {"path": "c/x", "start": [0, 0], "stop": [1, 1], "records": 1.0},
+        {"path": "sub dir/x y", "start": [0, 0], "stop": [1, 1]},  # not a writer's name
+    ],
+)
+def test_shard_entries_parse_the_same_on_the_quick_and_the_checked_path(entry):
+    """Entries of the writers' form take a quick path; every other accepted entry the
+    field-by-field one: both give the same entry."""
+    from arrayds.manifest import _parse_entry, _plain_entry
+
+    d = _valid()
+    d["shards"] = [entry]
+    m = parse_node(d, "x")
+    grid = m.grid
+    assert list(m.shards) == [_parse_entry(0, entry, grid.ndim, grid.grid_shape, "x")]
+    quick = _plain_entry(entry, grid.ndim, grid.grid_shape)
+    assert quick is None or quick == m.shards[0]
 
 
 def test_newer_format_version_is_refused_clearly():
