@@ -177,9 +177,12 @@ def _make_job(cls: Any, kw: dict[str, Any]) -> Any:
 
 
 @streams_blocks
-def _write_shard_task(job: ShardJob, blocks: Iterable[Any]) -> dict[str, Any]:
+def _write_shard_task(
+    job: ShardJob, blocks: Iterable[Any], defer_sync: bool = False
+) -> dict[str, Any]:
     """Encode a box of blocks (C order; a list, or an iterator that makes each block
-    when it is taken) as one shard; return its manifest entry."""
+    when it is taken) as one shard; return its manifest entry. ``defer_sync``: the
+    caller commits the shard in this process (:func:`arrayds.store.shard_writer`)."""
     store = get_store(job.url, job.storage_options)
     dtype = np.dtype(job.dtype)
     what = job.what
@@ -204,7 +207,13 @@ def _write_shard_task(job: ShardJob, blocks: Iterable[Any]) -> dict[str, Any]:
                 )
             yield encode_chunk(arr, dtype)
 
-    nbytes = write_shard(store, join_component(job.node, job.relpath), records(), job.options)
+    nbytes = write_shard(
+        store,
+        join_component(job.node, job.relpath),
+        records(),
+        job.options,
+        defer_sync=defer_sync,
+    )
     return ShardEntry(job.relpath, tuple(job.start), tuple(job.stop), 0, nbytes).to_json()
 
 
@@ -637,8 +646,9 @@ def write_shards_now(
 ) -> list[Callable[[], dict[str, Any]]]:
     """The shard writes :func:`shard_tasks` would add for the in-memory ``values``
     chunked by ``chunks``, as calls to run in the caller (no graph: a small write
-    costs no scheduler). Each returns its shard's manifest entry; the shards are
-    numbered from ``first``."""
+    costs no scheduler), which then commits them itself: their data is synced in the
+    background until that commit (``defer_sync``). Each returns its shard's manifest
+    entry; the shards are numbered from ``first``."""
     numblocks = tuple(len(c) for c in chunks)
     boxes = group_blocks(numblocks, chunks, dtype.itemsize, shard_size, what)
     if not boxes or not values.size:
@@ -653,7 +663,7 @@ def write_shards_now(
             values[tuple(slice(bounds[d][i], bounds[d][i + 1]) for d, i in enumerate(idx))]
             for idx in itertools.product(*(range(a, b) for a, b in zip(bstart, bstop, strict=True)))
         )
-        calls.append(functools.partial(_write_shard_task, job, blocks))
+        calls.append(functools.partial(_write_shard_task, job, blocks, defer_sync=True))
     return calls
 
 

@@ -189,6 +189,13 @@ def test_xarray_write_is_durable(rec, tmp_path):
     arrayds.to_arrayrecord(ds, root)
     # the group snapshot names the members' shards (in <member>/c/): all synced
     assert rec.check_commit(root, root) >= 3
+    # a small in-memory step is written and committed here: its shards are linked
+    # into place and synced in the background, before the commit
+    step = ds.isel(time=[0]).assign_coords(time=[6])
+    step.arrayds.to_arrayrecord(root, append_dim="time")
+    assert rec.check_commit(root, root) >= 3
+    assert any(e[0] == "link" and "/t/c/" in e[2] for e in rec.events)
+    assert xr.open_dataset(root, engine="arrayds")["t"].shape == (7, 10)
 
 
 # ------------------------------------------------- locks and compare-and-swap (item 7)
