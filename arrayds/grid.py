@@ -106,14 +106,11 @@ class AxisGrid:
         "runs",
         "length",
         "nchunks",
-        "_sizes",
-        "_counts",
-        "_c0",
-        "_e0",
         "_regular",
         "_c0l",
         "_e0l",
         "_sizesl",
+        "_arrays",
     )
 
     def __init__(self, runs: Sequence[Sequence[int]]) -> None:
@@ -127,18 +124,42 @@ class AxisGrid:
             else:
                 clean.append([size, count])
         self.runs = clean
-        sizes = np.array([r[0] for r in clean], dtype=np.int64)
-        counts = np.array([r[1] for r in clean], dtype=np.int64)
-        self._sizes = sizes
-        self._counts = counts
-        self._c0 = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-        self._e0 = np.concatenate([[0], np.cumsum(sizes * counts)]).astype(np.int64)
-        self.nchunks = int(self._c0[-1])
-        self.length = int(self._e0[-1])
+        # plain lists: a grid is made on every open and append; the int64 arrays of
+        # the vectorized lookups are made when one is first used (_np)
+        c0, e0 = [0], [0]
+        for size, count in clean:
+            c0.append(c0[-1] + count)
+            e0.append(e0[-1] + size * count)
+        self._c0l = c0
+        self._e0l = e0
+        self._sizesl = [size for size, _count in clean]
+        self.nchunks = c0[-1]
+        self.length = e0[-1]
         self._regular = len(clean) == 1
-        self._c0l = self._c0.tolist()
-        self._e0l = self._e0.tolist()
-        self._sizesl = sizes.tolist()
+        self._arrays: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    def _np(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(chunk sizes of the runs, first chunk of each run and the end, first element
+        of each run and the end) as int64 arrays."""
+        if self._arrays is None:
+            self._arrays = (
+                np.array(self._sizesl, dtype=np.int64),
+                np.array(self._c0l, dtype=np.int64),
+                np.array(self._e0l, dtype=np.int64),
+            )
+        return self._arrays
+
+    @property
+    def _sizes(self) -> np.ndarray:
+        return self._np()[0]
+
+    @property
+    def _c0(self) -> np.ndarray:
+        return self._np()[1]
+
+    @property
+    def _e0(self) -> np.ndarray:
+        return self._np()[2]
 
     @classmethod
     def from_sizes(cls, sizes: Sequence[int]) -> AxisGrid:
@@ -223,15 +244,15 @@ class AxisGrid:
 
     def nominal(self) -> int:
         """The length of the first chunk (0 for an empty axis)."""
-        return int(self._sizes[0]) if len(self._sizes) else 0
+        return self._sizesl[0] if self._sizesl else 0
 
     def sub(self, c_start: int, c_stop: int) -> AxisGrid:
         """The grid of chunks ``[c_start, c_stop)`` of this axis."""
         if c_stop <= c_start:
             return AxisGrid([])
         sizes: list[list[int]] = []
-        for (size, _count), a, b in zip(self.runs, self._c0[:-1], self._c0[1:], strict=False):
-            lo, hi = max(int(a), c_start), min(int(b), c_stop)
+        for (size, _count), a, b in zip(self.runs, self._c0l[:-1], self._c0l[1:], strict=False):
+            lo, hi = max(a, c_start), min(b, c_stop)
             if hi > lo:
                 sizes.append([size, hi - lo])
         return AxisGrid(sizes)
