@@ -61,7 +61,7 @@ ROW = 128  # float64 per appended row: 1 KiB
 RECORDS_PER_WRITE = 20
 RECORD_BYTES = 100
 GRID = (32, 64)  # float32 per xarray step: 8 KiB
-READS = 200
+READS = 1000  # reads timed (the median counts): single-digit-microsecond reads need many
 OPENS = 30  # opens timed (the best counts): sub-millisecond figures need many
 NO_COMPACT = "n/a (--no-compact)"
 
