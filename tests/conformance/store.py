@@ -9,9 +9,10 @@ A store gets the whole suite with a subclass named ``Test...`` that provides the
         def store(self, tmp_path):
             return MyStore(str(tmp_path / "root"))
 
-``race_in_processes`` (default ``False``) also races two writer processes on the
-compare-and-swap: for stores whose objects other processes see (not ``memory://``),
-given as ``(url, storage_options)`` to ``arrayds.store.Store`` in the children.
+A store whose objects other processes see (not ``memory://``) also takes
+:class:`ProcessRaceTests` (``class TestMyStore(StoreTests, ProcessRaceTests)``), which
+races writer processes on the compare-and-swap, each opening the store from its
+``(url, storage_options)`` with ``arrayds.store.Store``.
 """
 
 from __future__ import annotations
@@ -72,8 +73,6 @@ def _race_threads(store: Store, key: str, version: object) -> dict[int, BaseExce
 
 class StoreTests:
     """Tests every store inherits (see the module docstring)."""
-
-    race_in_processes = False
 
     @pytest.fixture
     def store(self) -> Store:
@@ -174,41 +173,6 @@ class StoreTests:
             (err,) = (e for e in outcome.values() if e is not None)
             assert isinstance(err, PreconditionFailedError), repr(err)
             assert store.get(key) == b"by %d" % winners[0]
-
-    def test_racing_processes_exactly_one_wins(self, store, tmp_path):
-        if not self.race_in_processes:
-            pytest.skip("objects of this store live in one process")
-        store.put("p/k", b"base")
-        _, v = store.get_versioned("p/k")
-        go = tmp_path / "go"
-        procs = [
-            subprocess.Popen(
-                [
-                    sys.executable,
-                    "-c",
-                    _RACER,
-                    store.url,
-                    json.dumps(store.storage_options),
-                    "p/k",
-                    str(v),
-                    f"proc{i}",
-                    str(go),
-                ],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-            for i in range(4)
-        ]
-        time.sleep(1.0)  # let them import
-        go.touch()
-        said = []
-        for p in procs:
-            out, err = p.communicate(timeout=120)
-            assert p.returncode == 0, err
-            said.append(out.strip())
-        assert sorted(said) == ["lost", "lost", "lost", "won"], said
-        assert store.get("p/k") == f"proc{said.index('won')}".encode()
 
     # ------------------------------------------------- keep= and flush= of a put
 
@@ -355,3 +319,41 @@ class StoreTests:
         back = pickle.loads(pickle.dumps(store))
         assert type(back) is type(store) and back.url == store.url
         assert back.token == store.token and back.get("p") == b"pickled"
+
+
+class ProcessRaceTests:
+    """For stores whose objects other processes see (see the module docstring); the
+    class that takes it provides the ``store`` fixture, as for :class:`StoreTests`."""
+
+    def test_racing_processes_exactly_one_wins(self, store, tmp_path):
+        store.put("p/k", b"base")
+        _, v = store.get_versioned("p/k")
+        go = tmp_path / "go"
+        procs = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-c",
+                    _RACER,
+                    store.url,
+                    json.dumps(store.storage_options),
+                    "p/k",
+                    str(v),
+                    f"proc{i}",
+                    str(go),
+                ],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for i in range(4)
+        ]
+        time.sleep(1.0)  # let them import
+        go.touch()
+        said = []
+        for p in procs:
+            out, err = p.communicate(timeout=120)
+            assert p.returncode == 0, err
+            said.append(out.strip())
+        assert sorted(said) == ["lost", "lost", "lost", "won"], said
+        assert store.get("p/k") == f"proc{said.index('won')}".encode()

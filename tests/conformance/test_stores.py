@@ -17,12 +17,10 @@ from arrayds.errors import BlindCommitWarning
 from arrayds.storage import FsspecStore, LocalStore, get_store, local, register_store, store_class
 from arrayds.storage import fsspec as fsspec_store
 from arrayds.store import Store
-from conformance.store import StoreTests
+from conformance.store import ProcessRaceTests, StoreTests
 
 
-class TestLocalStore(StoreTests):
-    race_in_processes = True
-
+class TestLocalStore(StoreTests, ProcessRaceTests):
     @pytest.fixture
     def store(self, tmp_path):
         st = Store(str(tmp_path / "root"))
@@ -32,9 +30,8 @@ class TestLocalStore(StoreTests):
 
 class TestLocalStoreWithoutFlock(StoreTests):
     """A file system whose ``flock`` fails (some network and FUSE file systems): the
-    compare-and-swap holds a lock file instead."""
-
-    race_in_processes = False  # the children would have flock
+    compare-and-swap holds a lock file instead. No process race: the children would
+    have flock, so they would not race on the lock file."""
 
     @pytest.fixture
     def store(self, tmp_path, monkeypatch):

@@ -5,15 +5,13 @@
 from __future__ import annotations
 
 import pytest
-from conformance.store import StoreTests
+from conformance.store import ProcessRaceTests, StoreTests
 
 from arrayds.storage import FsspecStore
 from arrayds.store import Store
 
 
-class TestGCSStore(StoreTests):
-    race_in_processes = True
-
+class TestGCSStore(StoreTests, ProcessRaceTests):
     @pytest.fixture
     def store(self, gcs_url, gcs_opts):
         st = Store(gcs_url, gcs_opts)

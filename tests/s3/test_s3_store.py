@@ -5,15 +5,13 @@ loopback, through s3fs): versions are ETags, ``put_if_match`` a PUT with ``If-Ma
 from __future__ import annotations
 
 import pytest
-from conformance.store import StoreTests
+from conformance.store import ProcessRaceTests, StoreTests
 
 from arrayds.storage import FsspecStore
 from arrayds.store import Store
 
 
-class TestS3Store(StoreTests):
-    race_in_processes = True
-
+class TestS3Store(StoreTests, ProcessRaceTests):
     @pytest.fixture
     def store(self, s3_url, s3_opts):
         st = Store(s3_url, s3_opts)

@@ -6,8 +6,8 @@ Here it is subclassed for arrayds on local folders, ``memory://`` and S3 (moto o
 loopback): the hooks are implemented (``save`` = ``arrayds.to_arrayrecord``,
 ``open`` = ``xr.open_dataset(engine="arrayds")``, ``create_store`` = the writable
 data store :class:`arrayds.xarray.datastore.ArrayDSWritableStore`), the test methods
-are inherited unchanged, and the few that do not apply are skipped below with the
-reason, as xarray's ``ZarrBase`` does. The fixtures come from
+are inherited unchanged, and the few that do not apply are skipped or replaced below
+with the reason, as xarray's ``ZarrBase`` does. The fixtures come from
 ``xarray.tests.conftest`` (``pytest_plugins`` in tests/conftest.py). docs/xarray.md
 has the status table (arrayds vs xarray's zarr backend on the same xarray).
 """
@@ -83,9 +83,22 @@ class ArrayDSBase(CFEncodedBase):
 
     # -- overrides, for the same store properties as xarray's ZarrBase
 
-    @pytest.mark.skip(reason="arrayds has no unlimited dimensions (as zarr: every dimension grows)")
     def test_encoding_unlimited_dims(self) -> None:
-        super().test_encoding_unlimited_dims()
+        """Replaces xarray's test, which its zarr backend skips too: arrayds, like
+        zarr, has no unlimited dimensions because every dimension can grow. An
+        ``unlimited_dims`` encoding is accepted and not kept, and the data round-trip
+        and grow along that dimension."""
+        ds = xr.Dataset({"x": ("y", [float(i) for i in range(10)])})
+        ds.encoding = {"unlimited_dims": ["y"]}
+        with self.create_target() as url:
+            self.save(ds, url)
+            with self.open(url) as actual:
+                assert "unlimited_dims" not in actual.encoding
+                xr.testing.assert_equal(ds, actual)
+            self.save(ds.isel(y=slice(0, 2)), url, mode="a", append_dim="y")
+            with self.open(url) as actual:
+                assert actual.sizes["y"] == 12
+                xr.testing.assert_equal(xr.concat([ds, ds.isel(y=slice(0, 2))], "y"), actual.load())
 
     @pytest.mark.asyncio
     async def test_load_async(self) -> None:
