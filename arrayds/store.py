@@ -203,7 +203,7 @@ def shard_writer(
     True
     """
     opts = None if store.local else store.storage_options
-    with store.new_file(key, defer_sync=True) if defer_sync else store.new_file(key) as target:
+    with store.new_file(key, defer_sync=defer_sync) as target:
         try:
             w = ArrayRecordWriter(target, options, storage_options=opts)
         except (PermissionError, FileNotFoundError) as e:

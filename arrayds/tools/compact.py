@@ -35,7 +35,7 @@ before, still use them. ``arrayds gc`` removes them once no manifest names them.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -364,7 +364,7 @@ def _commit_rewrite(
     write_id: str,
     stamp: tuple[int, str] | None,
     what: str,
-    conflict: Any,
+    conflict: Callable[[commit.NodeVersion], str],
 ) -> dict[str, Any]:
     """Commit the manifest of ``rw`` if the node is still at ``stamp`` (else
     :class:`CommitConflictError` with the message ``conflict(now)`` and the shards of
