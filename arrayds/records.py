@@ -214,9 +214,12 @@ class ShardInfo:
 
 
 class LazyShards(Sequence["ShardInfo"]):
-    """The shards of a long records manifest, parsed and checked when first used (a
-    dataset grown by many appends opens in the time of a fresh one). ``total``: the
-    manifest's ``num_records``, which they must add up to.
+    """The shards of a records manifest, parsed and checked when first used: opening a
+    dataset decodes its head and checks its fields, and a dataset grown by many appends
+    (a shard list that many tiers keep) opens in about the time of a fresh one. A
+    damaged entry, or entries that do not add up to ``total`` (the manifest's
+    ``num_records``), raise :class:`CorruptionError` at the first use of the list
+    (a read, ``shards``), before any shard is opened.
 
     >>> lst = LazyShards([{"path": "a", "records": 2}], 2, "doc")
     >>> len(lst), lst[0].num_records
@@ -247,6 +250,14 @@ class LazyShards(Sequence["ShardInfo"]):
     def __iter__(self) -> Any:
         return iter(self._shards())
 
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (LazyShards, list)):
+            return list(self) == list(other)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"LazyShards({len(self)} shards)"
+
 
 def _check_total(shards: Sequence[ShardInfo], total: Any, where: str) -> None:
     if total is not None and total != sum(s.num_records for s in shards):
@@ -254,11 +265,6 @@ def _check_total(shards: Sequence[ShardInfo], total: Any, where: str) -> None:
             f"{where}: the manifest says num_records={total} but its shards hold "
             f"{sum(s.num_records for s in shards)}"
         )
-
-
-LAZY_SHARDS = 32
-"""Records manifests with more shards than a head keeps inline parse them when first
-used, not when opened."""
 
 
 @dataclass
@@ -325,12 +331,7 @@ class RecordsManifest:
             not isinstance(total, int) or isinstance(total, bool) or total < 0
         ):
             raise CorruptionError(f"{where}: bad num_records {total!r}")
-        shards: Sequence[ShardInfo]
-        if len(raw_shards) > LAZY_SHARDS:
-            shards = LazyShards(raw_shards, total, where)
-        else:
-            shards = [ShardInfo.from_json(s, where) for s in raw_shards]
-            _check_total(shards, total, where)
+        shards = LazyShards(raw_shards, total, where)
         group_size = man.get("group_size", 1)
         gen = man.get("generation", 0)
         attrs = man.get("attrs", {})

@@ -49,8 +49,14 @@ def test_records_manifest_naming_a_reserved_file_is_corrupt(tmp_path, name):
         doc["shards"][1]["path"] = name
 
     _forge(f"{url}/arrayds.json", edit)
-    with pytest.raises(CorruptionError, match="invalid records shard entry"):
-        arrayds.records.open_records(url)
+    # the head's own fields are sound: it opens; its shard list is checked at first use
+    ds = arrayds.records.open_records(url)
+    for use in (lambda: ds[0], lambda: ds.shard_paths):
+        with pytest.raises(CorruptionError, match="invalid records shard entry"):
+            use()
+    # a replace (mode="w") never deletes what the forged manifest names
+    arrayds.to_arrayrecord([b"x"], url, mode="w")
+    assert os.path.exists(f"{url}/arrayds.json") and len(arrayds.open(url)) == 1
 
 
 @pytest.mark.parametrize("name", RESERVED)

@@ -299,8 +299,11 @@ def test_manifest_count_mismatch_is_corruption(tmp_path):
     man["num_records"] = 7
     with open(os.path.join(url, "arrayds.json"), "w") as f:
         json.dump(man, f)
-    with pytest.raises(arrayds.CorruptionError, match="num_records=7"):
-        records.open_records(url)
+    # the shard list is checked at its first use, before any shard is opened
+    forged = records.open_records(url)
+    for use in (lambda: forged[0], lambda: forged.shards, lambda: list(forged.to_bag())):
+        with pytest.raises(arrayds.CorruptionError, match="num_records=7"):
+            use()
     assert ds.num_shards == 1
 
 
