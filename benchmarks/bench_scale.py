@@ -27,10 +27,11 @@ write does not decide it) and the mean over all writes; then, after the last wri
 the time to open, the latency of reading one element (median over random elements
 of an open handle), the bytes on disk (allocated, ``st_blocks * 512`` like ``du``,
 and apparent, ``st_size``), and the same three for the same content written at
-once (the reference of the targets). arrayds' open is also timed with its
-per-process cache of manifest segments emptied (what a new process pays). Rows "after
-compact + gc" are measured after ``arrayds.compact`` and ``arrayds gc`` keeping only
-the current version (``--no-compact`` leaves them out).
+once (the reference of the targets; its opens and reads are timed in turn with those
+of the grown dataset, so that a drifting load weighs on both alike). arrayds' open is
+also timed with its per-process cache of manifest segments emptied (what a new process
+pays). Rows "after compact + gc" are measured after ``arrayds.compact`` and ``arrayds
+gc`` keeping only the current version (``--no-compact`` leaves them out).
 
 Targets (issue 12, without compaction unless said): cost per write at 10,000 writes
 <= 1.5x its cost at 10 writes and <= zarr's; open time and read latency <= 2x those
@@ -49,7 +50,7 @@ import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -62,7 +63,7 @@ RECORDS_PER_WRITE = 20
 RECORD_BYTES = 100
 GRID = (32, 64)  # float32 per xarray step: 8 KiB
 READS = 1000  # reads timed (the median counts): single-digit-microsecond reads need many
-OPENS = 30  # opens timed (the best counts): sub-millisecond figures need many
+OPENS = 200  # opens timed (the best counts): sub-millisecond figures need many
 NO_COMPACT = "n/a (--no-compact)"
 
 
@@ -130,27 +131,40 @@ def best_of(n: int, fn: Callable[[], object]) -> float:
     return best
 
 
-def read_latency(read: Callable[[int], object], size: int, seed: int = 3) -> float:
-    """Median seconds of ``read(i)`` over READS random indices below ``size``."""
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, size, size=READS).tolist()
-    read(idx[0])  # first-touch costs (readers opened lazily) outside the timing
-    times = []
+State = tuple[float, float, tuple[int, int]]  # open s, one-element read s, disk usage
+
+
+def measure_states(
+    datasets: Sequence[tuple[Callable[[], object], str]],
+    read_fn: Callable[[object, int], object],
+    size: int,
+    seed: int = 3,
+) -> list[State]:
+    """The :data:`State` of each ``(open function, path)``: the best of OPENS opens
+    and the median of READS reads of random elements below ``size`` from an open
+    handle. The datasets take turns (one open, or one read of the same element, of
+    each in turn), so that the load of the machine drifting weighs on all alike:
+    their ratios are what the targets compare."""
+    opens = [float("inf")] * len(datasets)
+    for _ in range(OPENS):
+        for k, (open_fn, _path) in enumerate(datasets):
+            t0 = time.perf_counter()
+            open_fn()
+            opens[k] = min(opens[k], time.perf_counter() - t0)
+    handles = [open_fn() for open_fn, _path in datasets]
+    idx = np.random.default_rng(seed).integers(0, size, size=READS).tolist()
+    for h in handles:
+        read_fn(h, idx[0])  # first-touch costs (readers opened lazily) outside the timing
+    reads: list[list[float]] = [[] for _ in datasets]
     for i in idx:
-        t0 = time.perf_counter()
-        read(i)
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-
-
-def measure_state(
-    open_fn: Callable[[], object], read_fn: Callable[[object, int], object], size: int, path: str
-) -> tuple[float, float, tuple[int, int]]:
-    """(open seconds, one-element read seconds, disk usage) of the dataset at path."""
-    open_s = best_of(OPENS, open_fn)
-    handle = open_fn()
-    read_s = read_latency(lambda i: read_fn(handle, i), size)
-    return open_s, read_s, disk_usage(path)
+        for k, h in enumerate(handles):
+            t0 = time.perf_counter()
+            read_fn(h, i)
+            reads[k].append(time.perf_counter() - t0)
+    return [
+        (opens[k], statistics.median(reads[k]), disk_usage(path))
+        for k, (_open_fn, path) in enumerate(datasets)
+    ]
 
 
 def after_compact(
@@ -171,7 +185,7 @@ def after_compact(
     arrayds.compact(url)
     took = time.perf_counter() - t0
     collect_garbage(url, min_age=0, keep_versions=1)
-    return (took, *measure_state(open_fn, read_fn, size, url))
+    return (took, *measure_states([(open_fn, url)], read_fn, size)[0])
 
 
 def cold_open(open_fn: Callable[[], object]) -> float:
@@ -184,6 +198,30 @@ def cold_open(open_fn: Callable[[], object]) -> float:
         return open_fn()
 
     return best_of(OPENS, once)
+
+
+def measure(
+    ours: Run,
+    theirs: Run,
+    ours_open: Callable[[str], object],
+    theirs_open: Callable[[str], object],
+    read_fn: Callable[[object, int], object],
+    size: int,
+    paths: tuple[str, str, str, str],
+) -> None:
+    """Fills the open, read and disk figures of both sides: each library's grown
+    dataset timed in turn with the same content written at once (``paths``: ours
+    grown, ours at once, theirs grown, theirs at once), and arrayds' cold open."""
+    url, once, zpath, zonce = paths
+    (ours.open_s, ours.read_s, ours.disk), ours.once = measure_states(
+        [(lambda: ours_open(url), url), (lambda: ours_open(once), once)], read_fn, size
+    )
+    ours.cold_open_s = cold_open(lambda: ours_open(url))
+    (theirs.open_s, theirs.read_s, theirs.disk), theirs.once = measure_states(
+        [(lambda: theirs_open(zpath), zpath), (lambda: theirs_open(zonce), zonce)],
+        read_fn,
+        size,
+    )
 
 
 # ---- the three workloads
@@ -226,16 +264,11 @@ def bench_array(n: int, workdir: str, compact: bool, merge: bool | str) -> tuple
 
     check = ours_open()
     assert float(check[n - 1, 7]) == float(theirs_open()[n - 1, 7]) == rows[n - 1, 7]
-    ours.open_s, ours.read_s, ours.disk = measure_state(ours_open, read, n, url)
-    ours.cold_open_s = cold_open(ours_open)
-    theirs.open_s, theirs.read_s, theirs.disk = measure_state(theirs_open, read, n, zpath)
-
     once = os.path.join(workdir, "array-once.ads")
     arrayds.to_arrayrecord(rows, once, mode="w", chunks=(1, ROW))
-    ours.once = measure_state(lambda: ours_open(once), read, n, once)
     zonce = os.path.join(workdir, "array-once.zarr")
     zarr.create_array(zonce, shape=(n, ROW), chunks=(1, ROW), dtype="f8")[:] = rows
-    theirs.once = measure_state(lambda: theirs_open(zonce), read, n, zonce)
+    measure(ours, theirs, ours_open, theirs_open, read, n, (url, once, zpath, zonce))
     ours.compact = after_compact(url, ours_open, read, n, compact)
     return ours, theirs
 
@@ -298,19 +331,14 @@ def bench_records(n: int, workdir: str, compact: bool, merge: bool | str) -> tup
     while isinstance(zarr_item, np.ndarray):  # a 0-d object array of a numpy bytes array
         zarr_item = zarr_item.item()
     assert ours_open()[size - 3] == bytes(zarr_item) == flat[size - 3]
-    ours.open_s, ours.read_s, ours.disk = measure_state(ours_open, read, size, url)
-    ours.cold_open_s = cold_open(ours_open)
-    theirs.open_s, theirs.read_s, theirs.disk = measure_state(theirs_open, read, size, zpath)
-
     once = os.path.join(workdir, "records-once.ads")
     arrayds.to_arrayrecord(flat, once, mode="w")
-    ours.once = measure_state(lambda: ours_open(once), read, size, once)
     zonce = os.path.join(workdir, "records-once.zarr")
     zo = zarr.create_array(
         zonce, shape=(size,), chunks=(RECORDS_PER_WRITE,), dtype=VariableLengthBytes()
     )
     zo[:] = np.array(flat, dtype=object)
-    theirs.once = measure_state(lambda: theirs_open(zonce), read, size, zonce)
+    measure(ours, theirs, ours_open, theirs_open, read, size, (url, once, zpath, zonce))
     ours.compact = after_compact(url, ours_open, read, size, compact)
     return ours, theirs
 
@@ -368,17 +396,12 @@ def bench_xarray(n: int, workdir: str, compact: bool, merge: bool | str) -> tupl
 
     last = steps[n - 1]["t2m"].values[0, 5, 9]
     assert float(read(ours_open(), n - 1)) == float(read(theirs_open(), n - 1)) == last
-    ours.open_s, ours.read_s, ours.disk = measure_state(ours_open, read, n, url)
-    ours.cold_open_s = cold_open(ours_open)
-    theirs.open_s, theirs.read_s, theirs.disk = measure_state(theirs_open, read, n, zpath)
-
     whole = xr.concat(steps, dim="time").chunk({"time": 1})
     once = os.path.join(workdir, "xr-once.ads")
     whole.arrayds.to_arrayrecord(once, mode="w")
-    ours.once = measure_state(lambda: ours_open(once), read, n, once)
     zonce = os.path.join(workdir, "xr-once.zarr")
     whole.to_zarr(zonce, mode="w", zarr_format=3, consolidated=False)
-    theirs.once = measure_state(lambda: theirs_open(zonce), read, n, zonce)
+    measure(ours, theirs, ours_open, theirs_open, read, n, (url, once, zpath, zonce))
     ours.compact = after_compact(url, ours_open, read, n, compact)
     return ours, theirs
 
