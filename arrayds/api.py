@@ -134,18 +134,19 @@ def to_arrayrecord(
 
 def _merge_appended(store: Any, node: str, out: Any) -> Any:
     """The tiered merge after an append (``compact="tiered"``) of the node the write
-    returned (an array or records dataset: from the manifest it committed) or of the
-    nodes below ``node`` (an xarray dataset or tree: one walk); returns the written
-    node as it is after the merge."""
+    returned (an array, ragged array or records dataset: from the manifest it
+    committed) or of the nodes below ``node`` (an xarray dataset or tree: one walk);
+    returns the written node as it is after the merge."""
     from .array import Array
     from .errors import CommitConflictError
+    from .ragged import RaggedArray
     from .records import RecordsDataset
     from .tools.compact import compact as compact_nodes
     from .tools.compact import may_merge, merge_appended
 
-    if isinstance(out, Array):
+    if isinstance(out, (Array, RaggedArray)):
         merged = merge_appended(store, node, out.manifest)
-        return out if merged is None else Array(store, node, merged)
+        return out if merged is None else type(out)(store, node, merged)
     if isinstance(out, RecordsDataset):
         merged = merge_appended(store, node, out._manifest)
         return out if merged is None else RecordsDataset._from_parsed(store, node, merged)

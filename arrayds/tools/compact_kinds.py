@@ -641,16 +641,30 @@ def _records_tail_sizes(m: RecordsManifest) -> list[int]:
     return [s.data_bytes or s.file_size for s in m.shards]
 
 
+UNWEIGHED = 1 << 62
+"""The size :func:`entry_sizes` gives an entry whose bytes its manifest does not
+record: larger than any merge limit, so the tiered merge leaves it (compaction weighs
+it by its file)."""
+
+
+def _ragged_tail_sizes(m: RaggedManifest) -> list[int]:
+    # a ragged shard records only its stored bytes (pieces compress alike, so their
+    # ratios are those of the payloads)
+    return [UNWEIGHED if s.bytes is None else s.bytes for s in m.shards]
+
+
 _TAIL_SIZES: dict[str, Callable[[Any], list[int]]] = {
     "array": _array_tail_sizes,
     "records": _records_tail_sizes,
+    "ragged": _ragged_tail_sizes,
 }
 
 
 def entry_sizes(manifest: Any) -> list[int] | None:
-    """The payload of each entry of a parsed manifest's shard list, in bytes before
-    compression (what the tiered merge of appended shards weighs), or ``None`` for a
-    kind whose shards are not merged by tiers (ragged arrays: compaction only).
+    """The payload of each entry of a parsed manifest's shard list in bytes (what the
+    tiered merge of appended shards weighs: before compression for arrays and records,
+    as stored for ragged arrays, whose manifests record no other size), or ``None``
+    for a kind without shards to merge by tiers.
 
     >>> from arrayds.manifest import ArrayManifest, ShardEntry
     >>> m = ArrayManifest.new((4,), "f8", ((2, 2),)).with_(shards=[
@@ -682,40 +696,46 @@ def compact_tail(
     write_id: str,
     written: list[str],
 ) -> Rewrite:
-    """Rewrite only the last ``n`` entries of the shard list of an array or records
-    manifest (their files whole, :func:`whole_files`) into new shards, as
-    :func:`compact_array` / :func:`compact_records` rewrite a whole node; the entries
-    before them stay as they are. The new entries take the place of the old ones at
-    the end of the list, so what every read selects is unchanged: an array's newer
-    entries still hide the older ones, and a records dataset keeps its order."""
+    """Rewrite only the last ``n`` entries of the shard list of an array, records or
+    ragged manifest (their files whole, :func:`whole_files`) into new shards, as
+    :func:`compact_array` / :func:`compact_records` / :func:`compact_ragged` rewrite
+    a whole node; the entries before them stay as they are. The new entries take the
+    place of the old ones at the end of the list, so what every read selects is
+    unchanged: an array's newer entries still hide the older ones, a records dataset
+    and a ragged array keep their order (a ragged array's new entries start at the
+    first item of the old ones)."""
     entries = list(manifest.shards)
-    keep = entries[: len(entries) - n]
-    if manifest.kind == "array":
-        rw = compact_array(
-            store,
-            node,
-            manifest.with_(shards=entries[len(keep) :]),
-            shard_size=shard_size,
-            write_id=write_id,
-            written=written,
-        )
-    elif manifest.kind == "records":
-        rw = compact_records(
-            store,
-            node,
-            replace(manifest, shards=entries[len(keep) :]),
-            shard_size=shard_size,
-            write_id=write_id,
-            written=written,
-        )
-    else:
+    keep, tail = entries[: len(entries) - n], entries[len(entries) - n :]
+    rewrite = _TAIL_REWRITES.get(manifest.kind)
+    if rewrite is None:
         raise ValueError(f"no tiered merging for {manifest.kind} nodes")
-    rw.manifest = (
-        manifest.with_(shards=[*keep, *rw.manifest.shards])
-        if manifest.kind == "array"
-        else replace(manifest, shards=[*keep, *rw.manifest.shards])
+    rw = rewrite(
+        store,
+        node,
+        _with_shards(manifest, tail),
+        shard_size=shard_size,
+        write_id=write_id,
+        written=written,
     )
+    new = list(rw.manifest.shards)
+    if manifest.kind == "ragged" and tail:
+        new = [e.shifted(tail[0].start) for e in new]
+    rw.manifest = _with_shards(manifest, [*keep, *new])
     return rw
+
+
+def _with_shards(manifest: Any, shards: list[Any]) -> Any:
+    """A parsed manifest with another shard list."""
+    if isinstance(manifest, ArrayManifest):
+        return manifest.with_(shards=shards)
+    return replace(manifest, shards=shards)
+
+
+_TAIL_REWRITES: dict[str, Callable[..., Rewrite]] = {
+    "array": compact_array,
+    "records": compact_records,
+    "ragged": compact_ragged,
+}
 
 
 # ------------------------------------------------------------------ dispatch

@@ -4,9 +4,9 @@ issue 12): the rule, and real appends on local, memory:// and S3 stores.
 * the rule (:func:`tail_to_merge`): equal appends merge as a base-8 counter; with
   appends of random or growing sizes every byte is copied at most
   ``log_2(total / smallest)`` times and the newest end stays short;
-* arrays (``Array.append``, ``to_arrayrecord(mode="a")``), records and xarray
-  datasets appended to in a loop hold a few dozen files and read exactly what was
-  written; region writes between appends keep their precedence; every retained
+* arrays (``Array.append``, ``to_arrayrecord(mode="a")``), records, ragged arrays
+  and xarray datasets appended to in a loop hold a few dozen files and read exactly
+  what was written; region writes between appends keep their precedence; every retained
   version reads back as it was; ``verify`` passes; gc keeps the merged-away shards
   while a version names them;
 * a merge whose node another writer committed to meanwhile is dropped, nothing of it
@@ -136,6 +136,51 @@ def test_records_appends_merge_in_order(where):
     assert ds.data_source()[:] == [r for b in batches for r in b]
     assert ds.num_shards < 3 * MERGE_FACTOR
     assert verify(where.url, storage_options=where.so, progress=False).ok
+
+
+def test_ragged_appends_merge_in_order(where):
+    rng = np.random.default_rng(5)
+    clips = [rng.standard_normal((2, 40 + i % 7)).astype("f4") for i in range(3 * 120)]
+    for i in range(120):
+        out = arrayds.to_arrayrecord(
+            clips[3 * i : 3 * i + 3],
+            where.url,
+            mode="a" if i else "w",
+            piece_len=16,
+            storage_options=where.so,
+        )
+    ra = arrayds.open_ragged(where.url, storage_options=where.so)
+    assert out.nshards == ra.nshards < 3 * MERGE_FACTOR  # the handle the write returned
+    assert len(ra) == len(clips)
+    shards = ra.manifest.shards
+    assert [s.start for s in shards[1:]] == [s.stop for s in shards[:-1]]
+    for k in (0, 1, 200, len(clips) - 1):
+        np.testing.assert_array_equal(ra[k], clips[k])
+        np.testing.assert_array_equal(ra[k, 1, 5:30], clips[k][1, 5:30])  # across pieces
+    assert verify(where.url, storage_options=where.so, progress=False).ok
+    # the versions before a merge still read their items from the merged-away shards
+    store = get_store(where.url, where.so)
+    versions = commit.versions(store, "")
+    assert len(versions) > 120
+    for v in versions[1 :: max(1, len(versions) // 8)]:
+        old = arrayds.open_ragged(where.url, version=v.generation, storage_options=where.so)
+        for k in (0, len(old) - 1):
+            np.testing.assert_array_equal(old[k], clips[k])
+
+
+def test_ragged_shards_of_unrecorded_size_are_left_to_compaction(tmp_path):
+    from dataclasses import replace
+
+    from arrayds.tools.compact_kinds import UNWEIGHED, entry_sizes
+
+    url = str(tmp_path / "clips")
+    for i in range(MERGE_FACTOR):
+        arrayds.to_arrayrecord([np.ones(3 + i, "f4")], url, mode="a" if i else "w", compact=False)
+    m = arrayds.open_ragged(url).manifest
+    assert tail_to_merge(entry_sizes(m), LIMIT) == MERGE_FACTOR
+    unknown = replace(m, shards=[replace(s, bytes=None) for s in m.shards])
+    assert entry_sizes(unknown) == [UNWEIGHED] * MERGE_FACTOR
+    assert tail_to_merge(entry_sizes(unknown), LIMIT) == 0
 
 
 def test_dask_array_appends_merge(tmp_path):
