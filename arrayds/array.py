@@ -33,6 +33,7 @@ which that shard's entries come last (they override older ones).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import html
 import itertools
@@ -810,11 +811,12 @@ class Array(Node):
         ``data`` must match the array's shape on every other axis and have a dtype
         that casts to the array's (same kind). A partly filled last chunk along
         ``axis`` is completed first (read, extended, rewritten), then new chunks of
-        the nominal chunk length follow. One new shard, one commit. ``compact``: what
-        follows the commit, as for :func:`arrayds.to_arrayrecord`: ``"tiered"`` merges
-        the newest small shards where they fill a tier (one more commit, about one
-        append in eight), ``True`` compacts the array once it holds 64 small files,
-        ``False`` neither.
+        the nominal chunk length follow. One new shard, one commit. ``compact``: as for
+        :func:`arrayds.to_arrayrecord`: ``"tiered"`` merges the newest small shards,
+        the new one among them, where they fill a tier (about one append in eight),
+        in the append's own commit (:func:`arrayds.tools.compact.commit_merged`: one
+        version either way); ``True`` compacts the array once it holds 64 small files
+        (after the commit); ``False`` neither.
 
         >>> import arrayds, numpy as np
         >>> a = arrayds.open_array("memory://doc-append", mode="w", shape=(0, 2),
@@ -829,33 +831,27 @@ class Array(Node):
         check_compact(compact, self._what)
         self._check_writable()
         with self._lock:
-            shape = self._append_locked(data, axis)
-            self._compact_after(compact)
+            shape = self._append_locked(data, axis, tiered=compact == "tiered")
+            if compact is True:
+                self._compact_small_files()
             return shape
 
-    def _compact_after(self, compact: bool | str) -> None:
-        """The ``compact=`` step after a commit of this handle (see :meth:`append`)."""
+    def _compact_small_files(self) -> None:
+        """``compact=True`` after an append: compact the array once it holds
+        :data:`arrayds.tools.compact.AUTO_COMPACT_FILES` small files."""
         from .tools import compact as compaction
 
-        if compact == "tiered":
-            merged = compaction.merge_appended(self._store, self._node, self._m)
-        elif compact is True:
-            report = compaction.compact(
-                self._store.url,
-                self._node or None,
-                storage_options=self._store.storage_options or None,
-                min_small_files=compaction.AUTO_COMPACT_FILES,
-            )
-            merged = None
-            if report.compacted:
-                now = commit.read(self._store, self._node)
-                merged = kinds.get("array").parse(now.raw, self._what)
-        else:
-            merged = None
-        if merged is not None:
-            self._m = merged
+        report = compaction.compact(
+            self._store.url,
+            self._node or None,
+            storage_options=self._store.storage_options or None,
+            min_small_files=compaction.AUTO_COMPACT_FILES,
+        )
+        if report.compacted:
+            now = commit.read(self._store, self._node)
+            self._m = kinds.get("array").parse(now.raw, self._what)
 
-    def _append_locked(self, data: Any, axis: int) -> tuple[int, ...]:
+    def _append_locked(self, data: Any, axis: int, *, tiered: bool = False) -> tuple[int, ...]:
         m = self._m
         ndim = m.ndim
         if ndim == 0:
@@ -932,8 +928,9 @@ class Array(Node):
             )
             entries.append(ShardEntry(relpath, start, stop, 0, nbytes))
         written = [e.path for e in entries]
-        shards = stack_entries(m.shards, entries, m.grid.grid_shape)
-        self._commit(new_m.with_(shards=shards), write_id, written, entries)
+        new_m = new_m.with_(shards=stack_entries(m.shards, entries, m.grid.grid_shape))
+        if not (tiered and entries and self._commit_merged(new_m, write_id, written)):
+            self._commit(new_m, write_id, written, entries)
         return self.shape
 
     # -- commits
@@ -950,7 +947,6 @@ class Array(Node):
         removed: nothing becomes visible). ``added``: the entries ``new`` appends to
         the snapshot's (all of them kept): the commit then writes only those."""
         snap = self._m
-        what = self._what
         change: Any
         if added is not None and len(new.shards) == len(snap.shards) + len(added):
             change = commit.Extend(new.header_json(), [e.to_json() for e in added])
@@ -958,14 +954,8 @@ class Array(Node):
             change = new.to_json()
 
         def check(base: commit.NodeVersion) -> None:
-            if not base.exists:
-                raise CommitConflictError(f"{what} was removed while this handle was writing")
             if base.stamp != (snap.generation, snap.commit or ""):
-                raise CommitConflictError(
-                    f"{what}: another writer committed generation {base.generation} after "
-                    f"this handle read generation {snap.generation}; reopen and retry "
-                    f"(nothing of this write is visible)"
-                )
+                raise CommitConflictError(self._moved_on(base))
 
         raw = commit.commit(
             self._store,
@@ -975,9 +965,47 @@ class Array(Node):
             check=check,
             written=written,
             parents=False,
-            what=what,
+            what=self._what,
         )
         self._m = new.with_(generation=raw["generation"], commit=write_id, _table=new._table)
+
+    def _commit_merged(self, new: ArrayManifest, write_id: str, written: Sequence[str]) -> bool:
+        """Commit ``new`` with the tiered merge folded in (:func:`arrayds.tools.compact.
+        commit_merged`: the newest small shards, the ``written`` one among them, merged
+        into one shard; one commit), if they fill a tier; ``False`` (nothing done) if
+        they do not. The same conflict as :meth:`_commit`, ``written`` removed."""
+        from .tools.compact import commit_merged
+
+        snap = self._m
+        try:
+            merged = commit_merged(
+                self._store,
+                self._node,
+                new,
+                stamp=(snap.generation, snap.commit or ""),
+                write_id=write_id,
+                conflict=self._moved_on,
+                appended=written,
+            )
+        except BaseException:
+            with contextlib.suppress(Exception):  # best effort: leftovers are orphans (gc)
+                self._store.delete([join_component(self._node, p) for p in written])
+            raise
+        if merged is None:
+            return False
+        self._m = merged
+        return True
+
+    def _moved_on(self, base: commit.NodeVersion) -> str:
+        """The conflict of a commit of this handle that finds ``base`` instead of the
+        node it read."""
+        if not base.exists:
+            return f"{self._what} was removed while this handle was writing"
+        return (
+            f"{self._what}: another writer committed generation {base.generation} after "
+            f"this handle read generation {self._m.generation}; reopen and retry "
+            f"(nothing of this write is visible)"
+        )
 
     def _commit_attrs(self, attrs: dict[str, Any]) -> None:
         self._check_writable()

@@ -68,6 +68,7 @@ __all__ = [
     "compact_ragged",
     "compact_records",
     "fragmentation",
+    "commit_merged",
     "may_merge",
     "merge_appended",
     "parse_shard_size",
@@ -323,7 +324,9 @@ def merge_appended(store: Store, node: str, manifest: Any, *, shard_size: Any = 
     for byte) and commit, provided the node is still as ``manifest`` (the parsed
     manifest the append committed) says. Returns the committed manifest (parsed), or
     ``None`` if no tier is full or another writer committed meanwhile (the merge is
-    then left to a later append; nothing of it is visible).
+    then left to a later append; nothing of it is visible). An append that knows its
+    manifest before it commits folds the merge into its commit instead
+    (:func:`commit_merged`).
 
     >>> import arrayds, numpy as np
     >>> a = arrayds.open_array("memory://doc-merge", mode="w", shape=(0,), dtype="i4",
@@ -338,6 +341,57 @@ def merge_appended(store: Store, node: str, manifest: Any, *, shard_size: Any = 
     >>> arrayds.open_array("memory://doc-merge")[:].tolist()
     [0, 1, 2, 3, 4, 5, 6, 7]
     """
+    what = f"{kinds.get(manifest.kind).a()} {store.display(node)!r}"
+    try:
+        return commit_merged(
+            store,
+            node,
+            manifest,
+            stamp=(manifest.generation, manifest.commit or ""),
+            write_id=new_write_id(),
+            conflict=lambda now: f"{what}: committed to since",
+            shard_size=shard_size,
+        )
+    except CommitConflictError:
+        return None
+
+
+def commit_merged(
+    store: Store,
+    node: str,
+    manifest: Any,
+    *,
+    stamp: tuple[int, str],
+    write_id: str,
+    conflict: Callable[[commit.NodeVersion], str],
+    appended: Sequence[str] = (),
+    shard_size: Any = None,
+) -> Any | None:
+    """Commit ``manifest`` (parsed) of ``node`` with its newest small shards merged
+    into one, if they fill a tier (:func:`tail_to_merge`); ``None`` (nothing written)
+    if they do not. The one mechanism of the tiered merge: after an append committed
+    (:func:`merge_appended`: ``manifest`` as committed), or folded into the append's
+    own commit (``manifest``: what the append would commit; ``appended``: the shard
+    files it wrote, relative to the node, which the merge copies and which no version
+    then names: they are removed once the commit landed, and a crash before that
+    leaves them to ``arrayds gc``). One commit either way, as ``write_id``, and only if
+    the node is still at ``stamp`` (generation, commit id): else
+    :class:`CommitConflictError` with the message ``conflict(now)``, the merged shard
+    removed and ``appended`` left to the caller. Returns the committed manifest
+    (parsed).
+
+    >>> import arrayds, numpy as np
+    >>> from arrayds.store import new_write_id
+    >>> a = arrayds.open_array("memory://doc-merged", mode="w", shape=(0,), dtype="i4",
+    ...                        chunks=1)
+    >>> for i in range(8):
+    ...     _ = a.append(np.array([i], "i4"), compact=False)
+    >>> m = a.manifest
+    >>> merged = commit_merged(a._store, "", m, stamp=(m.generation, m.commit),
+    ...                        write_id=new_write_id(), conflict=str)
+    >>> len(merged.shards), arrayds.open_array("memory://doc-merged")[:].tolist()
+    (1, [0, 1, 2, 3, 4, 5, 6, 7])
+    """
     sizes = entry_sizes(manifest)
     size = parse_shard_size(shard_size)
     n = tail_to_merge(sizes, size // 2) if sizes else 0
@@ -345,16 +399,32 @@ def merge_appended(store: Store, node: str, manifest: Any, *, shard_size: Any = 
         return None
     kind = kinds.get(manifest.kind)
     what = f"{kind.a()} {store.display(node)!r}"
-    write_id = new_write_id()
-    rw = _rewrite(store, node, kind, manifest, size, write_id, tail=n)
-    stamp = (manifest.generation, manifest.commit or "")
-    try:
-        raw = _commit_rewrite(
-            store, node, rw, write_id, stamp, what, lambda now: f"{what}: committed to since"
-        )
-    except CommitConflictError:
-        return None
+    # the merged shard's own name: an append's files are named after its write id
+    rw = _rewrite(store, node, kind, manifest, size, new_write_id(), tail=n)
+    raw = _commit_rewrite(store, node, rw, write_id, stamp, what, conflict)
+    gone = _merged_away(manifest.shards, n, appended)
+    if gone:
+        try:
+            store.delete([join_component(node, p) for p in gone])
+        except Exception:  # noqa: BLE001 - best effort: leftovers are orphans (gc)
+            pass
     return kind.parse(raw, what)
+
+
+def _merged_away(entries: Sequence[Any], n: int, appended: Sequence[str]) -> list[str]:
+    """The files of ``appended`` (named by the last entries of ``entries`` only) that
+    no entry names once the last ``n`` entries are merged: those whose entries all lie
+    in the merged tail."""
+    if not appended:
+        return []
+    named = set(appended)
+    cut = len(entries) - n
+    tail = {e.path for e in entries[cut:]}
+    kept = set()
+    while cut > 0 and entries[cut - 1].path in named:  # the appended entries left whole
+        cut -= 1
+        kept.add(entries[cut].path)
+    return [p for p in appended if p in tail and p not in kept]
 
 
 def _commit_rewrite(

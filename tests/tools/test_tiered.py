@@ -10,7 +10,9 @@ issue 12): the rule, and real appends on local, memory:// and S3 stores.
   version reads back as it was; ``verify`` passes; gc keeps the merged-away shards
   while a version names them;
 * a merge whose node another writer committed to meanwhile is dropped, nothing of it
-  left; ``compact=False`` merges nothing; bad ``compact`` values are errors.
+  left; an append that fills a tier merges in its own commit (one version), and a
+  stale handle's such append conflicts and leaves no file; ``compact=False`` merges
+  nothing; bad ``compact`` values are errors.
 """
 
 from __future__ import annotations
@@ -22,9 +24,17 @@ import numpy as np
 import pytest
 
 import arrayds
+from arrayds.errors import CommitConflictError
+from arrayds.manifest import ShardEntry
 from arrayds.nodes import commit
 from arrayds.storage import get_store
-from arrayds.tools.compact import MAX_TAIL, MERGE_FACTOR, merge_appended, tail_to_merge
+from arrayds.tools.compact import (
+    MAX_TAIL,
+    MERGE_FACTOR,
+    _merged_away,
+    merge_appended,
+    tail_to_merge,
+)
 from arrayds.tools.gc import collect_garbage
 from arrayds.tools.verify import verify
 
@@ -102,7 +112,8 @@ def test_array_appends_merge_and_read_back(where):
     # every version reads back as it was, including those the merges replaced
     store = get_store(where.url, where.so)
     versions = commit.versions(store, "")
-    assert len(versions) > 300 + 300 // MERGE_FACTOR  # the merges are commits too
+    # one commit each: the creation, 300 appends (merges folded in) and the region write
+    assert len(versions) == 1 + 300 + 1
     for v in [*versions[:: max(1, len(versions) // 12)], versions[-1]]:
         old = arrayds.open_array(where.url, version=v.generation, storage_options=where.so)
         n = old.shape[0]
@@ -115,14 +126,17 @@ def test_merged_away_shards_stay_while_a_version_names_them(tmp_path):
     a = arrayds.open_array(url, mode="w", shape=(0,), dtype="f8", chunks=1)
     for i in range(MERGE_FACTOR):
         a.append(np.array([float(i)]))
-    assert a.nshards == 1  # the eighth append merged all eight
+    assert a.nshards == 1  # the eighth append merged all eight, in its own commit
+    assert a.manifest.generation == 1 + MERGE_FACTOR
     on_disk = set(os.listdir(os.path.join(url, "c")))
-    assert len(on_disk) == MERGE_FACTOR + 1
+    # seven appends' files (their versions name them) and the merged one; the eighth
+    # append's own file is named by no version and went once the commit landed
+    assert len(on_disk) == MERGE_FACTOR
     collect_garbage(url, min_age=0)  # the versions of before the merge are retained
     assert set(os.listdir(os.path.join(url, "c"))) == on_disk
-    old = arrayds.open_array(url, version=MERGE_FACTOR + 1)  # the eighth append's commit
-    assert old.nshards == MERGE_FACTOR
-    np.testing.assert_array_equal(old[:], np.arange(MERGE_FACTOR, dtype="f8"))
+    old = arrayds.open_array(url, version=MERGE_FACTOR)  # the seventh append's commit
+    assert old.nshards == MERGE_FACTOR - 1
+    np.testing.assert_array_equal(old[:], np.arange(MERGE_FACTOR - 1, dtype="f8"))
     collect_garbage(url, min_age=0, keep_versions=1)
     assert len(os.listdir(os.path.join(url, "c"))) == 1
     np.testing.assert_array_equal(arrayds.open_array(url)[:], np.arange(MERGE_FACTOR, dtype="f8"))
@@ -229,6 +243,36 @@ def test_a_merge_after_another_commit_is_dropped(tmp_path):
     assert merge_appended(a._store, "", stale) is None  # the node moved on
     assert set(os.listdir(os.path.join(url, "c"))) == before  # its shard removed
     np.testing.assert_array_equal(arrayds.open_array(url)[:], [*range(MERGE_FACTOR), 99])
+
+
+def test_a_stale_handle_s_folded_merge_conflicts_and_leaves_nothing(tmp_path):
+    url = str(tmp_path / "a")
+    a = arrayds.open_array(url, mode="w", shape=(0,), dtype="i2", chunks=1)
+    for i in range(MERGE_FACTOR - 1):
+        a.append(np.array([i], "i2"))
+    stale = arrayds.open_array(url, mode="a")
+    a.append(np.array([MERGE_FACTOR - 1], "i2"))  # fills the tier: merged, one commit
+    assert a.nshards == 1
+    before = set(os.listdir(os.path.join(url, "c")))
+    # the stale handle's append would fill a tier too: its merge is folded into a
+    # commit that finds the node moved on
+    with pytest.raises(CommitConflictError, match="another writer committed generation"):
+        stale.append(np.array([99], "i2"))
+    assert set(os.listdir(os.path.join(url, "c"))) == before  # neither merged nor small
+    fresh = arrayds.open_array(url)
+    np.testing.assert_array_equal(fresh[:], np.arange(MERGE_FACTOR))
+    assert fresh.manifest.generation == 1 + MERGE_FACTOR
+
+
+def test_merged_away_files_are_those_wholly_in_the_merged_tail():
+    def entries(*paths):
+        return [ShardEntry(p, (i,), (i + 1,)) for i, p in enumerate(paths)]
+
+    shards = entries("a", "b", "c", "c")  # the append wrote "c" as two entries
+    assert _merged_away(shards, 1, ["c"]) == []  # one entry of "c" left unmerged
+    assert _merged_away(shards, 2, ["c"]) == ["c"]
+    assert _merged_away(shards, 4, ["c"]) == ["c"]
+    assert _merged_away(shards, 4, []) == []  # after a commit: no file of its own
 
 
 def test_compact_false_merges_nothing(tmp_path):
