@@ -182,6 +182,8 @@ def chunk_map(m: Any, *, size: float = 240, cells: int = MAX_CELLS, dims: Any = 
     >>> svg.count("<line"), "20 × 20 chunks" in svg
     (102, True)
     """
+    if not size > 0 or not isinstance(cells, int) or cells < 1:
+        raise ValueError(f"chunk_map: size must be > 0 and cells an int >= 1, got {size}, {cells}")
     grid = m.grid
     if m.ndim == 0:
         return "<div><i>a scalar: one chunk</i></div>"
@@ -340,6 +342,8 @@ def shard_bar(counts: Sequence[int], what: str, *, width: float = 420) -> str:
     3
     """
     c = np.asarray(counts, dtype=np.float64)
+    if c.ndim != 1 or (c < 0).any() or not width > 0:
+        raise ValueError("shard_bar: counts must be non-negative numbers and width > 0")
     if c.size == 0:
         return "<div><i>no shards</i></div>"
     k = max(1, math.ceil(c.size / MAX_BAR_SEGMENTS))
@@ -380,10 +384,16 @@ def shard_bar(counts: Sequence[int], what: str, *, width: float = 420) -> str:
 # ------------------------------------------------------------------ the kinds
 
 
+def _stored(sizes: Any) -> int | None:
+    """The sum of recorded shard sizes, ``None`` if one is not recorded."""
+    sizes = list(sizes)
+    return None if None in sizes else sum(sizes)
+
+
 def _array_rows(store: Store, node: str, m: Any) -> list[tuple[str, str]]:
     written = m.table.covered_count(m.grid.grid_shape)
     sizes = {e.path: e.bytes for e in m.shards}
-    stored = None if None in sizes.values() else sum(v or 0 for v in sizes.values())
+    stored = _stored(sizes.values())
     logical = math.prod(m.shape) * m.dtype.itemsize
     regular = all(
         len(ax.runs) <= 1
@@ -427,8 +437,7 @@ def _records_rows(m: Any) -> list[tuple[str, str]]:
 
 
 def _ragged_rows(m: Any) -> list[tuple[str, str]]:
-    sizes = [s.bytes for s in m.shards]
-    stored = None if None in sizes else sum(sizes)
+    stored = _stored(s.bytes for s in m.shards)
     rows = [
         ("Items", str(m.count)),
         ("Dtype", str(m.dtype)),
@@ -491,7 +500,9 @@ def node_html(
     >>> "<script>" in page, "x&lt;script&gt;" in page
     (False, True)
     """
-    kind = getattr(m, "kind", "node")
+    kind = getattr(m, "kind", None)
+    if not isinstance(kind, str):
+        raise TypeError(f"node_html: expected a parsed node manifest, got {type(m).__name__}")
     rows, picture = _body(store, node, m)
     rows = list(rows)
     kept = kept_versions(store, node)
@@ -515,8 +526,7 @@ def _summary(m: Any) -> str:
     if kind == "array":
         dims = f" ({', '.join(m.dims)})" if m.dims else ""
         written = m.table.covered_count(m.grid.grid_shape)
-        sizes = {e.path: e.bytes for e in m.shards}
-        stored = None if None in sizes.values() else sum(v or 0 for v in sizes.values())
+        stored = _stored({e.path: e.bytes for e in m.shards}.values())
         return (
             f"array {m.shape}{dims} {m.dtype} · {written}/{m.grid.nchunks} chunks written · "
             f"{m.compression} · {_bytes(stored)} · gen {m.generation}"
@@ -528,8 +538,7 @@ def _summary(m: Any) -> str:
             f"{_bytes(stored)} · gen {m.generation}"
         )
     if kind == "ragged":
-        sizes = [s.bytes for s in m.shards]
-        stored = None if None in sizes else sum(sizes)
+        stored = _stored(s.bytes for s in m.shards)
         return (
             f"ragged · {m.count} items · {m.dtype} ndim {m.ndim} · {m.compression} · "
             f"{_bytes(stored)} · gen {m.generation}"
