@@ -21,12 +21,13 @@ from arrayds import ragged, records
 EVIL = "<script>alert(1)</script>"
 
 
-def make_dataset(root: str) -> dict[str, Any]:
+def make_dataset(root: str, evil: bool = True) -> dict[str, Any]:
     """A group with a 2-d, a 4-d and an irregular array (partly written), records and
-    a ragged array; returns the opened handles by name."""
+    a ragged array; returns the opened handles by name. ``evil``: the group and the 4-d
+    array have an attribute named like a script."""
     url = os.path.join(root, "ds")
     g = arrayds.open(url, mode="w")
-    g.attrs.update({"title": "demo", EVIL: 1})
+    g.attrs.update({"title": "demo", **({EVIL: 1} if evil else {})})
     t = g.create_array(
         "temperature",
         shape=(720, 1440),
@@ -47,7 +48,7 @@ def make_dataset(root: str) -> dict[str, Any]:
         dtype="f8",
         chunks=(2, 5, 10, 10),
         dims=["t", "z", "y", "x"],
-        attrs={EVIL: "x"},
+        attrs={EVIL: "x"} if evil else {"units": "m/s"},
     )
     cube[0, :, :20, :] = 3
     recs = records.write_records(
@@ -87,10 +88,10 @@ def screenshot(html_file: Path, png: Path, size: str = "1000,800") -> None:
 
 def main(out: str) -> None:
     with tempfile.TemporaryDirectory() as d:
-        h = make_dataset("memory://arrayds-guide")
+        h = make_dataset("memory://arrayds-guide", evil=False)
         f = Path(d) / "repr.html"
-        f.write_text(page([h["temperature"], h["group"]]), encoding="utf8")
-        screenshot(f, Path(out).resolve(), "820,640")
+        f.write_text(page([h["temperature"], h["records"], h["group"]]), encoding="utf8")
+        screenshot(f, Path(out).resolve(), "820,830")
 
 
 if __name__ == "__main__":
