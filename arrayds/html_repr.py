@@ -146,16 +146,27 @@ def _written(m: Any, edges: list[np.ndarray]) -> tuple[np.ndarray, bool]:
             cover = cover * w.reshape([-1 if j == d else 1 for j in range(len(bounds))])
             cover = np.add.reduceat(cover, np.searchsorted(b, edges[d][:-1]), axis=d)
         return cover, True
-    count = np.zeros(shape)
-    for a in range(0, len(table), 4096):
-        s, t = starts[a : a + 4096], stops[a : a + 4096]
-        part = np.ones((len(s),) + (1,) * len(edges))
-        for d, e in enumerate(edges):
-            ov = np.minimum(t[:, d : d + 1], e[1:]) - np.maximum(s[:, d : d + 1], e[:-1])
-            ov = np.clip(ov, 0, None).astype(np.float64)
-            part = part * ov.reshape([len(s)] + [-1 if j == d else 1 for j in range(len(edges))])
-        count += part.sum(axis=0)
-    return count, False
+    many = [d for d, n in enumerate(shape) if n > 1]  # the axes drawn: two at most
+    count = np.zeros([shape[d] for d in many])
+    for a in range(0, len(table), 1 << 14):
+        s, t = starts[a : a + (1 << 14)], stops[a : a + (1 << 14)]
+        ov = [
+            np.clip(
+                np.minimum(t[:, d : d + 1], e[1:]) - np.maximum(s[:, d : d + 1], e[:-1]), 0, None
+            ).astype(np.float64)
+            for d, e in enumerate(edges)
+        ]
+        weight = np.ones(len(s))
+        for d, n in enumerate(shape):
+            if n == 1:
+                weight = weight * ov[d][:, 0]
+        if len(many) == 2:
+            count += (ov[many[0]] * weight[:, None]).T @ ov[many[1]]
+        elif many:
+            count += (ov[many[0]] * weight[:, None]).sum(axis=0)
+        else:
+            count += weight.sum()
+    return count.reshape(shape), False
 
 
 def _px(grid_axis: Any, chunk_edges: np.ndarray, size: float) -> np.ndarray:
@@ -390,7 +401,7 @@ def _stored(sizes: Any) -> int | None:
     return None if None in sizes else sum(sizes)
 
 
-def _array_rows(store: Store, node: str, m: Any) -> list[tuple[str, str]]:
+def _array_rows(m: Any) -> list[tuple[str, str]]:
     written = m.table.covered_count(m.grid.grid_shape)
     sizes = {e.path: e.bytes for e in m.shards}
     stored = _stored(sizes.values())
@@ -455,12 +466,12 @@ def _ragged_rows(m: Any) -> list[tuple[str, str]]:
     return rows
 
 
-def _body(store: Store, node: str, m: Any, small: bool = False) -> tuple[list[Any], str]:
+def _body(m: Any, small: bool = False) -> tuple[list[Any], str]:
     """(table rows, picture) of one node by its kind."""
     kind = getattr(m, "kind", None)
     if kind == "array":
         size, cells = (160, 16) if small else (240, MAX_CELLS)
-        return _array_rows(store, node, m), chunk_map(m, size=size, cells=cells, dims=m.dims)
+        return _array_rows(m), chunk_map(m, size=size, cells=cells, dims=m.dims)
     if kind == "records":
         return _records_rows(m), shard_bar([s.num_records for s in m.shards], "records")
     if kind == "ragged":
@@ -503,7 +514,7 @@ def node_html(
     kind = getattr(m, "kind", None)
     if not isinstance(kind, str):
         raise TypeError(f"node_html: expected a parsed node manifest, got {type(m).__name__}")
-    rows, picture = _body(store, node, m)
+    rows, picture = _body(m)
     rows = list(rows)
     kept = kept_versions(store, node)
     rows.append(("Versions kept", str(kept)))
@@ -601,7 +612,7 @@ def _tree_node(
             f"<details{opened}><summary><b>{_e(name)}</b> group · gen {m.generation}"
             f"{_e(attrs)}</summary>{inner}</details>"
         )
-    rows, picture = _body(store, node, m, small=True)
+    rows, picture = _body(m, small=True)
     return (
         f"<details><summary><b>{_e(name)}</b> {_e(_summary(m))}</summary>"
         f"<table><tr><td style='vertical-align:top'>{_table(rows)}</td>"
