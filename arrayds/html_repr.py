@@ -286,7 +286,8 @@ def chunk_map(m: Any, *, size: float = 240, cells: int = MAX_CELLS, dims: Any = 
         f"width='{w + pad + right:.0f}' height='{h + pad + below:.0f}' "
         f"style='background:white'>{''.join(out)}</svg>"
     )
-    return svg + _legend(notes)
+    partly = bool(((frac > 0) & (frac < 1)).any())
+    return svg + _legend(notes, partly)
 
 
 def _shard_boxes(
@@ -326,20 +327,26 @@ def _to_px(ax: Any, chunk: np.ndarray, size: float) -> np.ndarray:
     return off * (size / max(ax.length, 1))
 
 
-def _swatch(fill: str, stroke: str, width: float = 1) -> str:
+def _swatch(fill: str, stroke: str, width: float = 1, opacity: float = 1) -> str:
     return (
         f"<svg width='14' height='12' style='vertical-align:middle'><rect x='1' y='1' "
-        f"width='12' height='10' fill='{fill}' stroke='{stroke}' stroke-width='{width}'/></svg>"
+        f"width='12' height='10' fill='{fill}' fill-opacity='{opacity}' stroke='{stroke}' "
+        f"stroke-width='{width}'/></svg>"
     )
 
 
-def _legend(notes: list[str]) -> str:
-    items = (
-        f"{_swatch(_WRITTEN, _GRID)} written &nbsp; {_swatch('white', _GRID)} fill value "
-        f"&nbsp; {_swatch('none', _SHARD, 2.5)} shard"
-    )
+def _legend(notes: list[str], partly: bool) -> str:
+    items = [
+        f"{_swatch(_WRITTEN, _GRID)} written",
+        f"{_swatch(_WRITTEN, _GRID, opacity=0.55)} partly written" if partly else "",
+        f"{_swatch('white', _GRID)} fill value",
+        f"{_swatch('none', _SHARD, 2.5)} shard",
+    ]
     more = "".join(f"<div class='arrayds-note'>{_e(n)}</div>" for n in notes)
-    return f"<div style='font-size:12px;color:#333'>{items}{more}</div>"
+    return (
+        f"<div style='font-size:12px;color:#333'>{' &nbsp; '.join(i for i in items if i)}"
+        f"{more}</div>"
+    )
 
 
 # ------------------------------------------------------------------ shard bars

@@ -87,6 +87,8 @@ def test_nd_array_draws_the_last_two_axes_and_notes_the_others(handles):
     # t=0 of 2 chunks along t, rows 0-1 of 3: those cells are half written
     assert {a["fill-opacity"] for a in written} == {f"{0.25 + 0.6 * 0.5:.2f}"}
     assert "over 2 × 1 chunks along t, z" in doc.joined and "y: 30" in doc.joined
+    assert "partly written" in doc.joined
+    assert "partly written" not in Elements(handles["temperature"]._repr_html_()).joined
 
 
 def grid_manifest(n: int, entries=()) -> ArrayManifest:
@@ -172,6 +174,17 @@ def test_unreadable_member_is_shown(tmp_path):
     (tmp_path / "g" / "bad" / "arrayds.json").write_text("{not json")
     doc = Elements(g._repr_html_())
     assert "unreadable: CorruptionError" in doc.joined and "ok" in doc.joined
+
+
+def test_tree_of_a_version_shows_members_created_later(tmp_path):
+    url = str(tmp_path / "g")
+    g = arrayds.open(url, mode="w")
+    g.create_array("early", shape=(2,), dtype="i1", chunks=1)
+    g.attrs["a"] = 1  # version 2 of the root
+    g.create_array("late", shape=(2,), dtype="i1", chunks=1)
+    text = " ".join(Elements(arrayds.open(url, version=1)._repr_html_()).joined.split())
+    assert "late (created later)" in text and "early array (2,) int8" in text
+    assert "Opened at version 1" in text
 
 
 def test_records_and_ragged_bars(handles, tmp_path):
