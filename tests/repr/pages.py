@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,33 @@ import arrayds
 from arrayds import ragged, records
 
 EVIL = "<script>alert(1)</script>"
+
+
+class Elements(HTMLParser):
+    """Every start tag (name, attributes) and the text, in document order."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+        self.text: list[str] = []
+        self.feed(text)
+        self.close()
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+
+    def handle_startendtag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+    def all(self, tag: str, cls: str | None = None) -> list[dict[str, str | None]]:
+        return [a for t, a in self.tags if t == tag and (cls is None or a.get("class") == cls)]
+
+    @property
+    def joined(self) -> str:
+        return " ".join(self.text)
 
 
 def make_dataset(root: str, evil: bool = True) -> dict[str, Any]:

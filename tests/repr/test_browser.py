@@ -16,8 +16,7 @@ import numpy as np
 import PIL.Image
 import pytest
 
-from .pages import chromium, make_dataset, page, screenshot
-from .test_html import Elements
+from .pages import Elements, chromium, make_dataset, page, screenshot
 
 if shutil.which("chromium") is None:
     if os.environ.get("CI", "").lower() in ("1", "true", "yes"):

@@ -5,7 +5,6 @@ tree, the shard bars, and that no shard is read."""
 from __future__ import annotations
 
 import os
-from html.parser import HTMLParser
 
 import numpy as np
 import pytest
@@ -14,34 +13,7 @@ import arrayds
 from arrayds import html_repr, ragged, records
 from arrayds.manifest import ArrayManifest, ShardEntry
 
-from .pages import EVIL, make_dataset
-
-
-class Elements(HTMLParser):
-    """Every start tag (name, attributes) and the text, in document order."""
-
-    def __init__(self, text: str) -> None:
-        super().__init__(convert_charrefs=True)
-        self.tags: list[tuple[str, dict[str, str | None]]] = []
-        self.text: list[str] = []
-        self.feed(text)
-        self.close()
-
-    def handle_starttag(self, tag, attrs):
-        self.tags.append((tag, dict(attrs)))
-
-    def handle_startendtag(self, tag, attrs):
-        self.tags.append((tag, dict(attrs)))
-
-    def handle_data(self, data):
-        self.text.append(data)
-
-    def all(self, tag: str, cls: str | None = None) -> list[dict[str, str | None]]:
-        return [a for t, a in self.tags if t == tag and (cls is None or a.get("class") == cls)]
-
-    @property
-    def joined(self) -> str:
-        return " ".join(self.text)
+from .pages import EVIL, Elements, make_dataset
 
 
 @pytest.fixture(scope="module")
