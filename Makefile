@@ -6,7 +6,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
-SYSTEM_PACKAGES := g++ cmake pkg-config libzstd-dev libhighwayhash-dev libbrotli-dev libsnappy-dev
+SYSTEM_PACKAGES := g++ cmake pkg-config libzstd-dev libhighwayhash-dev libbrotli-dev libsnappy-dev chromium
 EXTRAS ?= test,ml
 
 .PHONY: demo test install system-deps native lint format bench docs clean sanitize test-floors fuzz

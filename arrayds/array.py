@@ -451,10 +451,10 @@ class Array(Node):
         )
 
     def _repr_html_(self) -> str:
-        return (
-            f"<div><b>arrayds.Array</b> {html.escape(self._store.display(self._node))}</div>"
-            + self.info._repr_html_()
-        )
+        """A summary table and the chunk map (:mod:`arrayds.html_repr`)."""
+        from .html_repr import node_html
+
+        return node_html(self._store, self._node, self._m, mode=self._mode, version=self.version)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         out = self[...]

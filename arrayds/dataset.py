@@ -577,13 +577,17 @@ class Group(Node, Mapping[str, Any]):
         )
 
     def _repr_html_(self) -> str:
-        attrs = ""
-        if self._m.attrs:
-            attrs = "<div>attrs: " + html.escape(", ".join(sorted(self._m.attrs))) + "</div>"
-        return (
-            f"<div><b>arrayds.Group</b> {html.escape(self._store.display(self._node))}</div>"
-            + attrs
-            + self.tree()._repr_html_()
+        """A summary table and the collapsible tree below it (:mod:`arrayds.html_repr`)."""
+        from .html_repr import node_html
+
+        pin = self._pin
+        return node_html(
+            self._store,
+            self._node,
+            self._m,
+            mode=self._mode,
+            version=self.version,
+            children_as_of=pin.children_as_of if pin is not None else None,
         )
 
 

@@ -37,7 +37,6 @@ array([3., 4., 5.], dtype=float32)
 from __future__ import annotations
 
 import errno
-import html
 import math
 import numbers
 import operator
@@ -526,23 +525,10 @@ class RaggedArray(Node):
         )
 
     def _repr_html_(self) -> str:
-        rows = [
-            ("Type", "arrayds.RaggedArray"),
-            ("URL", self._store.display(self._node)),
-            ("Items", str(len(self))),
-            ("Dtype", str(self.dtype)),
-            ("Item ndim", str(self.ndim)),
-            ("Variable axis", str(self.axis)),
-            ("Piece length", str(self.piece_len)),
-            ("Compression", self.compression),
-            ("Shards", str(self.nshards)),
-        ]
-        body = "".join(
-            f"<tr><th style='text-align:left'>{html.escape(k)}</th>"
-            f"<td style='text-align:left'>{html.escape(v)}</td></tr>"
-            for k, v in rows
-        )
-        return f"<table>{body}</table>"
+        """A summary table and a bar of the shards (:mod:`arrayds.html_repr`)."""
+        from .html_repr import node_html
+
+        return node_html(self._store, self._node, self._m, mode=self._mode, version=self.version)
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (

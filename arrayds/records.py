@@ -1158,24 +1158,10 @@ class RecordsDataset:
         )
 
     def _repr_html_(self) -> str:
-        import html
+        """A summary table and a bar of the shards (:mod:`arrayds.html_repr`)."""
+        from .html_repr import node_html
 
-        rows = "".join(
-            f"<tr><td>{html.escape(s.name)}</td><td>{s.num_records}</td><td>{s.file_size}</td></tr>"
-            for s in self._manifest.shards[:20]
-        )
-        more = (
-            f"<tr><td colspan=3>... {self.num_shards - 20} more</td></tr>"
-            if self.num_shards > 20
-            else ""
-        )
-        return (
-            f"<b>RecordsDataset</b> <code>{html.escape(self.url)}</code><br>"
-            f"{self.num_records} records, {self.num_shards} shards, serializer "
-            f"<code>{html.escape(self.serializer)}</code>, compression "
-            f"<code>{html.escape(self.compression)}</code>, group_size {self.group_size}"
-            f"<table><tr><th>shard</th><th>records</th><th>bytes</th></tr>{rows}{more}</table>"
-        )
+        return node_html(self._store, self._node, self._manifest, version=self.version)
 
 
 def open_records(
