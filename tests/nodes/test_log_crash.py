@@ -4,9 +4,10 @@ A child process appends to an array in a loop, so that its commits write segment
 merge them (docs/spec.md, "Format version 2"), or (``compact="tiered"``, the default of
 appends) so that its appends merge their newest shards by tiers; it is killed after a
 random number of appends (it reports each one: a count, not a delay), wherever it then
-is in the next. After every kill the array opens, its shape is one the child committed, every
-row holds the value written, every retained version reads back a committed prefix,
-``verify`` passes, and ``gc`` removes only what the killed commit left unreferenced.
+is in the next. After every kill the array opens, its shape is one the child
+committed, every row holds the value written, every retained version reads back a
+committed prefix, ``verify`` passes, and ``gc`` removes only what the killed commit
+left unreferenced.
 """
 
 from __future__ import annotations
