@@ -22,7 +22,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 
 import fsspec
 import pytest
@@ -39,6 +38,7 @@ from arrayds.errors import PreconditionFailedError
 from arrayds.store import Store
 url, opts, key, version, me, go = sys.argv[1:]
 st = Store(url, json.loads(opts))
+print("ready", flush=True)
 while not os.path.exists(go):
     time.sleep(0.001)
 try:
@@ -348,7 +348,8 @@ class ProcessRaceTests:
             )
             for i in range(4)
         ]
-        time.sleep(1.0)  # let them import
+        for p in procs:  # each has imported what it needs
+            assert p.stdout.readline() == "ready\n", p.communicate()[1]
         go.touch()
         said = []
         for p in procs:

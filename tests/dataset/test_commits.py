@@ -11,7 +11,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -66,6 +65,7 @@ _RECORDS_CHILD = """
 import sys, time, os
 from arrayds import records
 url, who, n, go = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+print("ready", flush=True)
 while not os.path.exists(go):
     time.sleep(0.001)
 for k in range(n):
@@ -78,6 +78,7 @@ import numpy as np
 import arrayds
 from arrayds.manifest import CommitConflictError
 url, who, n, go = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+print("ready", flush=True)
 while not os.path.exists(go):
     time.sleep(0.001)
 done = 0
@@ -105,7 +106,8 @@ def _race(tmp_path, script: str, url: str, writers: int, n: int) -> list[str]:
         )
         for w in range(1, writers + 1)
     ]
-    time.sleep(1.0)  # let them import
+    for p in procs:  # each has imported what it needs
+        assert p.stdout.readline() == "ready\n", p.communicate()[1]
     go.touch()
     outs = []
     for p in procs:

@@ -35,7 +35,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 # once shards of the write exist on disk (and, if it catches one, while a temporary
 # shard file is open).
 WRITER = """
-import sys, time
+import sys, threading
 import dask, dask.array as da, numpy as np
 import arrayds
 
@@ -45,7 +45,7 @@ n, c = 2048, 256
 def block(block_info=None):
     (i0, _), (j0, _) = block_info[None]["array-location"]
     if (i0, j0) == (n - c, n - c):
-        time.sleep(600)
+        threading.Event().wait()  # never set
     r = np.arange(i0, i0 + c, dtype="f4")[:, None]
     return r * n + np.arange(j0, j0 + c, dtype="f4")[None, :] + 0.5
 
@@ -198,8 +198,11 @@ def test_killed_append_while_its_shard_is_written(local_url):
     assert arrayds.open_array(url, "x").shape == (2000, 2048)
 
 
+# The reader loops without pause; it prints the row count of each state it sees first
+# (the writer's handshake: the writer commits the next append only once the reader
+# has seen the last one, while the reader keeps reading through that commit).
 READER = """
-import json, os, sys, time
+import json, os, sys
 import numpy as np
 import arrayds
 
@@ -217,12 +220,26 @@ while True:
         print(json.dumps({"error": f"mixed state at shape {data.shape}, rows {bad[:5].tolist()}, "
                                    f"generation {a.generation}"}), flush=True)
         sys.exit(1)
+    if str(n) not in seen:
+        print(n, flush=True)
     seen[str(n)] = a.generation
     reads += 1
     if finished:
         break
 print(json.dumps({"seen": seen, "reads": reads}), flush=True)
 """
+
+
+def wait_seen(reader: subprocess.Popen, n: int) -> None:
+    """Read the reader's lines until it reports having seen ``n`` rows."""
+    while True:
+        line = reader.stdout.readline()
+        if not line:
+            reader.wait()
+            pytest.fail(f"the reader ended before it saw {n} rows:\n{reader.stderr.read()}")
+        assert not line.startswith("{"), line  # its error report
+        if int(line) == n:
+            return
 
 
 def test_concurrent_reader_sees_old_or_new_never_a_mix(local_url):
@@ -236,6 +253,7 @@ def test_concurrent_reader_sees_old_or_new_never_a_mix(local_url):
     n = 0
     sizes = [37, 13, 50, 101, 7, 64] * 6  # partial chunks: most appends rewrite one
     try:
+        wait_seen(reader, 0)
         for i, k in enumerate(sizes):
             if i % 3 == 2:  # every third append goes through dask (its own chunks)
                 x = da.from_array(full[n : n + k], chunks=(20, 16))
@@ -244,7 +262,7 @@ def test_concurrent_reader_sees_old_or_new_never_a_mix(local_url):
             else:
                 a.append(full[n : n + k])
             n += k
-            time.sleep(0.02)
+            wait_seen(reader, n)
     finally:
         open(done, "w").close()
         out, err = reader.communicate(timeout=120)
@@ -253,6 +271,7 @@ def test_concurrent_reader_sees_old_or_new_never_a_mix(local_url):
     seen = {int(k): v for k, v in result["seen"].items()}
     assert n in seen  # it read the final state
     assert len(seen) >= 5, seen  # and many intermediate ones while appends committed
+    assert sorted(seen) == np.cumsum([0, *sizes]).tolist()  # each one, by the handshake
     np.testing.assert_array_equal(arrayds.open_array(url, "log")[...], full[:n])
     # a handle opened before keeps its snapshot (shards are never modified or removed)
     assert stale.shape == (0, width) and stale[...].shape == (0, width)

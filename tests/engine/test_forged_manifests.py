@@ -5,7 +5,6 @@ or the record decoded, never an allocation of what they claim."""
 from __future__ import annotations
 
 import struct
-import time
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +18,8 @@ from arrayds.nodes import commit
 from arrayds.store import Store
 from arrayds.tensor import MAX_HEADER_BYTES, decode_chunk, encode_chunk
 
+from .work import bounded
+
 
 def _rewrite_manifest(url: str, name: str, change) -> None:  # noqa: ANN001
     st = Store(url)
@@ -28,12 +29,9 @@ def _rewrite_manifest(url: str, name: str, change) -> None:  # noqa: ANN001
     commit.replace(st, name, raw)
 
 
-def _timed_open(url: str, name: str):  # noqa: ANN202
-    start = time.monotonic()
-    try:
+def _bounded_open(url: str, name: str):  # noqa: ANN202
+    with bounded(f"open {name}"):
         return arrayds.open_array(url, name)
-    finally:
-        assert time.monotonic() - start < 1.0
 
 
 @pytest.mark.parametrize(
@@ -65,7 +63,7 @@ def test_manifest_with_a_huge_chunk_is_refused_at_open(tmp_path: Path, change, f
     with pytest.raises(
         CorruptionError, match=rf"manifest {field}: a chunk of shape .* bytes, more"
     ):
-        _timed_open(url, "x")
+        _bounded_open(url, "x")
 
 
 def test_the_largest_allowed_chunk_opens(tmp_path: Path) -> None:
@@ -117,10 +115,8 @@ def test_ragged_piece_counts_cannot_overflow(tmp_path: Path) -> None:
     big = 2**63 - 1
     _forge_ragged_index(url, "r", [[big], [big], [5]])
     ra = rg.open_ragged(url, "r")
-    start = time.monotonic()
-    with pytest.raises(CorruptionError, match="needs more pieces than the 3 the shard holds"):
+    with bounded("ra[2]"), pytest.raises(CorruptionError, match="needs more pieces than the 3"):
         ra[2]
-    assert time.monotonic() - start < 1.0
 
 
 def test_ragged_piece_larger_than_a_chunk_is_refused(tmp_path: Path) -> None:
@@ -131,10 +127,8 @@ def test_ragged_piece_larger_than_a_chunk_is_refused(tmp_path: Path) -> None:
     _forge_ragged_index(url, "r", [[10**12, 3], [2, 3]])
     ra = rg.open_ragged(url, "r")
     for read in (lambda: ra[0], lambda: ra.pad(2), lambda: ra.shapes):
-        start = time.monotonic()
-        with pytest.raises(CorruptionError, match="makes pieces of more than"):
+        with bounded(read), pytest.raises(CorruptionError, match="makes pieces of more than"):
             read()
-        assert time.monotonic() - start < 1.0
 
 
 def test_npy_header_longer_than_numpy_allows() -> None:

@@ -4,7 +4,8 @@
   port (S3 API incl. ranged GETs and conditional PUTs), request logging silenced.
 * :class:`LatencyProxy` — a small TCP proxy in front of it that adds a fixed delay
   to every HTTP request and counts requests (in all and per HTTP method) and
-  response bytes. Requests are recognised by direction: client bytes that arrive
+  response bytes; requests its ``hold`` test picks wait until ``release`` is set.
+  Requests are recognised by direction: client bytes that arrive
   after the server has answered start a new request (HTTP/1.1 keep-alive, no
   pipelining — what botocore/aiohttp do). Used to measure how many round trips a
   read costs and to emulate the first-byte latency of a remote object store.
@@ -19,6 +20,7 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -96,6 +98,7 @@ class ProxyStats:
     methods: dict[str, int] = field(default_factory=dict)  # requests per HTTP method
     in_flight: int = 0  # requests sent on and not yet answered
     max_in_flight: int = 0  # the most at once since the last reset
+    held: int = 0  # requests that waited for LatencyProxy.release
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def snapshot(self) -> dict[str, Any]:
@@ -106,18 +109,22 @@ class ProxyStats:
                 "bytes_up": self.bytes_up,
                 "methods": dict(self.methods),
                 "max_in_flight": self.max_in_flight,
+                "held": self.held,
             }
 
     def reset(self) -> None:
         with self.lock:
-            self.requests = self.bytes_down = self.bytes_up = 0
+            self.requests = self.bytes_down = self.bytes_up = self.held = 0
             self.max_in_flight = self.in_flight
             self.methods.clear()
 
 
 class LatencyProxy:
     """A TCP proxy on 127.0.0.1 that delays each HTTP request by ``latency``
-    seconds and counts requests and bytes (see the module docstring).
+    seconds and counts requests and bytes (see the module docstring). A request
+    whose first bytes (request line and headers) ``hold`` returns true for is not
+    passed on until the ``release`` event is set (a test's handshake: work that
+    must not finish, or must not start, before a point the test chooses).
 
     >>> # p = LatencyProxy(("127.0.0.1", 5000), latency=0.005); p.start(); p.url
     """
@@ -126,6 +133,8 @@ class LatencyProxy:
         self.upstream = upstream
         self.latency = latency
         self.stats = ProxyStats()
+        self.hold: Callable[[bytes], bool] | None = None
+        self.release = threading.Event()
         self._sock = socket.socket()
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._sock.bind(("127.0.0.1", 0))
@@ -145,6 +154,7 @@ class LatencyProxy:
 
     def stop(self) -> None:
         self._stop.set()
+        self.release.set()
         try:
             self._sock.close()
         except OSError:
@@ -192,6 +202,10 @@ class LatencyProxy:
                         )
                     if self.latency > 0:
                         time.sleep(self.latency)
+                    if self.hold is not None and self.hold(data):
+                        with self.stats.lock:
+                            self.stats.held += 1
+                        self.release.wait()
                 with self.stats.lock:
                     self.stats.bytes_up += len(data)
                 server.sendall(data)

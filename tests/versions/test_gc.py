@@ -6,8 +6,7 @@ every kept version still reads, an expired one is a ``ValueError``."""
 
 from __future__ import annotations
 
-import time
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 
 import numpy as np
 import pytest
@@ -93,13 +92,23 @@ def test_the_default_keeps_a_week_and_older_than_0_expires_all(quick):
     assert r.versions_kept == 2  # the root group and x, each its current version
 
 
-def test_older_than_counts_from_when_a_version_was_replaced(quick):
-    a = arrayds.open_array(quick.url, mode="w", shape=(2,), dtype="i1", chunks=1)
-    a[:] = 1  # version 2
-    a[:] = 2  # version 3: version 2 replaced now
-    time.sleep(1.2)
-    a[:] = 3  # version 4: version 3 replaced now, version 2 1.2 s ago
-    r = collect_garbage(quick.url, min_age=0, older_than=1.0)
+def _commits_stamped(monkeypatch, when: datetime) -> None:
+    """The next commits carry the time ``when`` (the writer's clock said so), as the
+    commits of a version written long ago would: no test waits for a version to age."""
+    monkeypatch.setattr(log, "now", lambda: when.isoformat(timespec="microseconds"))
+
+
+def test_older_than_counts_from_when_a_version_was_replaced(quick, monkeypatch):
+    hours_ago = [datetime.now(timezone.utc) - timedelta(hours=h) for h in (4, 3, 2)]
+    with monkeypatch.context() as m:
+        _commits_stamped(m, hours_ago[0])
+        a = arrayds.open_array(quick.url, mode="w", shape=(2,), dtype="i1", chunks=1)
+        _commits_stamped(m, hours_ago[1])
+        a[:] = 1  # version 2
+        _commits_stamped(m, hours_ago[2])
+        a[:] = 2  # version 3: version 2 replaced 2 hours ago
+    a[:] = 3  # version 4: version 3 (committed 2 hours ago) replaced now
+    r = collect_garbage(quick.url, min_age=0, older_than=3600.0)
     assert [v.generation for v in arrayds.versions(quick.url)] == [3, 4]
     assert len(r.expired) == 2
     # with keep_versions too: kept if either rule keeps it
