@@ -261,6 +261,7 @@ def _map_dataset_class() -> type:
             return self._parent[self._sampler.record_at(index) + epoch * self._sampler.num_records]
 
     BlockShuffleMapDataset.__module__ = __name__
+    BlockShuffleMapDataset.__qualname__ = "BlockShuffleMapDataset"
     _map_dataset = BlockShuffleMapDataset
     return BlockShuffleMapDataset
 
