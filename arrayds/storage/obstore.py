@@ -180,7 +180,9 @@ class ObstoreStore(BaseStore):
         )(self.bucket, "", self.storage_options)
         try:
             obstore.list_with_delimiter(bucket_store, None)
-        except FileNotFoundError:
+        except Exception as e:  # noqa: BLE001 - a listing of no bucket: HTTP 404
+            if not (isinstance(e, FileNotFoundError) or "404 Not Found" in str(e)):
+                raise
             raise FileNotFoundError(
                 errno.ENOENT,
                 f"{self.url}: the bucket {self.bucket!r} does not exist (create it first, "
