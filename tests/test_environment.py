@@ -24,6 +24,7 @@ OPTIONAL = [
     ("s3fs", "s3"),
     ("moto.server", "test"),
     ("gcsfs", "gcs"),
+    ("obstore", "obstore"),
     ("mkdocs", "docs"),
     ("mkdocstrings", "docs"),
     ("array_record.python.array_record_module", "test"),

@@ -9,7 +9,12 @@
 
 Which class serves a URL is decided by its protocol (the first one of a chained URL):
 ``file``/``local`` and plain paths -> ``LocalStore``, anything else ->
-``FsspecStore``, unless :func:`register_store` named another class for it.
+``FsspecStore``, unless :func:`register_store` named another class for it. ``s3://``,
+``gs://`` and ``az://`` roots can instead be served by
+:class:`~arrayds.storage.obstore.ObstoreStore` (the ``obstore`` backend, ``pip install
+arrayds[obstore]``): ``storage_options={"backend": "obstore"}`` for one store, or
+:data:`BACKEND_ENV` for every store opened without a ``"backend"`` (the default is
+:data:`DEFAULT_BACKEND`). ``"backend"`` is never passed on to fsspec.
 
 >>> st = get_store("memory://storage-doc")
 >>> get_store("memory://storage-doc") is st, type(st).__name__
@@ -30,6 +35,9 @@ from .fsspec import FsspecStore
 from .local import LocalStore
 
 __all__ = [
+    "BACKENDS",
+    "BACKEND_ENV",
+    "DEFAULT_BACKEND",
     "clear_store_cache",
     "BaseStore",
     "FsspecStore",
@@ -38,6 +46,17 @@ __all__ = [
     "register_store",
     "store_class",
 ]
+
+BACKENDS = ("fsspec", "obstore")
+"""The backends that can serve object-store URLs (``storage_options["backend"]``)."""
+
+DEFAULT_BACKEND = "fsspec"
+"""The backend of a store opened without ``"backend"`` when :data:`BACKEND_ENV` is
+unset: fsspec (docs/design/object-store-backends.md says why)."""
+
+BACKEND_ENV = "ARRAYDS_STORAGE_BACKEND"
+"""The environment variable naming the default backend (one of :data:`BACKENDS`);
+worker processes that open stores from a URL and options inherit it."""
 
 _registry: dict[str, type[BaseStore]] = {"file": LocalStore, "local": LocalStore}
 _instances: dict[tuple[str, str], BaseStore] = {}
@@ -55,18 +74,49 @@ def register_store(protocol: str, cls: type[BaseStore]) -> None:
     _registry[protocol] = cls
 
 
-def store_class(url: str | os.PathLike[str]) -> type[BaseStore]:
-    """The store class that serves ``url`` (see the module docstring).
+def store_class(
+    url: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None
+) -> type[BaseStore]:
+    """The store class that serves ``url`` opened with ``storage_options`` (see the
+    module docstring). An unknown backend is a ``ValueError``; the obstore backend
+    when obstore is not installed an ``ImportError`` naming the extra to install.
 
-    >>> store_class("/tmp/x").__name__, store_class("s3://b/x").__name__
+    >>> store_class("/tmp/x").__name__, store_class("s3://b/x", {"backend": "fsspec"}).__name__
     ('LocalStore', 'FsspecStore')
+    >>> store_class("s3://b/x", {"backend": "boto"})
+    Traceback (most recent call last):
+    ValueError: storage_options backend must be one of 'fsspec', 'obstore', got 'boto'
     """
     text = os.fspath(url) if isinstance(url, (str, os.PathLike)) else ""
     if "::" in text:  # a chained URL: its outermost file system serves it
         protocol = text.split("::", 1)[0].split("://", 1)[0]
     else:
         protocol = split_protocol(text)[0] or "file"
-    return _registry.get(protocol, FsspecStore)
+    chosen = (storage_options or {}).get("backend")
+    if chosen is not None:
+        backend, where = chosen, "storage_options backend"
+    else:
+        backend, where = os.environ.get(BACKEND_ENV) or DEFAULT_BACKEND, BACKEND_ENV
+    if backend not in BACKENDS:
+        choices = ", ".join(repr(b) for b in BACKENDS)
+        raise ValueError(f"{where} must be one of {choices}, got {backend!r}")
+    if protocol in _registry:
+        return _registry[protocol]
+    if backend == "obstore":
+        try:
+            from .obstore import PROTOCOLS, ObstoreStore
+        except ImportError as e:
+            raise ImportError(
+                f"{where} {backend!r} needs obstore: pip install arrayds[obstore] ({e})"
+            ) from e
+        if protocol in PROTOCOLS:
+            return ObstoreStore
+        if chosen is not None:
+            raise ValueError(
+                f"{text}: the obstore backend serves {', '.join(PROTOCOLS)} URLs, not "
+                f"{protocol}://; use the fsspec backend"
+            )
+    return FsspecStore
 
 
 def get_store(

@@ -64,7 +64,8 @@ class BaseStore:
         if cls is BaseStore:
             from . import store_class
 
-            cls = store_class(args[0] if args else kwargs.get("url", ""))
+            opts = args[1] if len(args) > 1 else kwargs.get("storage_options")
+            cls = store_class(args[0] if args else kwargs.get("url", ""), opts)
         return super().__new__(cls)
 
     def __init__(
@@ -77,7 +78,10 @@ class BaseStore:
         if not url:
             raise ValueError("dataset url is empty")
         self.url = url
-        self.storage_options: dict[str, Any] = dict(storage_options or {})
+        # "backend" picks the class (arrayds.storage.store_class); fsspec never sees it
+        self.storage_options: dict[str, Any] = {
+            k: v for k, v in (storage_options or {}).items() if k != "backend"
+        }
         fs, root = fsspec.core.url_to_fs(url, **self.storage_options)
         self.fs: fsspec.AbstractFileSystem = fs
         self.root = self.normalize_root(root)

@@ -1,6 +1,7 @@
 """The store conformance suite (:class:`conformance.store.StoreTests`) on the local
-file system (with ``flock`` and with the lock-file fallback) and on ``memory://``;
-S3 and GCS run it in tests/s3/test_s3_store.py and tests/gcs/test_gcs_store.py.
+file system (with ``flock`` and with the lock-file fallback), on ``memory://`` and
+through the obstore backend on S3 (moto); S3 and GCS through fsspec run it in
+tests/s3/test_s3_store.py and tests/gcs/test_gcs_store.py.
 Below the suites: what only one of these stores does."""
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from arrayds.errors import BlindCommitWarning
 from arrayds.storage import FsspecStore, LocalStore, get_store, local, register_store, store_class
 from arrayds.storage import fsspec as fsspec_store
 from arrayds.store import Store
+from conformance.servers import moto_bucket
 from conformance.store import ProcessRaceTests, StoreTests
 
 
@@ -51,6 +53,27 @@ class TestMemoryStore(StoreTests):
         assert type(st) is FsspecStore
         yield st
         st.delete_prefix("")
+
+
+@pytest.fixture(scope="module")
+def obstore_s3():
+    pytest.importorskip("obstore", reason="the obstore backend needs arrayds[obstore]")
+    with moto_bucket("arrayds-obstore") as server:
+        yield server
+
+
+class TestObstoreS3Store(StoreTests, ProcessRaceTests):
+    """The obstore backend on moto: versions are ETags, ``put_if_match`` a PUT with
+    ``If-Match`` / ``If-None-Match``. The backend is chosen by the environment, so
+    that stores re-opened from ``(url, storage_options)`` (the racing processes, the
+    canonical URL) are obstore ones too."""
+
+    @pytest.fixture
+    def store(self, obstore_s3, monkeypatch):
+        monkeypatch.setenv("ARRAYDS_STORAGE_BACKEND", "obstore")
+        st = Store(f"s3://arrayds-obstore/{uuid.uuid4().hex}", obstore_s3.storage_options())
+        assert type(st).__name__ == "ObstoreStore"
+        return st
 
 
 # ------------------------------------------------------------- store-specific
