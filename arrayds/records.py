@@ -941,7 +941,7 @@ def _read_shard(
 ) -> list[Any]:
     """Task: every record of one shard, decoded (one batched engine read); ``size``:
     the file's byte size from the manifest (0: not recorded)."""
-    reader = node_shard_reader(store, node, name, size or None)
+    reader = node_shard_reader(store, node, name, size or None, whole=bool(size))
     n = reader.num_records()
     if n != expected:
         raise CorruptionError(

@@ -147,6 +147,20 @@ class BaseStore:
     def get_versioned(self, key: str) -> tuple[bytes | None, Any]:
         raise NotImplementedError
 
+    def get_ranges(self, key: str, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
+        """The bytes of each ``(begin, end)`` range of ``key`` (see
+        :meth:`arrayds.abc.store.Store.get_ranges`): one fsspec ``cat_ranges`` call, which
+        object stores serve with concurrent ranged GETs. A store with a native batched
+        range API overrides this."""
+        p = self.path(key)
+        datas = self.fs.cat_ranges([p] * len(ranges), [b for b, _ in ranges], [e for _, e in ranges])
+        for data in datas:
+            if isinstance(data, PermissionError):
+                raise self.named_error(data, "cannot read", p) from data
+            if isinstance(data, BaseException):
+                raise data
+        return [bytes(d) if not isinstance(d, bytes) else d for d in datas]
+
     def exists(self, key: str, name: str = "") -> bool:
         raise NotImplementedError
 
