@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 
 from .arrayrecord import ArrayRecordReader, CorruptionError
+from .coalesce import coalesce_options
 from .errors import CommitConflictError
 from .grid import (
     AxisGrid,
@@ -61,7 +62,6 @@ from .manifest import ArrayManifest, ShardEntry, ShardList, check_json_value, wr
 from .node import Node, kind_phrase, missing_node, read_node
 from .nodes import commit, kinds
 from .storage import get_store
-from .coalesce import coalesce_options
 from .store import (
     SHARD_DIR,
     SHARD_SUFFIX,
@@ -538,9 +538,7 @@ class Array(Node):
             size = sizes.get(relpath)
             # a read of most of a small remote shard fetches all of it in one request
             whole = whole and size is not None and size <= coalesce_options().max_size
-            return node_shard_reader(
-                self._store, self._node, relpath, size, sizes, whole=whole
-            )
+            return node_shard_reader(self._store, self._node, relpath, size, sizes, whole=whole)
         except FileNotFoundError:
             raise FileNotFoundError(
                 errno.ENOENT,
@@ -566,9 +564,7 @@ class Array(Node):
         (else the manifest and the shard disagree: CorruptionError naming both). A
         read of at least half the shard's records asks for the whole shard
         (:func:`arrayds.store.shard_reader`'s ``whole``)."""
-        whole = (
-            not self._store.local and 2 * len(recs) >= self._shard_records(relpath) > 0
-        )
+        whole = not self._store.local and 2 * len(recs) >= self._shard_records(relpath) > 0
         reader = self._reader(relpath, whole)
         n = len(reader)
         top = max(recs) if isinstance(recs, list) else int(recs.max())

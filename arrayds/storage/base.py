@@ -153,7 +153,9 @@ class BaseStore:
         object stores serve with concurrent ranged GETs. A store with a native batched
         range API overrides this."""
         p = self.path(key)
-        datas = self.fs.cat_ranges([p] * len(ranges), [b for b, _ in ranges], [e for _, e in ranges])
+        datas = self.fs.cat_ranges(
+            [p] * len(ranges), [b for b, _ in ranges], [e for _, e in ranges]
+        )
         for data in datas:
             if isinstance(data, PermissionError):
                 raise self.named_error(data, "cannot read", p) from data
