@@ -361,9 +361,9 @@ def shard_reader(
                     file_size=size if size else None,
                     _whole_file=whole,
                 )
-                key = _store_key(store, path)
-                if key is not None:
-                    r._get_ranges = functools.partial(store.get_ranges, key)
+                store_key = _store_key(store, path)
+                if store_key is not None:
+                    r._get_ranges = functools.partial(store.get_ranges, store_key)
         except BaseException:
             with _readers_lock:
                 _opening.pop(key, None)
