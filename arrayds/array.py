@@ -562,9 +562,9 @@ class Array(Node):
     def _reader_with(self, relpath: str, recs: Any) -> ArrayRecordReader:
         """The reader of shard ``relpath``, checked to hold every record in ``recs``
         (else the manifest and the shard disagree: CorruptionError naming both). A
-        read of at least half the shard's records asks for the whole shard
+        read of more than half the shard's records asks for the whole shard
         (:func:`arrayds.store.shard_reader`'s ``whole``)."""
-        whole = not self._store.local and 2 * len(recs) >= self._shard_records(relpath) > 0
+        whole = not self._store.local and 2 * len(recs) > self._shard_records(relpath) > 0
         reader = self._reader(relpath, whole)
         n = len(reader)
         top = max(recs) if isinstance(recs, list) else int(recs.max())
