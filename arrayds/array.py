@@ -34,6 +34,7 @@ which that shard's entries come last (they override older ones).
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import errno
 import html
 import itertools
@@ -697,7 +698,8 @@ class Array(Node):
         if len(groups) == 1:
             run(groups[0])
             return
-        futures = [io_pool().submit(run, g) for g in groups]
+        # the pool's threads read with this thread's coalescing options
+        futures = [io_pool().submit(contextvars.copy_context().run, run, g) for g in groups]
         for f in futures:
             f.result()
 

@@ -27,6 +27,7 @@ an ArrayRecord file (or a glob of them).
 from __future__ import annotations
 
 import bisect
+import contextvars
 import functools
 import glob as _glob
 import hashlib
@@ -1546,7 +1547,8 @@ class ArrayRecordDataSource:
         parts = np.split(order, cuts)
         if "://" in self._shards[0].path and "file://" not in self._shards[0].path:
             # remote files: one coalesced pass per file, the files fetched at once
-            for f in [_prefetcher().submit(read, p) for p in parts]:
+            ctx = contextvars.copy_context
+            for f in [_prefetcher().submit(ctx().run, read, p) for p in parts]:
                 f.result()
         else:
             for part in parts:

@@ -10,7 +10,8 @@ fetched concurrently (:meth:`arrayds.storage.base.BaseStore.get_ranges`), and ev
 response is checked to hold exactly the bytes asked for: a shorter or longer one is
 an :class:`arrayds.CorruptionError` naming the file and the range, never wrong data.
 
-The defaults come from the environment (read when a read starts):
+Per call: a :func:`coalescing` block (``with coalescing(gap=0): a[...]``). The
+defaults come from the environment (read when a read starts):
 ``ARRAYDS_COALESCE_GAP`` (bytes, default 1 MiB; ``0`` merges only touching ranges)
 and ``ARRAYDS_COALESCE_MAX`` (bytes, default 8 MiB). Sizes may carry a ``K``/``M``/
 ``G`` suffix (powers of 1024). Local files are not affected: they are
@@ -28,8 +29,10 @@ ValueError: coalescing gap must be a non-negative number of bytes, got -1
 from __future__ import annotations
 
 import bisect
+import contextlib
+import contextvars
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +43,8 @@ __all__ = [
     "DEFAULT_MAX_SIZE",
     "Coalesce",
     "coalesce_options",
+    "coalescing",
+    "explicit_options",
     "fetch_spans",
     "plan_ranges",
 ]
@@ -98,10 +103,52 @@ class Coalesce:
         )
 
 
+_current: contextvars.ContextVar[Coalesce | None] = contextvars.ContextVar(
+    "arrayds_coalesce", default=None
+)
+
+
+@contextlib.contextmanager
+def coalescing(
+    gap: int | str | None = None, max_size: int | str | None = None
+) -> Iterator[Coalesce]:
+    """Within the block, remote reads of this thread (and of the pools and dask
+    arrays it starts: :func:`arrayds.from_arrayrecord` keeps the options of the
+    block it is called in) coalesce with ``gap`` and ``max_size`` (``None``: the
+    value outside the block). Yields the options in force.
+
+    >>> with coalescing(gap=0) as opts:
+    ...     opts.gap, coalesce_options().gap
+    (0, 0)
+    >>> with coalescing(max_size=-1):
+    ...     pass
+    Traceback (most recent call last):
+    ...
+    ValueError: coalescing max_size must be a positive number of bytes, got -1
+    """
+    outer = coalesce_options()
+    opts = Coalesce(
+        gap=outer.gap if gap is None else gap,
+        max_size=outer.max_size if max_size is None else max_size,
+    )
+    token = _current.set(opts)
+    try:
+        yield opts
+    finally:
+        _current.reset(token)
+
+
+def explicit_options() -> Coalesce | None:
+    """The options of the innermost :func:`coalescing` block, or None (for
+    capturing them where reads will run in other threads or processes)."""
+    return _current.get()
+
+
 def coalesce_options(coalesce: Coalesce | dict[str, Any] | None = None) -> Coalesce:
     """The options of one read: ``coalesce`` as given (a :class:`Coalesce` or a dict
-    of its fields), else from ``ARRAYDS_COALESCE_GAP`` / ``ARRAYDS_COALESCE_MAX``
-    (their names appear in the ``ValueError`` of a bad value), else the defaults.
+    of its fields), else those of the innermost :func:`coalescing` block, else from
+    ``ARRAYDS_COALESCE_GAP`` / ``ARRAYDS_COALESCE_MAX`` (their names appear in the
+    ``ValueError`` of a bad value), else the defaults.
 
     >>> coalesce_options({"gap": 0}).gap
     0
@@ -112,6 +159,9 @@ def coalesce_options(coalesce: Coalesce | dict[str, Any] | None = None) -> Coale
         if not isinstance(coalesce, dict):
             raise TypeError(f"coalesce must be a Coalesce or a dict, got {type(coalesce).__name__}")
         return Coalesce(**coalesce)
+    current = _current.get()
+    if current is not None:
+        return current
     gap = os.environ.get("ARRAYDS_COALESCE_GAP")
     size = os.environ.get("ARRAYDS_COALESCE_MAX")
     return Coalesce(
@@ -157,7 +207,8 @@ def fetch_spans(
     opts: Coalesce | None = None,
 ) -> list[tuple[int, memoryview]]:
     """The bytes of each span ``(begin, end)`` of file ``name`` as ``(begin, view)``
-    pairs: the spans are merged (:func:`plan_ranges`), the requests fetched with one
+    pairs: the spans are merged (:func:`plan_ranges`), a merged range longer than
+    ``max_size`` cut into ``max_size`` pieces, the requests fetched with one
     ``get_ranges(requests)`` call (concurrently: it returns one bytes object per
     request), each response's length checked, and the spans sliced out of them.
 
@@ -172,9 +223,14 @@ def fetch_spans(
     """
     if not spans:
         return []
-    requests = plan_ranges(spans, opts or coalesce_options())
+    opts = opts or coalesce_options()
+    merged = plan_ranges(spans, opts)
+    # a merged range longer than max_size (one long span: the engine hands over a run
+    # of touching chunks as one span) is fetched in max_size pieces, at once
+    requests = [
+        (p, min(p + opts.max_size, e)) for b, e in merged for p in range(b, e, opts.max_size)
+    ]
     datas = get_ranges(requests)
-    views = []
     for (b, e), data in zip(requests, datas, strict=True):
         if isinstance(data, BaseException):
             raise data
@@ -184,11 +240,19 @@ def fetch_spans(
                 f"(the file is shorter or longer than its footer says, or the store answered "
                 f"a range wrongly)"
             )
-        views.append(memoryview(data))
-    starts = [b for b, _ in requests]
+    if len(requests) == len(merged):
+        views = [memoryview(d) for d in datas]
+    else:
+        views = []
+        k = 0
+        for b, e in merged:
+            n = -(-(e - b) // opts.max_size)
+            views.append(memoryview(datas[k] if n == 1 else b"".join(datas[k : k + n])))
+            k += n
+    starts = [b for b, _ in merged]
     out = []
     for begin, end in spans:
-        j = bisect.bisect_right(starts, begin) - 1  # the request that holds the span
+        j = bisect.bisect_right(starts, begin) - 1  # the merged range that holds the span
         r0 = starts[j]
         out.append((begin, views[j][begin - r0 : end - r0]))
     return out

@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from ..array import Array, stack_entries
+from ..coalesce import Coalesce, coalescing, explicit_options
 from ..errors import CommitConflictError
 from ..grid import AxisGrid, ChunkGrid
 from ..manifest import ArrayManifest, ShardEntry, check_compression, writer_options
@@ -676,23 +677,29 @@ class ArraySource:
     snapshot; a worker process rebuilds it once and reuses its cached shard readers.
     """
 
-    __slots__ = ("_a", "shape", "dtype", "ndim")
+    __slots__ = ("_a", "_coalesce", "shape", "dtype", "ndim")
 
-    def __init__(self, a: Array) -> None:
+    def __init__(self, a: Array, coalesce: Coalesce | None = None) -> None:
         self._a = a
+        # the coalescing block the graph was made in (its tasks run elsewhere)
+        self._coalesce = coalesce if coalesce is not None else explicit_options()
         self.shape = a.shape
         self.dtype = a.dtype
         self.ndim = a.ndim
 
     def __getitem__(self, key: tuple[slice, ...]) -> np.ndarray:
-        return self._a._read_block(key, zero_copy=ZERO_COPY_BLOCKS)
+        opts = self._coalesce
+        if opts is None:
+            return self._a._read_block(key, zero_copy=ZERO_COPY_BLOCKS)
+        with coalescing(opts.gap, opts.max_size):
+            return self._a._read_block(key, zero_copy=ZERO_COPY_BLOCKS)
 
     def __dask_tokenize__(self) -> tuple[Any, ...]:
         a = self._a
         return ("arrayds", a.store.canonical_url, a.path, a.generation, a.manifest.commit)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (ArraySource, (self._a,))
+        return (ArraySource, (self._a, self._coalesce))
 
     def __repr__(self) -> str:
         return f"ArraySource({self._a!r})"

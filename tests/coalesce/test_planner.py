@@ -82,6 +82,23 @@ def test_wrong_length_response_is_corruption_naming_file_and_range(delta):
         fetch_spans([(10, 20)], get, "shard-x", Coalesce())
 
 
+def test_long_ranges_are_fetched_in_pieces_and_joined():
+    data = bytes(range(256)) * 4
+    asked = []
+
+    def get(ranges):
+        asked.append(list(ranges))
+        return [data[b:e] for b, e in ranges]
+
+    spans = [(0, 250), (250, 260), (600, 1000)]
+    got = fetch_spans(spans, get, "f", Coalesce(gap=0, max_size=100))
+    assert asked == [
+        [(0, 100), (100, 200), (200, 250), (250, 260)]
+        + [(600, 700), (700, 800), (800, 900), (900, 1000)]
+    ]
+    assert [(b, bytes(v)) for b, v in got] == [(b, data[b:e]) for b, e in spans]
+
+
 def test_errors_of_the_store_propagate():
     with pytest.raises(PermissionError):
         fetch_spans([(0, 1)], lambda rs: [PermissionError("no")], "f", Coalesce())

@@ -146,3 +146,31 @@ def test_truncated_shard_is_corruption_naming_shard_and_range(s3, grid, s3_fs, p
     with pytest.raises(CorruptionError, match=r"asked for bytes \[\d+, \d+\)") as e:
         a[:]
     assert rel in str(e.value)
+
+
+def test_coalescing_options_per_call_and_in_dask_graphs(s3, grid, proxy, monkeypatch):
+    from arrayds.coalesce import coalescing
+
+    url, data, shards = grid
+    slow = s3.storage_options(proxy.url)
+    a = arrayds.open_array(url, storage_options=slow)
+    np.testing.assert_array_equal(a[:], data)  # every reader open
+    proxy.stats.reset()
+    np.testing.assert_array_equal(a[0:32], data[0:32])  # 8 chunks, 1 or 2 shards
+    assert _requests(proxy) <= 2
+    proxy.stats.reset()
+    with coalescing(gap=0, max_size="2K"):  # runs of touching 4 KiB chunks: in pieces
+        np.testing.assert_array_equal(a[0:32], data[0:32])
+    assert _requests(proxy) >= 8
+    with coalescing(max_size="2K"):
+        x = arrayds.from_arrayrecord(url, storage_options=slow)
+    proxy.stats.reset()
+    np.testing.assert_array_equal(x.compute(scheduler="threads"), data)  # outside the block
+    assert _requests(proxy) >= 16 * len(shards)  # 16 chunks of 4 KiB per shard
+    monkeypatch.setenv("ARRAYDS_COALESCE_MAX", "2K")
+    proxy.stats.reset()
+    np.testing.assert_array_equal(a[0:32], data[0:32])
+    assert _requests(proxy) >= 8
+    monkeypatch.setenv("ARRAYDS_COALESCE_GAP", "-1")
+    with pytest.raises(ValueError, match="ARRAYDS_COALESCE_GAP"):
+        a[0:32]
