@@ -1433,6 +1433,9 @@ class ArrayRecordDataSource:
         # the reader's read function in the slot and reads.
         self._shards_or_pending = self._shards
         self._single = len(self._shards) == 1
+        # remote files: a batch reads its files at once (see _read_multi)
+        first = self._shards[0].path if self._shards else ""
+        self._remote = ("://" in first or "::" in first) and not first.startswith("file://")
         self._single_offset = self._shards[0].start if self._single else 0
         # 0 disables the one-file fast path in __getitem__ (several files, or decoding).
         self._fast_len = self._len if self._single and self._decode is None else 0
@@ -1545,7 +1548,7 @@ class ArrayRecordDataSource:
                 out[pos] = rec
 
         parts = np.split(order, cuts)
-        if "://" in self._shards[0].path and "file://" not in self._shards[0].path:
+        if self._remote:
             # remote files: one coalesced pass per file, the files fetched at once
             ctx = contextvars.copy_context
             for f in [_prefetcher().submit(ctx().run, read, p) for p in parts]:
