@@ -332,7 +332,8 @@ def main(argv: list[str] | None = None) -> int:
         f"| `from_arrayrecord(url).compute()` ({args.threads} threads) | {t_r * 1000:.0f} ms | "
         f"{s_r['requests']} | {mb / t_r:.0f} |",
         f"| transport limit: every shard whole, one ranged GET each ({args.threads} at a "
-        f"time) | {t_t * 1000:.0f} ms | {s_t['requests']} | {shard_bytes / 1e6 / t_t:.0f} |",
+        f"time; CPU {s_t['cpu'] * 1000:.0f} ms) | {t_t * 1000:.0f} ms | {s_t['requests']} | "
+        f"{shard_bytes / 1e6 / t_t:.0f} |",
         f"| local disk: `arrayds verify` | {t_vl * 1000:.0f} ms | - | {mb / t_vl:.0f} |",
         f"| local disk: `from_arrayrecord(path).compute()` | {t_rl * 1000:.0f} ms | - | "
         f"{mb / t_rl:.0f} |",
