@@ -38,9 +38,11 @@ shows what opening the footers costs).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -248,6 +250,7 @@ def main(argv: list[str] | None = None) -> int:
             arrayds.from_arrayrecord(ads, storage_options=slow).compute()
 
     t_r, s_r = timed(read_all, args.repeat, server)
+    peak = peak_rss_of_read(ads, slow, args.threads)
     # a region through dask: rows and columns [n/4, 3n/4), a quarter of the array
     q = args.size // 4
 
@@ -350,6 +353,9 @@ def main(argv: list[str] | None = None) -> int:
         f"| {s_g['bytes_down'] / needed_g:.2f} | {needed_g / 1e6 / t_g:.0f} "
         f"| **{(needed_g / t_g) / (shard_bytes / t_t):.0%}** |",
         "",
+        f"Peak RSS of the whole-array read (a fresh process; what the compute adds): "
+        f"**{peak:.2f}x** the array's size (target <= 1.5x).",
+        "",
         "(requests and fetched bytes count everything the proxy saw, manifests included; "
         "the region's needed bytes are its chunks' share of the stored bytes.)",
         "",
@@ -361,6 +367,26 @@ def main(argv: list[str] | None = None) -> int:
     sys.stdout.write("\n".join(out) + "\n")
     server.stop()
     return 1 if missed and not args.quick else 0
+
+
+def peak_rss_of_read(url: str, so: dict, threads: int) -> float:
+    """What a whole-array dask read adds to a fresh process's peak RSS (VmHWM minus
+    the RSS before the compute), as a multiple of the array's size."""
+    code = (
+        "import json, dask, arrayds\n"
+        "def mem(k):\n"
+        "    for line in open('/proc/self/status'):\n"
+        "        if line.startswith(k):\n"
+        "            return int(line.split()[1]) * 1024\n"
+        f"x = arrayds.from_arrayrecord({url!r}, storage_options={so!r})\n"
+        "base = mem('VmRSS:')\n"
+        f"with dask.config.set(scheduler='threads', num_workers={threads}):\n"
+        "    y = x.compute()\n"
+        "print(json.dumps([mem('VmHWM:') - base, y.nbytes]))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    added, nbytes = json.loads(out.stdout.strip().splitlines()[-1])
+    return added / nbytes
 
 
 def _meets(entry, lo: int, hi: int) -> bool:
