@@ -34,6 +34,7 @@ which that shard's entries come last (they override older ones).
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import errno
 import html
 import itertools
@@ -46,6 +47,7 @@ from typing import Any
 import numpy as np
 
 from .arrayrecord import ArrayRecordReader, CorruptionError
+from .coalesce import coalesce_options
 from .errors import CommitConflictError
 from .grid import (
     AxisGrid,
@@ -301,6 +303,7 @@ class Array(Node):
         self._m = manifest
         self._mode = mode
         self._lock = threading.Lock()
+        self._record_counts: tuple[Any, dict[str, int]] | None = None
 
     # -- identity
 
@@ -530,10 +533,13 @@ class Array(Node):
         self._fetch(plan, np.flatnonzero(present), put, out)
         return out.reshape(sel.shape)
 
-    def _reader(self, relpath: str) -> ArrayRecordReader:
+    def _reader(self, relpath: str, whole: bool = False) -> ArrayRecordReader:
         try:
             sizes = self._m.table.sizes
-            return node_shard_reader(self._store, self._node, relpath, sizes.get(relpath), sizes)
+            size = sizes.get(relpath)
+            # a read of most of a small remote shard fetches all of it in one request
+            whole = whole and size is not None and size <= coalesce_options().max_size
+            return node_shard_reader(self._store, self._node, relpath, size, sizes, whole=whole)
         except FileNotFoundError:
             raise FileNotFoundError(
                 errno.ENOENT,
@@ -543,10 +549,24 @@ class Array(Node):
         except CorruptionError as e:
             raise CorruptionError(f"{self._what}: shard {relpath!r} is damaged: {e}") from None
 
+    def _shard_records(self, relpath: str) -> int:
+        """How many records the manifest places in shard ``relpath``."""
+        table = self._m.table
+        cached = self._record_counts
+        if cached is None or cached[0] is not table:
+            per_entry = np.prod(table.stops - table.starts, axis=1)
+            sums = np.bincount(table.path_ids, weights=per_entry, minlength=len(table.paths))
+            cached = (table, {p: int(n) for p, n in zip(table.paths, sums, strict=True)})
+            self._record_counts = cached
+        return cached[1].get(relpath, 0)
+
     def _reader_with(self, relpath: str, recs: Any) -> ArrayRecordReader:
         """The reader of shard ``relpath``, checked to hold every record in ``recs``
-        (else the manifest and the shard disagree: CorruptionError naming both)."""
-        reader = self._reader(relpath)
+        (else the manifest and the shard disagree: CorruptionError naming both). A
+        read of more than half the shard's records asks for the whole shard
+        (:func:`arrayds.store.shard_reader`'s ``whole``)."""
+        whole = not self._store.local and 2 * len(recs) > self._shard_records(relpath) > 0
+        reader = self._reader(relpath, whole)
         n = len(reader)
         top = max(recs) if isinstance(recs, list) else int(recs.max())
         if top >= n:
@@ -678,7 +698,8 @@ class Array(Node):
         if len(groups) == 1:
             run(groups[0])
             return
-        futures = [io_pool().submit(run, g) for g in groups]
+        # the pool's threads read with this thread's coalescing options
+        futures = [io_pool().submit(contextvars.copy_context().run, run, g) for g in groups]
         for f in futures:
             f.result()
 

@@ -27,6 +27,7 @@ an ArrayRecord file (or a glob of them).
 from __future__ import annotations
 
 import bisect
+import contextvars
 import functools
 import glob as _glob
 import hashlib
@@ -45,6 +46,7 @@ import numpy as np
 
 from . import _native
 from ._options import ReaderOptions, parse_reader_options
+from .coalesce import fetch_spans
 from .errors import CorruptionError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -600,6 +602,7 @@ class ArrayRecordReader:
         storage_options: Mapping[str, Any] | None = None,
         file_size: int | None = None,
         file_reader_buffer_size: int | None = None,
+        _whole_file: bool = False,
     ) -> None:
         self._path = _fspath(path, "ArrayRecordReader")
         for key, value in (
@@ -615,6 +618,9 @@ class ArrayRecordReader:
                 )
         self._buffer_size = file_reader_buffer_size or 0
         self._window: tuple[int, bytes] | None = None  # remote: the last range fetched
+        # remote, opened with _whole_file: the whole file, kept for the first read only
+        self._preloaded: bytes | None = None
+        self._get_ranges: Callable[[list[tuple[int, int]]], Sequence[Any]] | None = None
         self._closed = True
         self._n = 0
         self._inflight: set[Future[list[bytes]]] = set()
@@ -628,7 +634,7 @@ class ArrayRecordReader:
             if file_size is not None:
                 self._check_local_size(file_size)
         else:
-            self._open_remote(file_size)
+            self._open_remote(file_size, whole=_whole_file and file_size is not None)
         self._closed = False
         self._n = int(self._native.num_records())
 
@@ -654,7 +660,7 @@ class ArrayRecordReader:
         except FileNotFoundError:
             raise FileNotFoundError(2, "No such file", self._path) from None
 
-    def _open_remote(self, known_size: int | None = None) -> None:
+    def _open_remote(self, known_size: int | None = None, whole: bool = False) -> None:
         fs, inner, name = self._fs, self._inner, self._path
         assert fs is not None
         size = self._remote_size() if known_size is None else known_size
@@ -670,7 +676,7 @@ class ArrayRecordReader:
             )
         want = self._options.footer_prefetch_bytes
         want = (1 << 20) if want is None else want
-        tail_len = min(size, max(_BLOCK, want - want % _BLOCK))
+        tail_len = size if whole else min(size, max(_BLOCK, want - want % _BLOCK))
         if known_size is None:
             tail = fs.cat_file(inner, start=size - tail_len, end=size)
         else:
@@ -706,6 +712,8 @@ class ArrayRecordReader:
             footer = fs.cat_file(inner, start=footer_offset, end=size - _BLOCK)
         native = _native.Reader.from_footer(size, footer_offset, footer, name, self._options.string)
         self._native = native
+        if whole:
+            self._preloaded = tail
         self._read_many = self._remote_read_many
         self._read_one = self._remote_read_one
         self._read_range = self._remote_read_range
@@ -723,14 +731,12 @@ class ArrayRecordReader:
         assert self._fs is not None
         if not spans:
             return []
+        whole, self._preloaded = self._preloaded, None
+        if whole is not None:  # opened with the whole file: the first read needs no request
+            view = memoryview(whole)
+            return [(b, view[b:e]) for b, e in spans]
         if not self._buffer_size:
-            starts = [s for s, _ in spans]
-            ends = [e for _, e in spans]
-            datas = self._fs.cat_ranges([self._inner] * len(spans), starts, ends)
-            for data in datas:
-                if isinstance(data, BaseException):
-                    raise data
-            return list(zip(starts, datas, strict=True))
+            return fetch_spans(spans, self._get_ranges or self._cat_ranges, self._path)
         out: list[tuple[int, Any]] = []
         window = self._window
         missing = []
@@ -772,6 +778,13 @@ class ArrayRecordReader:
             out[k] = (begin, views[j][begin - r0 : end - r0])
         self._window = (ranges[-1][0], datas[-1])
         return out
+
+    def _cat_ranges(self, ranges: list[tuple[int, int]]) -> list[Any]:
+        """The bytes of each ``(begin, end)`` range, fetched concurrently by fsspec."""
+        assert self._fs is not None
+        return self._fs.cat_ranges(
+            [self._inner] * len(ranges), [b for b, _ in ranges], [e for _, e in ranges]
+        )
 
     def _remote_read_one(self, i: int) -> bytes:
         return self._remote_read_many([i])[0]
@@ -1420,6 +1433,9 @@ class ArrayRecordDataSource:
         # the reader's read function in the slot and reads.
         self._shards_or_pending = self._shards
         self._single = len(self._shards) == 1
+        # remote files: a batch reads its files at once (see _read_multi)
+        first = self._shards[0].path if self._shards else ""
+        self._remote = ("://" in first or "::" in first) and not first.startswith("file://")
         self._single_offset = self._shards[0].start if self._single else 0
         # 0 disables the one-file fast path in __getitem__ (several files, or decoding).
         self._fast_len = self._len if self._single and self._decode is None else 0
@@ -1525,11 +1541,21 @@ class ArrayRecordDataSource:
         sorted_fid = fid[order]
         cuts = np.flatnonzero(sorted_fid[1:] != sorted_fid[:-1]) + 1
         out: list[Any] = [None] * idx.size
-        for part in np.split(order, cuts):
-            k = int(fid[part[0]])
-            recs = self._reader(k)._read_many(local[part])
+
+        def read(part: np.ndarray) -> None:
+            recs = self._reader(int(fid[part[0]]))._read_many(local[part])
             for pos, rec in zip(part.tolist(), recs, strict=True):
                 out[pos] = rec
+
+        parts = np.split(order, cuts)
+        if self._remote:
+            # remote files: one coalesced pass per file, the files fetched at once
+            ctx = contextvars.copy_context
+            for f in [_prefetcher().submit(ctx().run, read, p) for p in parts]:
+                f.result()
+        else:
+            for part in parts:
+                read(part)
         return out
 
     def _getitems(self, indices: Sequence[int]) -> list[Any]:

@@ -36,6 +36,7 @@ array([3., 4., 5.], dtype=float32)
 
 from __future__ import annotations
 
+import contextvars
 import errno
 import math
 import numbers
@@ -677,7 +678,7 @@ class RaggedArray(Node):
         if len(groups) == 1:
             run(groups[0])
         else:
-            futures = [io_pool().submit(run, g) for g in groups]
+            futures = [io_pool().submit(contextvars.copy_context().run, run, g) for g in groups]
             for f in futures:
                 f.result()
         for j, lst in parts.items():

@@ -54,6 +54,7 @@ from .arrayrecord import (
     ResolvedSource,
     SourceShard,
 )
+from .coalesce import coalesce_options
 from .errors import CorruptionError
 from .manifest import FORMAT, FORMAT_VERSION
 from .node import Pin, check_version_args
@@ -941,7 +942,9 @@ def _read_shard(
 ) -> list[Any]:
     """Task: every record of one shard, decoded (one batched engine read); ``size``:
     the file's byte size from the manifest (0: not recorded)."""
-    reader = node_shard_reader(store, node, name, size or None)
+    # every record is read: a shard of at most max_size comes in one GET (footer too)
+    whole = 0 < size <= coalesce_options().max_size
+    reader = node_shard_reader(store, node, name, size or None, whole=whole)
     n = reader.num_records()
     if n != expected:
         raise CorruptionError(

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import json
 import os
 import queue
@@ -299,7 +300,17 @@ _readers: OrderedDict[tuple[Any, ...], ArrayRecordReader] = OrderedDict()
 _readers_lock = threading.Lock()
 
 
-def shard_reader(store: Store, path: str, size: int | None = None) -> ArrayRecordReader:
+def _store_key(store: Store, path: str) -> str | None:
+    """The key of file-system path ``path`` in ``store`` (None if outside its root)."""
+    root = store.root
+    if root in ("", "/"):
+        return path.lstrip("/")
+    return path[len(root) + 1 :] if path.startswith(root + "/") else None
+
+
+def shard_reader(
+    store: Store, path: str, size: int | None = None, *, whole: bool = False
+) -> ArrayRecordReader:
     """An open :class:`arrayds.ArrayRecordReader` for ``path`` on ``store``'s file
     system, from a per-process LRU cache keyed by (protocol, storage options, path).
 
@@ -308,6 +319,11 @@ def shard_reader(store: Store, path: str, size: int | None = None) -> ArrayRecor
     open: the reader fetches the tail right away and raises
     :class:`arrayds.CorruptionError` naming the file if the object has another size.
     Local shards open as before (the engine reads the size itself).
+
+    ``whole``: the caller is about to read most of the shard; on an object store a
+    reader not yet open then fetches the whole shard (footer included, ``size`` must
+    be known) in one ranged GET and serves its first read from those bytes. Remote
+    reads go through :meth:`Store.get_ranges`, coalesced (:mod:`arrayds.coalesce`).
 
     Shards are immutable and uniquely named, so a cached reader is never stale. An
     evicted reader is not closed (another thread may still be using it); it closes
@@ -343,7 +359,11 @@ def shard_reader(store: Store, path: str, size: int | None = None) -> ArrayRecor
                     REMOTE_SHARD_READER_OPTIONS,
                     storage_options=store.storage_options,
                     file_size=size if size else None,
+                    _whole_file=whole,
                 )
+                store_key = _store_key(store, path)
+                if store_key is not None:
+                    r._get_ranges = functools.partial(store.get_ranges, store_key)
         except BaseException:
             with _readers_lock:
                 _opening.pop(key, None)
@@ -433,12 +453,18 @@ def node_shard_reader(
     relpath: str,
     size: int | None = None,
     shards: Mapping[str, int | None] | None = None,
+    *,
+    whole: bool = False,
 ) -> ArrayRecordReader:
     """The cached reader of shard ``relpath`` of ``node`` (see :func:`shard_reader`);
     ``size``: its byte size from the manifest, if recorded; ``shards``: every shard
     file of the node (relpath -> recorded size or None), which lets reads on object
-    stores prefetch footers (see :data:`FOOTER_PREFETCH_SHARDS`)."""
+    stores prefetch footers (see :data:`FOOTER_PREFETCH_SHARDS`); ``whole``: the read
+    needs most of the shard (see :func:`shard_reader`), so no footers are prefetched
+    for it (reads of whole shards fetch each shard in one request)."""
     path = store.path(node, relpath)
+    if whole and size and not store.local:
+        return shard_reader(store, path, size, whole=True)
     if shards is None or store.local or len(shards) < 3:
         return shard_reader(store, path, size)
     with _readers_lock:

@@ -38,9 +38,11 @@ shows what opening the footers costs).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -248,6 +250,34 @@ def main(argv: list[str] | None = None) -> int:
             arrayds.from_arrayrecord(ads, storage_options=slow).compute()
 
     t_r, s_r = timed(read_all, args.repeat, server)
+    peak = peak_rss_of_read(ads, slow, args.threads)
+    # a region through dask: rows and columns [n/4, 3n/4), a quarter of the array
+    q = args.size // 4
+
+    def read_region() -> None:
+        import dask
+
+        with dask.config.set(scheduler="threads", num_workers=args.threads):
+            x = arrayds.from_arrayrecord(ads, storage_options=slow)
+            x[q : 3 * q, q : 3 * q].compute()
+
+    t_g, s_g = timed(read_region, args.repeat, server)
+    touched = {e.path for e in a.manifest.shards if _meets(e, q, 3 * q)}
+    region_chunks = (2 * q // CHUNK) ** 2
+    needed_g = stored * region_chunks / (side * side)  # the touched chunks' stored bytes
+    # the transport limit: every shard whole, one ranged GET each, same concurrency
+    shard_keys = [(f"{ads[len('s3://') :]}/{e.path}", e.bytes) for e in a.manifest.shards]
+    shard_keys = list(dict(shard_keys).items())
+    shard_bytes = sum(size for _, size in shard_keys)
+
+    fs = s3fs.S3FileSystem(**slow)  # its connections stay warm, as arrayds' do
+
+    def transport() -> None:
+        with ThreadPoolExecutor(args.threads) as pool:
+            got = list(pool.map(lambda k: fs.cat_file(k[0], start=0, end=k[1]), shard_keys))
+        assert sum(map(len, got)) == shard_bytes
+
+    t_t, s_t = timed(transport, args.repeat, server)
     report = verify(ads, storage_options=direct)
     assert report.ok, report.problems
     # the same passes on a local disk (page cache hot), for scale
@@ -304,9 +334,30 @@ def main(argv: list[str] | None = None) -> int:
         f"{t_v * 1000:.0f} ms | {s_v['requests']} | {mb / t_v:.0f} |",
         f"| `from_arrayrecord(url).compute()` ({args.threads} threads) | {t_r * 1000:.0f} ms | "
         f"{s_r['requests']} | {mb / t_r:.0f} |",
+        f"| transport limit: every shard whole, one ranged GET each ({args.threads} at a "
+        f"time; CPU {s_t['cpu'] * 1000:.0f} ms) | {t_t * 1000:.0f} ms | {s_t['requests']} | "
+        f"{shard_bytes / 1e6 / t_t:.0f} |",
         f"| local disk: `arrayds verify` | {t_vl * 1000:.0f} ms | - | {mb / t_vl:.0f} |",
         f"| local disk: `from_arrayrecord(path).compute()` | {t_rl * 1000:.0f} ms | - | "
         f"{mb / t_rl:.0f} |",
+        "",
+        "| dask read (issue 26) | time | CPU | requests | request target | fetched / needed "
+        "| MB/s | of the transport limit (target >= 90%) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        f"| whole array | {t_r * 1000:.0f} ms | {s_r['cpu'] * 1000:.0f} ms | {s_r['requests']} "
+        f"| <= {1.2 * (len(shard_keys) + shard_bytes / (8 << 20)):.0f} "
+        f"| {s_r['bytes_down'] / shard_bytes:.2f} | {mb / t_r:.0f} | **{t_t / t_r:.0%}** |",
+        f"| region [{q}:{3 * q}, {q}:{3 * q}] ({len(touched)} shards) | {t_g * 1000:.0f} ms "
+        f"| {s_g['cpu'] * 1000:.0f} ms | {s_g['requests']} "
+        f"| <= {2 * len(touched) + needed_g / (8 << 20):.0f} "
+        f"| {s_g['bytes_down'] / needed_g:.2f} | {needed_g / 1e6 / t_g:.0f} "
+        f"| **{(needed_g / t_g) / (shard_bytes / t_t):.0%}** |",
+        "",
+        f"Peak RSS of the whole-array read (a fresh process; what the compute adds): "
+        f"**{peak:.2f}x** the array's size (target <= 1.5x).",
+        "",
+        "(requests and fetched bytes count everything the proxy saw, manifests included; "
+        "the region's needed bytes are its chunks' share of the stored bytes.)",
         "",
         f"verify / read-all throughput: **{t_r / t_v:.2f}x** on S3, **{t_rl / t_vl:.2f}x** "
         f"on a local disk; target for random chunks: "
@@ -316,6 +367,32 @@ def main(argv: list[str] | None = None) -> int:
     sys.stdout.write("\n".join(out) + "\n")
     server.stop()
     return 1 if missed and not args.quick else 0
+
+
+def peak_rss_of_read(url: str, so: dict, threads: int) -> float:
+    """What a whole-array dask read adds to a fresh process's peak RSS (VmHWM minus
+    the RSS before the compute), as a multiple of the array's size."""
+    code = (
+        "import json, dask, arrayds\n"
+        "def mem(k):\n"
+        "    for line in open('/proc/self/status'):\n"
+        "        if line.startswith(k):\n"
+        "            return int(line.split()[1]) * 1024\n"
+        f"x = arrayds.from_arrayrecord({url!r}, storage_options={so!r})\n"
+        "base = mem('VmRSS:')\n"
+        f"with dask.config.set(scheduler='threads', num_workers={threads}):\n"
+        "    y = x.compute()\n"
+        "print(json.dumps([mem('VmHWM:') - base, y.nbytes]))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    added, nbytes = json.loads(out.stdout.strip().splitlines()[-1])
+    return added / nbytes
+
+
+def _meets(entry, lo: int, hi: int) -> bool:
+    """Whether a shard entry's box of chunks meets the square [lo, hi) of elements."""
+    box = zip(entry.start, entry.stop, strict=True)
+    return all(b * CHUNK < hi and e * CHUNK > lo for b, e in box)
 
 
 def _version(name: str) -> str:

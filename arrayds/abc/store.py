@@ -32,7 +32,7 @@ b'2'
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
@@ -99,6 +99,12 @@ class Store(Protocol):
 
     def get_range(self, key: str, start: int, length: int) -> bytes:
         """``length`` bytes of ``key`` from ``start`` (fewer at the end)."""
+
+    def get_ranges(self, key: str, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
+        """The bytes of each ``(begin, end)`` range of ``key``, one bytes object per
+        range, fetched concurrently (the requests of one coalesced read,
+        :mod:`arrayds.coalesce`); a response may be shorter than asked at the end of
+        the object (the caller checks lengths)."""
 
     def exists(self, key: str) -> bool:
         """Whether an object (or, on file systems, a folder) is at ``key``."""

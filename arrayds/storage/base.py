@@ -151,6 +151,30 @@ class BaseStore:
     def get_versioned(self, key: str) -> tuple[bytes | None, Any]:
         raise NotImplementedError
 
+    def get_ranges(self, key: str, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
+        """The bytes of each ``(begin, end)`` range of ``key`` (see
+        :meth:`arrayds.abc.store.Store.get_ranges`): one fsspec ``cat_ranges`` call, which
+        object stores serve with concurrent ranged GETs. A store with a native batched
+        range API overrides this."""
+        p = self.path(key)
+        asked = [(b, e) for b, e in ranges if e > b]  # (S3 answers an empty range whole)
+        if not asked:
+            if ranges:
+                self.size(key)  # FileNotFoundError if there is no object
+            return [b""] * len(ranges)
+        datas = iter(
+            self.fs.cat_ranges([p] * len(asked), [b for b, _ in asked], [e for _, e in asked])
+        )
+        out = []
+        for b, e in ranges:
+            data = next(datas) if e > b else b""
+            if isinstance(data, PermissionError):
+                raise self.named_error(data, "cannot read", p) from data
+            if isinstance(data, BaseException):
+                raise data
+            out.append(data if isinstance(data, bytes) else bytes(data))
+        return out
+
     def exists(self, key: str, name: str = "") -> bool:
         raise NotImplementedError
 

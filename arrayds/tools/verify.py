@@ -33,6 +33,7 @@ import numpy as np
 
 from ..abc.store import Store
 from ..arrayrecord import ArrayRecordReader
+from ..coalesce import coalesce_options
 from ..errors import CorruptionError
 from ..nodes import commit, kinds
 from ..progress import bar as progress_bar
@@ -359,7 +360,8 @@ def _read_batches(
     """Yield (first record, records) for all records of the shard; a damaged chunk
     becomes one Problem and ``None`` for each of its records."""
     g = max(1, reader.group_size())
-    count = g
+    # a reader that holds its whole (small) file reads it in one batch, no request
+    count = n if reader._preloaded is not None else g
     pos = 0
     while pos < n:
         end = min(n, pos + count)
@@ -388,7 +390,9 @@ def _open_shard(
     job: _ShardJob, store: Store
 ) -> tuple[ArrayRecordReader | None, int, list[Problem]]:
     """(reader, file size, problems): the real size first (on object stores one HEAD;
-    the reader then opens with it: one GET); no reader if the file does not open."""
+    the reader then opens with it: one GET, of the whole file when it is at most the
+    coalescing ``max_size``, :mod:`arrayds.coalesce`); no reader if the file does not
+    open."""
     missing = [Problem(job.url, "file", "missing: the shard file does not exist", job.node)]
     try:
         size = store.size(join_component(job.node, job.rel))
@@ -399,7 +403,10 @@ def _open_shard(
     opts = None if store.local else store.storage_options
     try:
         reader = ArrayRecordReader(
-            job.url, storage_options=opts, file_size=None if store.local else size
+            job.url,
+            storage_options=opts,
+            file_size=None if store.local else size,
+            _whole_file=not store.local and size <= coalesce_options().max_size,
         )
     except FileNotFoundError:
         return None, 0, missing

@@ -117,6 +117,17 @@ class StoreTests:
         assert store.get_range("r", 190, 50) == data[190:]  # fewer at the end
         assert store.get_range("r", 200, 10) == b""
 
+    def test_get_ranges(self, store):
+        """The batched range read of coalesced reads (arrayds/coalesce.py)."""
+        data = bytes(range(200))
+        store.put("r", data)
+        ranges = [(0, 5), (17, 57), (100, 100), (190, 240)]
+        got = store.get_ranges("r", ranges)
+        assert [bytes(g) for g in got] == [data[0:5], data[17:57], b"", data[190:]]
+        assert store.get_ranges("r", []) == []
+        with pytest.raises(FileNotFoundError):
+            store.get_ranges("nope", [(0, 1)])
+
     def test_list_and_list_dir(self, store):
         for k, n in [("d/a", 1), ("d/e/b", 2), ("d/e/f/c", 3), ("x", 4)]:
             store.put(k, b"z" * n)

@@ -1,0 +1,56 @@
+"""The dask read graph on object stores: one read task per shard box (bounded by
+READ_TASK_BYTES), the user's blocks slices of it; local stores keep a task per block."""
+
+from __future__ import annotations
+
+import uuid
+
+import numpy as np
+
+import arrayds
+from arrayds.dask import array as dask_array
+
+
+def _array(url: str, shard_size: int | None = None):
+    import dask.array as da
+
+    data = np.arange(64 * 64, dtype="f4").reshape(64, 64)
+    arrayds.to_arrayrecord(da.from_array(data, chunks=(8, 8)), url, shard_size=shard_size)
+    return data, arrayds.open_array(url)
+
+
+def _reads(x) -> int:
+    return sum(1 for k in dict(x.__dask_graph__()) if k[0].startswith("arrayds-read-"))
+
+
+def test_remote_read_is_one_task_per_shard_and_blocks_stay_stored_chunks():
+    url = f"memory://coalesce-graph-{uuid.uuid4().hex[:8]}/a"
+    data, a = _array(url, shard_size=16 * 8 * 8 * 4)  # 4 shards of 16 chunks
+    x = arrayds.from_arrayrecord(url)
+    assert x.chunks == ((8,) * 8, (8,) * 8)
+    assert _reads(x) == a.nshards == 4
+    np.testing.assert_array_equal(x.compute(scheduler="sync"), data)
+    np.testing.assert_array_equal(x[5:40, 3:61].compute(scheduler="sync"), data[5:40, 3:61])
+
+
+def test_read_tasks_are_bounded_by_memory(monkeypatch):
+    url = f"memory://coalesce-graph-{uuid.uuid4().hex[:8]}/a"
+    data, a = _array(url)  # one shard
+    monkeypatch.setattr(dask_array, "READ_TASK_BYTES", 16 * 64 * 4)  # 16 rows
+    assert dask_array.io_chunks(a, a.chunks) == ((16, 16, 16, 16), (64,))
+    x = arrayds.from_arrayrecord(url)
+    assert _reads(x) == 4 and x.chunks == a.chunks
+    np.testing.assert_array_equal(x.compute(scheduler="sync"), data)
+
+
+def test_blocks_across_shards_and_local_stores_keep_one_task_per_block(tmp_path):
+    url = f"memory://coalesce-graph-{uuid.uuid4().hex[:8]}/a"
+    data, a = _array(url, shard_size=16 * 8 * 8 * 4)
+    x = arrayds.from_arrayrecord(url, chunks=(64, 64))  # one block over all 4 shards
+    assert _reads(x) == 0 and x.numblocks == (1, 1)
+    np.testing.assert_array_equal(x.compute(scheduler="sync"), data)
+    local = str(tmp_path / "a")
+    _, b = _array(local, shard_size=16 * 8 * 8 * 4)
+    y = arrayds.from_arrayrecord(local)
+    assert _reads(y) == 0 and y.numblocks == (8, 8)
+    np.testing.assert_array_equal(y.compute(scheduler="sync"), data)
