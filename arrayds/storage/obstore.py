@@ -221,42 +221,53 @@ class ObstoreStore(BaseStore):
             raise
 
     def get_ranges(self, key: str, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
-        """The ``(offset, length)`` ranges of ``key``, fetched concurrently (obstore
-        merges neighbouring ones into one request). Every range must lie inside the
-        object: a shorter object or reply is :class:`arrayds.CorruptionError`."""
-        ranges = [(int(o), int(n)) for o, n in ranges]
-        for o, n in ranges:
-            if o < 0 or n < 0:
-                raise ValueError(f"{self.display(key)}: a negative range ({o}, {n})")
-        wanted = [(o, n) for o, n in ranges if n]
-        got: list[Any] = []
-        if wanted:
+        """The bytes of each ``(begin, end)`` range of ``key`` (see
+        :meth:`arrayds.abc.store.Store.get_ranges`), fetched concurrently with obstore's
+        ``get_ranges`` as planned (:mod:`arrayds.coalesce` merged them already); a range
+        past the object's end is cut there (the caller checks lengths:
+        :func:`arrayds.coalesce.fetch_spans`), and a reply longer than asked is
+        :class:`arrayds.CorruptionError`."""
+        ranges = [(int(b), int(e)) for b, e in ranges]
+        for b, e in ranges:
+            if b < 0 or e < b:
+                raise ValueError(f"{self.display(key)}: a bad byte range [{b}, {e})")
+        size: int | None = None
+        while True:
+            cut = [(b, e if size is None else max(b, min(e, size))) for b, e in ranges]
+            wanted = [(b, e) for b, e in cut if e > b]
             try:
-                got = obstore.get_ranges(
-                    self.client,
-                    key,
-                    starts=[o for o, _ in wanted],
-                    lengths=[n for _, n in wanted],
+                got = (
+                    obstore.get_ranges(
+                        self.client,
+                        key,
+                        starts=[b for b, _ in wanted],
+                        ends=[e for _, e in wanted],
+                        coalesce=0,  # the requests are arrayds' coalesced plan already
+                    )
+                    if wanted
+                    else []
                 )
+                break
             except FileNotFoundError as e:
                 raise FileNotFoundError(errno.ENOENT, str(e), self.display(key)) from None
-            except Exception as e:  # noqa: BLE001 - a range past the end: 416 or a short body
-                size = self.size(key)
-                if any(o + n > size for o, n in wanted):
-                    raise CorruptionError(
-                        f"{self.display(key)}: has {size} bytes, fewer than the ranges read "
-                        f"need (up to {max(o + n for o, n in wanted)})"
-                    ) from e
-                raise
+            except Exception:  # noqa: BLE001 - a range past the end: cut at the size, once
+                if size is not None:
+                    raise
+                head = self._head(key)
+                if head is None:
+                    raise FileNotFoundError(
+                        errno.ENOENT, "no such object", self.display(key)
+                    ) from None
+                size = int(head["size"])
         out: list[bytes] = []
         it = iter(got)
-        for o, n in ranges:
-            b = bytes(next(it)) if n else b""
-            if len(b) != n:
+        for b, e in cut:
+            data = bytes(next(it)) if e > b else b""
+            if len(data) > e - b:
                 raise CorruptionError(
-                    f"{self.display(key)}: asked for bytes [{o}, {o + n}) and got {len(b)} bytes"
+                    f"{self.display(key)}: asked for bytes [{b}, {e}) and got {len(data)} bytes"
                 )
-            out.append(b)
+            out.append(data)
         return out
 
     def _head(self, key: str) -> Mapping[str, Any] | None:

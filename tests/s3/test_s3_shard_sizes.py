@@ -231,23 +231,25 @@ def test_prefetch_still_queued_at_exit_does_not_hold_the_process(s3, s3_url, s3_
     """Footer prefetches run on daemon threads that stop taking work at exit: a
     process that ends right after its reads started a prefetch ends at once, not
     after the queued requests. The proxy holds every request for the shards the
-    reads do not touch, so when all 8 prefetch threads wait on one, 30 footers are
-    still queued; the child is then told to exit. A child that waited for its
+    reads do not touch, so when all 8 prefetch threads wait on one, 10 footers are
+    still queued; the child is then told to exit. Each read takes one chunk of a
+    two-chunk shard (a read of most of a shard fetches it whole and prefetches
+    nothing). A child that waited for its
     prefetch would never exit (the communicate timeout fails the test)."""
     import subprocess
     import sys
 
     from .s3server import LatencyProxy
 
-    data = np.arange(160 * 10, dtype="i8").reshape(160, 10)  # 40 chunks, 1 per shard
+    data = np.arange(160 * 10, dtype="i8").reshape(160, 10)  # 40 chunks, 2 per shard
     arrayds.to_arrayrecord(
-        da.from_array(data, chunks=(4, 10)), s3_url, shard_size=1, storage_options=s3_opts
+        da.from_array(data, chunks=(4, 10)), s3_url, shard_size=640, storage_options=s3_opts
     )
     shards = arrayds.open_array(s3_url, storage_options=s3_opts).manifest.shards
-    assert len(shards) == 40
-    read = {e.path.rsplit("/", 1)[-1] for e in shards if e.start[0] < 2}  # a[0:8]
+    assert len(shards) == 20
+    read = {e.path.rsplit("/", 1)[-1] for e in shards if e.start[0] < 4}  # a[0:4], a[8:12]
     others = {e.path.rsplit("/", 1)[-1] for e in shards} - read
-    assert len(read) == 2 and len(others) == 38
+    assert len(read) == 2 and len(others) == 18
 
     def prefetch_of_another_shard(request: bytes) -> bool:
         target = request.split(b" ", 2)[1].split(b"?", 1)[0].decode()
@@ -257,7 +259,7 @@ def test_prefetch_still_queued_at_exit_does_not_hold_the_process(s3, s3_url, s3_
     script.write_text(
         "import sys, arrayds\n"
         "a = arrayds.open_array(sys.argv[1], storage_options=eval(sys.argv[2]))\n"
-        "a[0:4]; a[4:8]\n"  # the second shard starts the prefetch of 38 footers
+        "a[0:4]; a[8:12]\n"  # the second shard starts the prefetch of 18 footers
         "print('read', flush=True)\n"
         "sys.stdin.read()\n"  # exit when the test says so
     )
@@ -272,7 +274,7 @@ def test_prefetch_still_queued_at_exit_does_not_hold_the_process(s3, s3_url, s3_
         )
         try:
             assert proc.stdout.readline() == "read\n", proc.stderr.read()
-            # every prefetch thread is waiting for a footer: 30 are still queued
+            # every prefetch thread is waiting for a footer: 10 are still queued
             assert _wait_for(lambda: gate.stats.snapshot()["held"] == 8)
             _out, err = proc.communicate(timeout=120)  # closes its stdin: it exits
         finally:
