@@ -61,6 +61,9 @@ KEY_KINDS: dict[str, str] = {
 }
 """Key kinds a rule's ``keys`` may name, each a pattern over the object key."""
 
+_UNSENT = ("503", "500", "429", "reset")
+"""The faults whose request never reaches the server."""
+
 _ERRORS = {
     "503": (503, "Service Unavailable", "SlowDown", "Please reduce your request rate."),
     "500": (500, "Internal Server Error", "InternalError", "We encountered an internal error."),
@@ -92,9 +95,11 @@ class Rule:
     limit: int | None = None
     delay: float = 0.05
     then: Callable[[], None] | None = None
-    """Called in the proxy when the fault fires (for ``"lost"`` and ``"truncate"``:
-    once the server applied the request, before the client is cut off): a test's
-    deterministic interleaving, e.g. another writer's commit."""
+    """Called in the proxy when the fault fires: for the faults whose request is not
+    forwarded, before the client is answered; for the others (``"slow"``, ``"lost"``,
+    ``"truncate"``) once the server applied the request, before the client gets (or
+    loses) the reply. A test's deterministic interleaving, e.g. another writer's
+    commit."""
 
     def __post_init__(self) -> None:
         if self.fault not in FAULTS:
@@ -281,6 +286,8 @@ class FaultProxy:
                 method, target = (first.split(" ") + ["", ""])[:2]
                 rule = self._decide(method, _object_key(method, target, body))
                 fault = rule.fault if rule is not None else ""
+                if rule is not None and rule.then is not None and fault in _UNSENT:
+                    rule.then()
                 if fault == "reset":
                     _linger(client)
                     return None
@@ -306,7 +313,7 @@ class FaultProxy:
                     and "chunked" not in rheaders.get("transfer-encoding", "").lower()
                 )
                 rbody = b"" if bodyless else _read_body(up, rheaders, until_close=close)
-                if rule is not None and rule.then is not None:
+                if rule is not None and rule.then is not None and fault not in _UNSENT:
                     rule.then()
                 if fault == "lost" or (fault == "truncate" and not rbody):
                     _linger(client)
