@@ -593,17 +593,21 @@ def _landed(store: Store, node: str, head: Mapping[str, Any], write_id: str) -> 
     checked here before it is taken for a conflict."""
     if not write_id:
         return False
-    now = read(store, node)
-    if now.commit == write_id:
+    what = store.display(node)
+    data = store.get(manifest_key(node))  # the bytes only: no version token is needed
+    now = parse_json(data, what) if data is not None else None
+    if now is None:
+        return False
+    if now.get("commit") == write_id:
         return True
     gen = generation_of(head)
-    if now.generation <= gen or gen < 1:
+    if generation_of(now) <= gen or gen < 1:
         return False
     kept = store.get(_key(node, log.version_key(gen)))
     if kept is None:
         return False
     try:
-        return parse_json(kept, now.what).get("commit") == write_id
+        return parse_json(kept, what).get("commit") == write_id
     except CorruptionError:
         return False
 
