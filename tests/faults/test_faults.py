@@ -145,3 +145,22 @@ def test_seeded_schedule_writes_and_reads(faulty) -> None:
     assert tally.violations == 0, tally
     assert tally.committed + tally.failed == 12
     assert sum(faulty.proxy.injected.values()) > 0
+
+
+@pytest.mark.parametrize("backend", ["s3"])
+def test_a_commit_that_gives_up_says_the_dataset_is_as_before(faulty) -> None:
+    """Every manifest PUT is reset: the client's retries run out, the append raises
+    the client's error with a note that nothing was committed, and the array is as
+    before (S3 only, botocore's own retries off to keep it short: gcsfs's backoff
+    would take half a minute)."""
+    url, direct = faulty.url, faulty.direct
+    arrayds.to_arrayrecord(np.zeros((2, 3)), url, "x", storage_options=direct)
+    faulty.proxy.set_schedule([Rule("reset", methods=WRITES, keys="manifest")])
+    opts = dict(faulty.opts, config_kwargs={"retries": {"max_attempts": 1}})
+    arr = arrayds.open_array(url, "x", mode="a", storage_options=opts)
+    with pytest.raises(Exception) as info:
+        arr.append(np.ones((1, 3)))
+    assert not isinstance(info.value, CommitConflictError)
+    assert any("not committed: the node is as before" in n for n in info.value.__notes__)
+    np.testing.assert_array_equal(_read(url, direct), np.zeros((2, 3)))
+    assert not verify(url, storage_options=direct).problems
