@@ -477,6 +477,8 @@ def commit(
     Returns the committed manifest; for an :class:`Extend`, as stored (its shard
     lists may be logs: :func:`arrayds.nodes.log.resolve` gives their entries).
     """
+    if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
+        raise ValueError(f"retries must be a count (an int >= 0), got {retries!r}")
     written = tuple(written)
     clear = tuple(clear)
     label = what or f"node {store.display(node)!r}"
@@ -513,8 +515,11 @@ def commit(
             raise
         if parents and node:
             ensure_parents(store, node)
-        refused = _put(store, node, base, staged, fv)
+        refused = _put(store, node, base, staged, fv, label)
+        if refused is not None and _landed(store, node, staged.head, write_id):
+            refused = None  # it landed; its reply was lost and the client's retry refused
         if refused is not None:
+            store.delete(_key(node, p) for p in staged.segments)
             if attempt < retries:
                 attempt += 1
                 time.sleep(random.uniform(0.0, 0.01 * attempt))
@@ -532,13 +537,22 @@ def commit(
 
 
 def _put(
-    store: Store, node: str, base: NodeVersion, staged: _Staged, format_version: int
+    store: Store,
+    node: str,
+    base: NodeVersion,
+    staged: _Staged,
+    format_version: int,
+    label: str,
 ) -> PreconditionFailedError | None:
     """The compare-and-swap of the head, which also keeps the head ``base`` in the
     node's history (:func:`_keep_version`) and makes the names of the new shard files
     durable before the new head is visible (the segments were written with ``put``,
-    durable on return). Returns ``None`` if it landed, else the store's refusal (the
-    staged segments are removed)."""
+    durable on return). Returns ``None`` if it landed, else the store's refusal (a
+    refusal may still be this put's own retry: see :func:`_landed`).
+
+    A put that fails otherwise (the store client gave up on transient errors) may or
+    may not have landed: if a read shows it did, it is a success; else the error is
+    raised with a note saying what state the node is in."""
     try:
         store.put_if_match(
             manifest_key(node),
@@ -548,9 +562,54 @@ def _put(
             flush=[_key(node, p) for p in sorted(staged.added)],
         )
     except PreconditionFailedError as e:
-        store.delete(_key(node, p) for p in staged.segments)
         return e
+    except Exception as e:
+        write_id = str(staged.head.get("commit", ""))
+        try:
+            landed = _landed(store, node, staged.head, write_id)
+        except Exception:  # noqa: BLE001 - the store is still failing: say so
+            e.add_note(
+                f"{label}: the commit's outcome is unknown (the store failed during its "
+                f"conditional put and on the read after it): it is either whole (its "
+                f"manifest carries commit {write_id!r}) or not visible at all; its files "
+                f"are kept (arrayds gc removes them if it did not land)"
+            )
+            raise
+        if landed:
+            return None
+        e.add_note(
+            f"{label}: not committed: the node is as before this write (its files are "
+            f"kept until arrayds gc; the write may be retried)"
+        )
+        raise
     return None
+
+
+def _landed(store: Store, node: str, head: Mapping[str, Any], write_id: str) -> bool:
+    """Whether the head staged as ``head`` by the write ``write_id`` is committed: it
+    is the node's head now, or a later commit kept it as the version of its
+    generation. A conditional put whose reply was lost is retried by the store client;
+    the retry is refused (the object changed: by this very put), so a refusal is
+    checked here before it is taken for a conflict."""
+    if not write_id:
+        return False
+    what = store.display(node)
+    data = store.get(manifest_key(node))  # the bytes only: no version token is needed
+    now = parse_json(data, what) if data is not None else None
+    if now is None:
+        return False
+    if now.get("commit") == write_id:
+        return True
+    gen = generation_of(head)
+    if generation_of(now) <= gen or gen < 1:
+        return False
+    kept = store.get(_key(node, log.version_key(gen)))
+    if kept is None:
+        return False
+    try:
+        return parse_json(kept, what).get("commit") == write_id
+    except CorruptionError:
+        return False
 
 
 def upgrade(store: Store, node: str) -> bool:
@@ -707,8 +766,10 @@ def put_if_newer(store: Store, node: str, manifest: Mapping[str, Any], tries: in
             generation=want,
             write_id=str(write_id),
         )
-        if _put(store, node, base, staged, fv) is None:
+        refused = _put(store, node, base, staged, fv, store.display(node))
+        if refused is None or _landed(store, node, staged.head, str(write_id)):
             return True
+        store.delete(_key(node, p) for p in staged.segments)
     return False
 
 
