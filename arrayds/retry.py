@@ -13,7 +13,7 @@ from __future__ import annotations
 import random
 import time
 
-__all__ = ["APPEND_RETRIES", "MAX_BACKOFF", "backoff", "check_retries"]
+__all__ = ["APPEND_RETRIES", "MAX_BACKOFF", "backoff", "check_retries", "retried"]
 
 APPEND_RETRIES = 19
 """The default ``retries=`` of every append: 20 attempts in all."""
@@ -38,10 +38,25 @@ def check_retries(retries: object, what: str) -> int:
     return retries
 
 
+_retried = 0
+
+
+def retried() -> int:
+    """How many retries (:func:`backoff` calls) this process has made so far: the
+    commit races its writers lost and tried again.
+
+    >>> before = retried(); backoff(1); retried() - before
+    1
+    """
+    return _retried
+
+
 def backoff(attempt: int) -> None:
     """Sleep before retry number ``attempt`` (1, 2, ...): a random time of up to
     10 ms times ``2 ** (attempt - 1)``, at most :data:`MAX_BACKOFF` seconds.
 
     >>> backoff(1)
     """
+    global _retried
+    _retried += 1
     time.sleep(random.uniform(0.0, min(MAX_BACKOFF, 0.01 * 2 ** min(attempt - 1, 16))))
