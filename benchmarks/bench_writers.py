@@ -102,7 +102,7 @@ def check_values(values: list[int], writers: int, appends: int, kind: str) -> tu
 
 
 def run(
-    url: str, so: dict[str, Any] | None, kind: str, writers: int, appends: int
+    url: str, so: dict[str, Any] | None, kind: str, writers: int, appends: int, gc: bool = True
 ) -> dict[str, Any]:
     """``writers`` processes x ``appends`` appends to a new node at ``url``; readers and
     gc run here meanwhile. Raises ``AssertionError`` on a read that is not a committed
@@ -134,7 +134,8 @@ def run(
         assert g >= gen, f"generation went back from {gen} to {g}"
         assert values[: len(seen)] == seen, "a later read does not extend an earlier one"
         gen, seen, reads = g, values, reads + 1
-        collect_garbage(url, storage_options=so, min_age=60, keep_versions=3)
+        if gc:
+            collect_garbage(url, storage_options=so, min_age=60, keep_versions=3)
         if not running:
             break
     wall = time.perf_counter() - start
@@ -215,6 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true")
     p.add_argument("--store", action="append", choices=("local", "s3", "gcs"))
     p.add_argument("--workdir", default=None)
+    p.add_argument("--no-gc", action="store_true", help="no gc beside the writers")
     p.add_argument("--faults", action="store_true", help="not available yet (see the docstring)")
     args = p.parse_args(argv)
     if args.faults:
@@ -232,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
                 for writers, appends in sizes:
                     for kind in KINDS:
                         url = f"{root}/{kind}-{writers}-{uuid.uuid4().hex[:8]}"
-                        r = run(url, so, kind, writers, appends)
+                        r = run(url, so, kind, writers, appends, gc=not args.no_gc)
                         print(
                             f"| {store} | {kind} | {writers} x {appends} | {r['retried']} | "
                             f"{r['wall']:.2f} s | {r['cpu']:.2f} s | {r['lost']} / "
