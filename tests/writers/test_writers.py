@@ -104,3 +104,20 @@ def test_records_append_retries_must_be_a_count(tmp_path, bad):
     with pytest.raises(ValueError, match=r"retries must be an integer >= 0"):
         records.write_records([b"b"], url, mode="a", retries=bad)
     assert records.read_records(url).compute(scheduler="sync") == [b"a"]
+
+
+def test_a_stale_append_whose_merge_conflicts_retries_and_keeps_every_row(tmp_path):
+    # the folded tiered merge of a stale handle meets the other writer's merge: the
+    # retry reads the node again, so the other writer's rows are never merged away
+    from arrayds.tools.compact import MERGE_FACTOR
+
+    url = str(tmp_path / "a")
+    a = arrayds.open_array(url, mode="w", shape=(0,), dtype="i2", chunks=1)
+    for i in range(MERGE_FACTOR - 1):
+        a.append(np.array([i], "i2"))
+    stale = arrayds.open_array(url, mode="a")
+    a.append(np.array([MERGE_FACTOR - 1], "i2"))  # fills the tier: merged
+    stale.append(np.array([99], "i2"))
+    got = arrayds.open_array(url)[:].tolist()
+    assert got == [*range(MERGE_FACTOR), 99]
+    assert verify(url).ok
