@@ -62,6 +62,7 @@ from .grid import (
 from .manifest import ArrayManifest, ShardEntry, ShardList, check_json_value, writer_options
 from .node import Node, kind_phrase, missing_node, read_node
 from .nodes import commit, kinds
+from .retry import APPEND_RETRIES, backoff, check_retries
 from .storage import get_store
 from .store import (
     SHARD_DIR,
@@ -825,7 +826,12 @@ class Array(Node):
         self._commit(m.with_(shards=shards), write_id, [relpath], entries)
 
     def append(
-        self, data: Any, axis: int = 0, *, compact: bool | str = "tiered"
+        self,
+        data: Any,
+        axis: int = 0,
+        *,
+        compact: bool | str = "tiered",
+        retries: int = APPEND_RETRIES,
     ) -> tuple[int, ...]:
         """Append ``data`` along ``axis``; returns (and sets) the new shape.
 
@@ -837,7 +843,10 @@ class Array(Node):
         the new one among them, where they fill a tier (about one append in eight),
         in the append's own commit (:func:`arrayds.tools.compact.commit_merged`: one
         version either way); ``True`` compacts the array once it holds 64 small files
-        (after the commit); ``False`` neither.
+        (after the commit); ``False`` neither. ``retries``: how often an append that
+        lost a commit race to another writer reads the array again and appends after
+        that writer's rows (with a bounded random backoff, :mod:`arrayds.retry`);
+        ``0`` raises :class:`arrayds.errors.CommitConflictError` at once.
 
         >>> import arrayds, numpy as np
         >>> a = arrayds.open_array("memory://doc-append", mode="w", shape=(0, 2),
@@ -850,9 +859,21 @@ class Array(Node):
         from .tools.compact import check_compact
 
         check_compact(compact, self._what)
+        retries = check_retries(retries, f"{self._what}: append")
         self._check_writable()
         with self._lock:
-            shape = self._append_locked(data, axis, tiered=compact == "tiered")
+            attempt = 0
+            while True:
+                try:
+                    shape = self._append_locked(data, axis, tiered=compact == "tiered")
+                    break
+                except CommitConflictError:
+                    now = commit.read(self._store, self._node)
+                    if attempt >= retries or not now.exists:
+                        raise
+                    attempt += 1
+                    backoff(attempt)
+                    self._m = kinds.get("array").parse(now.raw, self._what)
             if compact is True:
                 self._compact_small_files()
             return shape
@@ -1024,8 +1045,9 @@ class Array(Node):
             return f"{self._what} was removed while this handle was writing"
         return (
             f"{self._what}: another writer committed generation {base.generation} after "
-            f"this handle read generation {self._m.generation}; reopen and retry "
-            f"(nothing of this write is visible)"
+            f"this handle read generation {self._m.generation}; nothing of this write is "
+            f"visible (an append retries from a fresh read with retries=N; other writes: "
+            f"reopen the array and write again)"
         )
 
     def _commit_attrs(self, attrs: dict[str, Any]) -> None:

@@ -60,6 +60,7 @@ from .manifest import FORMAT, FORMAT_VERSION
 from .node import Pin, check_version_args
 from .nodes import commit as node_commit
 from .nodes import kinds, log
+from .retry import APPEND_RETRIES, check_retries
 from .serializers import Serializer, SerializerSpec
 from .storage import get_store
 from .store import (
@@ -426,6 +427,7 @@ class WritePlan:
     total: int
     options: str
     serializer: Serializer | None  # None: auto, decided per partition
+    retries: int = APPEND_RETRIES  # of an append's commit (arrayds.retry)
 
     @property
     def where(self) -> str:
@@ -554,11 +556,6 @@ def commit_shards(
     return _commit_manifest(plan, shards, ser_name, mode, compression, group_size, attrs)
 
 
-_APPEND_ATTEMPTS = 20
-"""How often a records append reads the manifest and tries its commit (appends
-commute: one that lost a commit race appends to what is there now)."""
-
-
 def _commit_manifest(
     plan: WritePlan,
     shards: list[ShardInfo],
@@ -606,7 +603,7 @@ def _commit_manifest(
         write_id=plan.write_id,
         check=check,
         written=[s.path for s in shards],
-        retries=_APPEND_ATTEMPTS - 1 if mode == "a" else 0,
+        retries=plan.retries if mode == "a" else 0,
         replaces=mode == "w",
         what=f"records dataset {where!r}",
     )
@@ -665,13 +662,16 @@ def plan_write(
     group_size: int,
     serializer: SerializerSpec,
     total: int,
+    retries: int = APPEND_RETRIES,
 ) -> tuple[WritePlan, str | None]:
-    """:func:`prepare_write` at ``node`` of ``store``."""
+    """:func:`prepare_write` at ``node`` of ``store``; ``retries``: of an append's
+    commit that lost a race (:mod:`arrayds.retry`)."""
     if mode not in _MODES:
         raise ValueError(
             f"mode must be one of {', '.join(map(repr, _MODES))} for records, got {mode!r}"
         )
     where = store.display(node)
+    retries = check_retries(retries, f"records dataset {where!r}")
     options = _writer_options(compression, group_size)
     ser = _ser.resolve_for_write(serializer)
     node_commit.check_parents(store, node)
@@ -695,7 +695,7 @@ def plan_write(
         expected = ser.name
     write_id = new_write_id()
     stem = _shard_stem(store, node, write_id)
-    return WritePlan(store, node, write_id, stem, total, options, ser), expected
+    return WritePlan(store, node, write_id, stem, total, options, ser, retries), expected
 
 
 def write_records(
@@ -712,13 +712,16 @@ def write_records(
     compute: bool = True,
     storage_options: Mapping[str, Any] | None = None,
     progress: bool = False,
+    retries: int = APPEND_RETRIES,
 ) -> RecordsDataset | Delayed:
     """Write a bag (one shard per partition) or a list (``num_shards`` shards).
 
     Each shard is written by its own task; one final task commits the manifest, so
     nothing is visible until every shard succeeded.  ``mode``: ``"w-"`` create
     (``FileExistsError`` if present), ``"w"`` replace, ``"a"`` append new shards (the
-    serializer must match the dataset's).  ``serializer``: ``"auto"`` (raw for bytes,
+    serializer must match the dataset's; ``retries``: how often an append that lost a
+    commit race to another writer commits again after that writer's records, with a
+    bounded random backoff, :mod:`arrayds.retry`).  ``serializer``: ``"auto"`` (raw for bytes,
     msgpack otherwise), ``"raw"``, ``"msgpack"``, ``"json"``, ``"pickle"``, a registered
     name, a :class:`arrayds.serializers.Serializer` or an ``(encode, decode)`` pair.
     An item the serializer cannot encode is a ``TypeError`` naming the partition and
@@ -753,6 +756,7 @@ def write_records(
         attrs=attrs,
         compute=compute,
         progress=progress,
+        retries=retries,
     )
 
 
@@ -769,6 +773,7 @@ def write(
     attrs: Mapping[str, Any] | None = None,
     compute: bool = True,
     progress: bool = False,
+    retries: int = APPEND_RETRIES,
 ) -> RecordsDataset | Delayed:
     """:func:`write_records` at ``node`` of ``store`` (the entry of both it and
     ``to_arrayrecord``).
@@ -799,7 +804,9 @@ def write(
         raise TypeError(
             f"write_records needs a dask.bag.Bag or a list of records, got {type(data).__name__}"
         )
-    plan, expected = plan_write(store, node, mode, compression, group_size, serializer, total)
+    plan, expected = plan_write(
+        store, node, mode, compression, group_size, serializer, total, retries
+    )
     token = plan.stem
     if not is_bag and total == 1 and compute and not progress:
         # one shard of records already in memory: its task and the commit task run

@@ -34,14 +34,13 @@ worker was lost once the commit had landed) finds its own commit and returns it.
 
 from __future__ import annotations
 
-import random
-import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from functools import cached_property
 from typing import Any
 
+from .. import retry
 from ..abc.store import ABSENT, Keep, Store, Version
 from ..errors import CommitConflictError, CorruptionError, PreconditionFailedError
 from ..store import (
@@ -522,7 +521,7 @@ def commit(
             store.delete(_key(node, p) for p in staged.segments)
             if attempt < retries:
                 attempt += 1
-                time.sleep(random.uniform(0.0, 0.01 * attempt))
+                retry.backoff(attempt)  # bounded, counted (arrayds.retry)
                 continue
             _discard(store, node, written)
             raise _conflict(label, base, refused) from None

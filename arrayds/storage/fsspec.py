@@ -264,11 +264,23 @@ class FsspecStore(BaseStore):
             return []
         finally:
             self.fs.invalidate_cache(base)
+            self._forget_listings_below(base)
         cut = len(root.rstrip("/")) + 1 if root else 0
         out: list[tuple[str, int, float | None]] = []
         for name, info in found.items():
             out.append((str(name)[cut:], int(info.get("size") or 0), listed_mtime(info)))
         return sorted(out)
+
+    def _forget_listings_below(self, base: str) -> None:
+        """Drop the folder listings ``find`` cached below ``base``: ``invalidate_cache``
+        drops only ``base`` and its parents, and a cached listing of a shard folder
+        would make a file written after it look missing (``size``, ``exists``)."""
+        cache = getattr(self.fs, "dircache", None)
+        if cache is None:
+            return
+        below = self.fs._strip_protocol(base).rstrip("/") + "/"
+        for folder in [d for d in list(cache) if str(d).startswith(below)]:
+            cache.pop(folder, None)
 
     # -- writing
 

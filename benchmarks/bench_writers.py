@@ -1,0 +1,272 @@
+"""Many writers: N processes append to one array and one records dataset at once,
+while this process reads and runs ``arrayds gc`` beside them.
+
+    python benchmarks/bench_writers.py                 # 4 and 16 writers x 20 appends
+    python benchmarks/bench_writers.py --quick         # 4 writers x 3 appends, local
+    python benchmarks/bench_writers.py --store s3 --store gcs   # also moto / fake-gcs
+
+Each writer is its own Python process (``--worker``): it opens the node, says
+``ready``, waits for ``go`` on stdin (all start together), then appends its rows one
+append at a time with the default ``retries=`` and prints how many commit races it
+lost and retried (:func:`arrayds.retry.retried`). Row ``j`` of writer ``k`` holds the
+value ``k * 100_000 + j`` (an array append adds two equal rows, a records append one
+record), so the final node shows any row lost or duplicated. While they run, this
+process reads the node again and again (every read must be a committed state, the
+last one extended: generations increase, the earlier rows are a prefix of the later
+ones) and runs ``collect_garbage(min_age=60, keep_versions=3)``; at the end every
+retained version must open and ``arrayds.verify`` pass.
+
+The table: store, kind, writers x appends, conflicts retried, wall time, CPU time of
+the writers, rows lost / duplicated (both must be 0), reads checked.
+
+Faults: ``--faults`` is reserved for the fault-injecting proxy (tests/faults/proxy.py,
+being built): :func:`store_for` is the one place that makes the URL and
+storage_options the writers use, so the proxy goes in front of S3 or GCS there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import arrayds
+from arrayds.errors import CommitConflictError
+from arrayds.retry import retried
+from arrayds.tools.gc import collect_garbage
+from arrayds.tools.verify import verify
+
+KINDS = ("array", "records")
+STRIDE = 100_000
+TESTS = Path(__file__).resolve().parents[1] / "tests"
+
+
+# ---------------------------------------------------------------- the writer process
+
+
+def _worker(url: str, so: dict[str, Any] | None, kind: str, k: int, n: int) -> None:
+    """One writer: ``n`` appends to the node ``url`` once stdin says ``go``."""
+    handle = arrayds.open_array(url, mode="a", storage_options=so) if kind == "array" else None
+    print("ready", flush=True)
+    assert sys.stdin.readline().strip() == "go"
+    gave_up = []  # appends that lost every attempt (CommitConflictError): not visible
+    for j in range(n):
+        value = k * STRIDE + j
+        try:
+            if handle is not None:
+                handle.append(np.full((2,), value, "i8"))
+            else:
+                arrayds.to_arrayrecord([value], url, mode="a", storage_options=so)
+        except CommitConflictError:
+            gave_up.append(value)
+            if handle is not None:
+                handle = arrayds.open_array(url, mode="a", storage_options=so)
+    cpu = time.process_time()
+    print(json.dumps({"retried": retried(), "cpu": cpu, "gave_up": gave_up}), flush=True)
+
+
+# ---------------------------------------------------------------- the run
+
+
+def create(url: str, so: dict[str, Any] | None, kind: str) -> None:
+    """The empty node the writers append to (an array in chunks of one append: a
+    partly filled last chunk rewritten by an append and then merged by tiers leaves a
+    stale record that ``verify`` reports, a single-writer issue of its own)."""
+    if kind == "array":
+        arrayds.open_array(url, mode="w", shape=(0,), dtype="i8", chunks=(2,), storage_options=so)
+    else:
+        arrayds.to_arrayrecord([-1], url, mode="w", serializer="msgpack", storage_options=so)
+
+
+def read_state(url: str, so: dict[str, Any] | None, kind: str) -> tuple[int, list[int]]:
+    """(generation, values) of the node as committed now."""
+    node = arrayds.open(url, storage_options=so)
+    if kind == "array":
+        return node.manifest.generation, [int(v) for v in node[:]]
+    values = [int(v) for v in node[:]][1:]  # the first record marks creation
+    return node._manifest.generation, values
+
+
+def check_values(
+    values: list[int], writers: int, appends: int, kind: str, gave_up: set[int]
+) -> tuple[int, int]:
+    """(rows lost, rows duplicated) against what the writers appended (but the appends
+    ``gave_up``, which raised and must not be there)."""
+    per = 2 if kind == "array" else 1
+    want = Counter(
+        {
+            k * STRIDE + j: per
+            for k in range(writers)
+            for j in range(appends)
+            if k * STRIDE + j not in gave_up
+        }
+    )
+    got = Counter(values)
+    lost = sum((want - got).values())
+    dup = sum((got - want).values())
+    return lost, dup
+
+
+def run(
+    url: str, so: dict[str, Any] | None, kind: str, writers: int, appends: int, gc: bool = True
+) -> dict[str, Any]:
+    """``writers`` processes x ``appends`` appends to a new node at ``url``; readers and
+    gc run here meanwhile. Raises ``AssertionError`` on a read that is not a committed
+    state in order; returns the figures."""
+    create(url, so, kind)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    cmd = [sys.executable, __file__, "--worker", url, json.dumps(so), kind]
+    procs = [
+        subprocess.Popen(
+            [*cmd, str(k), str(appends)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for k in range(writers)
+    ]
+    for p in procs:  # the handshake: every writer has opened the node
+        assert p.stdout is not None and p.stdout.readline().strip() == "ready"
+    start = time.perf_counter()
+    for p in procs:
+        assert p.stdin is not None
+        p.stdin.write("go\n")
+        p.stdin.flush()
+    gen, seen, reads = 0, [], 0
+    while True:
+        running = any(p.poll() is None for p in procs)
+        g, values = read_state(url, so, kind)
+        assert g >= gen, f"generation went back from {gen} to {g}"
+        assert values[: len(seen)] == seen, "a later read does not extend an earlier one"
+        gen, seen, reads = g, values, reads + 1
+        if gc:
+            collect_garbage(url, storage_options=so, min_age=60, keep_versions=3)
+        if not running:
+            break
+    wall = time.perf_counter() - start
+    retries, cpu, gave_up = 0, 0.0, set()
+    for p in procs:
+        out, _ = p.communicate()
+        assert p.returncode == 0, f"a writer failed (exit {p.returncode})"
+        figures = json.loads(out.strip().splitlines()[-1])
+        retries += figures["retried"]
+        cpu += figures["cpu"]
+        gave_up.update(figures["gave_up"])
+    _, values = read_state(url, so, kind)
+    lost, dup = check_values(values, writers, appends, kind, gave_up)
+    for v in arrayds.versions(url, storage_options=so):  # gc kept what they need
+        arrayds.open(url, version=v.generation, storage_options=so)
+    report = verify(url, storage_options=so)
+    assert report.ok, report
+    return {
+        "kind": kind,
+        "writers": writers,
+        "appends": appends,
+        "retried": retries,
+        "wall": wall,
+        "cpu": cpu,
+        "lost": lost,
+        "duplicated": dup,
+        "reads": reads,
+        "gave_up": len(gave_up),
+    }
+
+
+# ---------------------------------------------------------------- the stores
+
+
+def _helper(folder: str, name: str) -> Any:
+    sys.path.insert(0, str(TESTS))
+    try:
+        from conformance.servers import load_helper
+    finally:
+        sys.path.remove(str(TESTS))
+    return load_helper(folder, name)
+
+
+@contextmanager
+def store_for(name: str, workdir: str) -> Iterator[tuple[str, dict[str, Any] | None]]:
+    """(a root URL, storage_options) on the store ``name``: a local folder, a moto S3
+    server or a fake-gcs-server on 127.0.0.1 (the ``--faults`` proxy goes here)."""
+    if name == "local":
+        yield workdir, None
+        return
+    if name == "s3":
+        import s3fs
+
+        server = _helper("s3", "s3server").start_moto()
+        try:
+            s3fs.S3FileSystem(**server.storage_options()).mkdir("writers")
+            yield "s3://writers", server.storage_options()
+        finally:
+            server.stop()
+        return
+    gcs = _helper("gcs", "gcsserver")
+    gcs.apply_gcsfs_env()
+    import gcsfs
+
+    server = gcs.start_fake_gcs()
+    try:
+        gcsfs.GCSFileSystem(**server.storage_options()).mkdir("writers")
+        yield "gs://writers", server.storage_options()
+    finally:
+        server.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--worker"]:
+        url, so, kind, k, n = argv[1:]
+        _worker(url, json.loads(so), kind, int(k), int(n))
+        return 0
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--store", action="append", choices=("local", "s3", "gcs"))
+    p.add_argument("--workdir", default=None)
+    p.add_argument("--no-gc", action="store_true", help="no gc beside the writers")
+    p.add_argument("--faults", action="store_true", help="not available yet (see the docstring)")
+    args = p.parse_args(argv)
+    if args.faults:
+        p.error("--faults needs tests/faults/proxy.py, which is not in this release yet")
+    stores = args.store or ["local"]
+    sizes = [(4, 3)] if args.quick else [(4, 20), (16, 20)]
+    workdir = tempfile.mkdtemp(dir=args.workdir)
+    print(
+        "| store | kind | writers x appends | conflicts retried | wall | writers' CPU | "
+        "rows lost / duplicated | appends that gave up | reads checked |\n"
+        "|---|---|---|---:|---:|---:|---|---:|---:|"
+    )
+    try:
+        for store in stores:
+            with store_for(store, workdir) as (root, so):
+                for writers, appends in sizes:
+                    for kind in KINDS:
+                        url = f"{root}/{kind}-{writers}-{uuid.uuid4().hex[:8]}"
+                        r = run(url, so, kind, writers, appends, gc=not args.no_gc)
+                        print(
+                            f"| {store} | {kind} | {writers} x {appends} | {r['retried']} | "
+                            f"{r['wall']:.2f} s | {r['cpu']:.2f} s | {r['lost']} / "
+                            f"{r['duplicated']} | {r['gave_up']} | {r['reads']} |",
+                            flush=True,
+                        )
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
