@@ -117,8 +117,7 @@ def test_checker_reports_each_broken_link(tmp_path: Path) -> None:
     )
     assert problems(page, tmp_path) == [
         "docs/page.md:3: link 'missing.md': docs/missing.md does not exist",
-        "docs/page.md:4: link 'other.md#conflicts': no heading of other.md has the id "
-        "'conflicts'",
+        "docs/page.md:4: link 'other.md#conflicts': no heading of other.md has the id 'conflicts'",
         "docs/page.md:5: 'API.md' refers to API.md, which is not in the repository",
         "docs/page.md:5: link '../../shared/API.md' leaves the repository",
         "docs/page.md:6: 'issue 12' refers to an issue number",
