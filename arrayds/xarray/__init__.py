@@ -44,8 +44,26 @@ def _is_xarray(obj: Any) -> bool:
     return isinstance(obj, (xr.Dataset, xr.DataArray, tree))
 
 
-def _write(data: Any, store: Store, node: str, **options: Any) -> Any:
+def _write(
+    data: Any, store: Store, node: str, *, unlimited_dims: Any = None, **options: Any
+) -> Any:
+    """``unlimited_dims=`` (netCDF's; xarray's zarr store takes it and ignores it) is
+    accepted and ignored likewise: every dimension of a stored array can grow by
+    appending along it. It must be ``None``, a dimension name or a list of names."""
     import xarray as xr
+
+    if not (
+        unlimited_dims is None
+        or isinstance(unlimited_dims, str)
+        or (
+            isinstance(unlimited_dims, (list, tuple, set, frozenset))
+            and all(isinstance(d, Hashable) for d in unlimited_dims)
+        )
+    ):
+        raise ValueError(
+            f"unlimited_dims must be None, a dimension name or a list of names, "
+            f"not {unlimited_dims!r}"
+        )
 
     if isinstance(data, getattr(xr, "DataTree", ())):
         from .tree import write_datatree
