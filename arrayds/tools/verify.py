@@ -21,6 +21,7 @@ names the shard file and the chunk or record position.
 
 from __future__ import annotations
 
+import io
 import os
 import time
 from collections.abc import Iterable, Iterator, Mapping
@@ -126,6 +127,33 @@ def _chunk_of(e: Any, r: int) -> tuple[int, ...] | None:
     return tuple(int(c) + a for c, a in zip(np.unravel_index(rel, box), e.start, strict=False))
 
 
+def _selected(m: Any, entry: Any, coord: tuple[int, ...], r: int) -> bool:
+    """Whether reads of chunk ``coord`` select record ``r`` of ``entry`` (no newer
+    entry hides it)."""
+    e, rec = m.table.locate_one(coord)
+    return e >= 0 and rec == r and m.shards[e].path == entry.path
+
+
+def _hidden_shape(raw: bytes, dtype: np.dtype, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The shape a hidden record's ``.npy`` header gives, if it is of ``dtype`` and
+    fits inside ``shape`` (the chunk as it was when written), else ``shape`` (so the
+    decode names what is wrong). Reads only the header: no allocation of its size."""
+    try:
+        fp = io.BytesIO(raw)
+        fmt = np.lib.format
+        major, _minor = fmt.read_magic(fp)
+        read_header = fmt.read_array_header_1_0 if major == 1 else fmt.read_array_header_2_0
+        got, _fortran, descr = read_header(fp)
+    except Exception:  # noqa: BLE001 - not a .npy header: the decode names it
+        return shape
+    ok = (
+        descr == dtype
+        and len(got) == len(shape)
+        and all(0 <= g <= s for g, s in zip(got, shape, strict=True))
+    )
+    return tuple(got) if ok else shape
+
+
 def _span(a: int, b: int) -> str:
     return f"record {a}" if b - a == 1 else f"records {a}..{b - 1}"
 
@@ -135,15 +163,23 @@ def array_checks(
 ) -> kinds.ShardCheck:
     """An array's checks of one shard: every record that a chunk run of ``entries``
     claims is a ``.npy`` chunk of the array's dtype and of the shape its grid
-    position needs; damaged engine chunks are named by array chunk coordinates."""
+    position needs; damaged engine chunks are named by array chunk coordinates.
+
+    A record that a newer entry hides (reads never select it) may hold the chunk as
+    it was when written: an edge chunk that later appends completed, kept in a shard
+    that a tiered merge made while the chunk was partial. Such a record must be a
+    ``.npy`` chunk of the array's dtype no larger than its grid position on any axis."""
 
     def record(r: int, raw: bytes) -> Iterator[tuple[str, str]]:
         for m, ref in entries:
             coord = _chunk_of(ref.entry, r)
             if coord is None:
                 continue
+            shape = m.grid.chunk_shape(coord)
             try:
-                decode_chunk(raw, m.dtype, m.grid.chunk_shape(coord), f"record {r}")
+                if not _selected(m, ref.entry, coord, r):
+                    shape = _hidden_shape(raw, m.dtype, shape)
+                decode_chunk(raw, m.dtype, shape, f"record {r}")
             except CorruptionError as err:
                 yield f"chunk {coord} (record {r})", str(err).split(": ", 1)[-1]
 
