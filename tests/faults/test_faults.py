@@ -90,7 +90,7 @@ def test_refused_put_that_did_not_land_is_a_conflict(faulty) -> None:
 
 
 def test_truncated_bodies_are_never_decoded(faulty) -> None:
-    """The first GET of a manifest and two GETs of shards are cut to half their body
+    """The first GET of a manifest and up to two GETs of shards are cut to half their body
     (the server's Content-Length kept): the clients see the short body and retry, and
     the reads (slices, dask, verify) return exactly the stored values."""
     url, direct = faulty.url, faulty.direct
@@ -108,7 +108,9 @@ def test_truncated_bodies_are_never_decoded(faulty) -> None:
     got = arrayds.from_arrayrecord(url, "x", storage_options=faulty.opts).compute()
     np.testing.assert_array_equal(got, want)
     assert not verify(url, storage_options=faulty.opts).problems
-    assert faulty.proxy.injected["truncate"] == 3
+    # the manifest's first GET and at least one shard GET were cut (a read of most of a
+    # shard fetches it whole: how many shard GETs a read makes depends on the client)
+    assert faulty.proxy.injected["truncate"] >= 2
 
 
 def test_rule_and_proxy_errors() -> None:
