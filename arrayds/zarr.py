@@ -190,6 +190,9 @@ class ArraydsZarrStore(Store):
     async def delete_dir(self, prefix: str) -> None:
         raise self._refuse(f"delete {prefix!r}")
 
+    async def clear(self) -> None:
+        raise self._refuse("clear")
+
     # -- the hierarchy (resolved lazily, one node at a time)
 
     def _group_view(self, node: str, state: DatasetState) -> _GroupView:
@@ -507,4 +510,4 @@ def _byte_range(data: np.ndarray, r: ByteRequest | None, key: str) -> np.ndarray
         return data[min(r.offset, n) :]
     if isinstance(r, SuffixByteRequest):
         return data[max(n - r.suffix, 0) :]
-    raise TypeError(f"unexpected byte range {r!r} for key {key!r}")
+    raise TypeError(f"Unexpected byte_range, got {r!r} for key {key!r} (zarr's ByteRequest types)")
