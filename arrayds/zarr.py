@@ -66,6 +66,9 @@ from arrayds.xarray.state import DatasetState, read_state
 __all__ = ["ArraydsZarrStore", "open_store"]
 
 ZARR_JSON = "zarr.json"
+INTERNAL = "_arrayds"
+"""The attribute in which arrayds' xarray writer keeps what xarray does not see
+(arrayds.xarray.backend.INTERNAL): not presented."""
 READ_ONLY = "store was opened in read-only mode and does not support writing"
 """zarr's own wording (its store tests match it), followed by the view's reason."""
 
@@ -90,7 +93,9 @@ def open_store(
     ...                 mode="r").attrs.asdict()
     {}
     """
-    return ArraydsZarrStore(os.fspath(url), version=version, storage_options=storage_options)
+    store = ArraydsZarrStore(os.fspath(url), version=version, storage_options=storage_options)
+    store._resolve_root()  # a missing dataset or version fails here, naming it
+    return store
 
 
 @dataclass
@@ -196,8 +201,7 @@ class ArraydsZarrStore(Store):
     # -- the hierarchy (resolved lazily, one node at a time)
 
     def _group_view(self, node: str, state: DatasetState) -> _GroupView:
-        what = f"group {self._store.display(node)!r}"
-        attrs = _json_attrs(decode_attrs(state.attrs), what)
+        attrs = _json_attrs(decode_attrs(state.attrs))
         meta = json.dumps(
             {"zarr_format": 3, "node_type": "group", "attributes": attrs}, allow_nan=True
         ).encode()
@@ -394,7 +398,8 @@ def _array_json(a: Array, chunk_shape: tuple[int, ...]) -> bytes:
         dtype = get_data_type_from_native_dtype(_little(m.dtype))
     except (TypeError, ValueError) as e:
         raise ValueError(f"{what}: zarr v3 cannot express its dtype {m.dtype}: {e}") from None
-    attrs = _json_attrs(decode_attrs(m.attrs), what)
+    attrs = _json_attrs(decode_attrs(m.attrs))
+    attrs.pop(INTERNAL, None)
     meta = ArrayV3Metadata(
         shape=m.shape,
         data_type=dtype,
@@ -413,7 +418,7 @@ def _little(dtype: np.dtype) -> np.dtype:
     return dtype.newbyteorder("<") if dtype.byteorder == ">" else dtype
 
 
-def _json_attrs(attrs: Mapping[str, Any], what: str) -> dict[str, Any]:
+def _json_attrs(attrs: Mapping[str, Any]) -> dict[str, Any]:
     """Attributes as JSON values (numpy scalars and arrays as numbers and lists), with
     ``_FillValue`` in the encoding xarray's zarr backend reads."""
     out = {str(k): _json_value(v) for k, v in attrs.items()}
