@@ -125,7 +125,8 @@ class ArraydsZarrStore(Store):
     """The zarr view of an arrayds dataset (see the module docstring); make one with
     :func:`open_store`. It pickles as its URL, version and storage options.
 
-    >>> import arrayds.zarr
+    >>> import arrayds, arrayds.zarr
+    >>> _ = arrayds.open("memory://doc-store-class", mode="w")
     >>> s = arrayds.zarr.open_store("memory://doc-store-class")
     >>> s.read_only, s.supports_writes, s.supports_listing
     (True, False, True)
