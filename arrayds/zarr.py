@@ -35,6 +35,7 @@ import asyncio
 import base64
 import itertools
 import json
+import math
 import os
 import threading
 from collections.abc import AsyncIterator, Iterable, Mapping
@@ -69,6 +70,10 @@ ZARR_JSON = "zarr.json"
 INTERNAL = "_arrayds"
 """The attribute in which arrayds' xarray writer keeps what xarray does not see
 (arrayds.xarray.backend.INTERNAL): not presented."""
+INLINE_BYTES = 1 << 18
+"""Chunks up to this size in a local dataset are read on zarr's event-loop thread: for
+them the hop to a worker thread costs more than the read (bench_zarr_view.py, A4);
+larger ones, and every read of an object store, run in worker threads."""
 READ_ONLY = "store was opened in read-only mode and does not support writing"
 """zarr's own wording (its store tests match it), followed by the view's reason."""
 
@@ -120,6 +125,11 @@ class _ArrayView:
     error: str | None = None
     meta: bytes | None = None
 
+    @property
+    def nbytes(self) -> int:
+        """The bytes of one chunk."""
+        return math.prod(self.chunk_shape or ()) * self.array.dtype.itemsize
+
 
 class ArraydsZarrStore(Store):
     """The zarr view of an arrayds dataset (see the module docstring); make one with
@@ -157,6 +167,7 @@ class ArraydsZarrStore(Store):
         self._store = get_store(url, self.storage_options)
         self._lock = threading.Lock()
         self._root: _GroupView | _ArrayView | None = None
+        self._chunked: dict[str, _ArrayView] = {}  # node path -> array, for chunk keys
 
     def __repr__(self) -> str:
         at = "" if self.version is None else f" version={self.version}"
@@ -220,7 +231,10 @@ class ArraydsZarrStore(Store):
                 f"chunk grid to present it: read it with arrayds, or rewrite it with "
                 f"regular chunks",
             )
-        return _ArrayView(a, chunk_shape)
+        view = _ArrayView(a, chunk_shape)
+        with self._lock:
+            self._chunked[node] = view
+        return view
 
     def _resolve_root(self) -> _GroupView | _ArrayView:
         with self._lock:
@@ -282,7 +296,25 @@ class ArraydsZarrStore(Store):
             view.meta = _array_json(view.array, view.chunk_shape)  # type: ignore[arg-type]
         return view.meta
 
+    def _chunk_lookup(self, key: str) -> tuple[_ArrayView, tuple[int, ...]] | None:
+        """The array and chunk coordinate of ``key`` if it is a chunk key of an array
+        already resolved (no walk of the hierarchy), else None."""
+        parts = key.split("/")
+        i = len(parts) - 1
+        while i > 0 and parts[i].isdigit():
+            i -= 1
+        if parts[i] != "c":
+            return None
+        view = self._chunked.get("/".join(parts[:i]))
+        if view is None:
+            return None
+        coord = _chunk_coord("/".join(parts[i:]), view.array)
+        return None if coord is None else (view, coord)
+
     def _read_key(self, key: str) -> np.ndarray | bytes | None:
+        hit = self._chunk_lookup(key)
+        if hit is not None:
+            return _read_chunk(hit[0].array, hit[1], hit[0].chunk_shape)  # type: ignore[arg-type]
         view, _node, rest = self._find(key)
         if view is None:
             return None
@@ -302,7 +334,11 @@ class ArraydsZarrStore(Store):
     ) -> Buffer | None:
         """The bytes of ``key`` (a ``zarr.json`` or a chunk), or ``None`` if absent."""
         prototype = prototype or default_buffer_prototype()
-        got = await asyncio.to_thread(self._read_key, key)
+        hit = self._chunk_lookup(key) if self._store.local else None
+        if hit is not None and hit[0].nbytes <= INLINE_BYTES:
+            got = self._read_key(key)
+        else:
+            got = await asyncio.to_thread(self._read_key, key)
         if got is None:
             return None
         data = np.frombuffer(got, dtype=np.uint8) if isinstance(got, bytes) else got
