@@ -35,7 +35,6 @@ import asyncio
 import base64
 import itertools
 import json
-import math
 import os
 import threading
 from collections.abc import AsyncIterator, Iterable, Mapping
@@ -70,10 +69,6 @@ ZARR_JSON = "zarr.json"
 INTERNAL = "_arrayds"
 """The attribute in which arrayds' xarray writer keeps what xarray does not see
 (arrayds.xarray.backend.INTERNAL): not presented."""
-INLINE_BYTES = 1 << 18
-"""Chunks up to this size in a local dataset are read on zarr's event-loop thread: for
-them the hop to a worker thread costs more than the read (bench_zarr_view.py, A4);
-larger ones, and every read of an object store, run in worker threads."""
 READ_ONLY = "store was opened in read-only mode and does not support writing"
 """zarr's own wording (its store tests match it), followed by the view's reason."""
 
@@ -124,11 +119,6 @@ class _ArrayView:
     chunk_shape: tuple[int, ...] | None
     error: str | None = None
     meta: bytes | None = None
-
-    @property
-    def nbytes(self) -> int:
-        """The bytes of one chunk."""
-        return math.prod(self.chunk_shape or ()) * self.array.dtype.itemsize
 
 
 class ArraydsZarrStore(Store):
@@ -334,11 +324,7 @@ class ArraydsZarrStore(Store):
     ) -> Buffer | None:
         """The bytes of ``key`` (a ``zarr.json`` or a chunk), or ``None`` if absent."""
         prototype = prototype or default_buffer_prototype()
-        hit = self._chunk_lookup(key) if self._store.local else None
-        if hit is not None and hit[0].nbytes <= INLINE_BYTES:
-            got = self._read_key(key)
-        else:
-            got = await asyncio.to_thread(self._read_key, key)
+        got = await asyncio.to_thread(self._read_key, key)
         if got is None:
             return None
         data = np.frombuffer(got, dtype=np.uint8) if isinstance(got, bytes) else got
