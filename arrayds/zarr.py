@@ -155,7 +155,7 @@ class ArraydsZarrStore(Store):
         self.version = version
         self.storage_options = dict(storage_options or {})
         self._store = get_store(url, self.storage_options)
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # _resolve_root holds it while making views
         self._root: _GroupView | _ArrayView | None = None
         self._chunked: dict[str, _ArrayView] = {}  # node path -> array, for chunk keys
 
