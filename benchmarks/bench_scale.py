@@ -33,6 +33,16 @@ also timed with its per-process cache of manifest segments emptied (what a new p
 pays). Rows "after compact + gc" are measured after ``arrayds.compact`` and ``arrayds
 gc`` keeping only the current version (``--no-compact`` leaves them out).
 
+History anchor (array workload): an icechunk repository on local disk
+(``icechunk.local_filesystem_storage``) takes the same appends in the same run, its
+writes interleaved with the other two, each ``zarr`` ``append`` on a writable session of
+branch ``main`` and its own ``commit``. Its rows, beside arrayds': the cost of one write,
+the versions kept, open and read of the current version and of an old one (time travel:
+arrayds ``version=`` the middle retained generation, icechunk the snapshot of the same
+row count), and the bytes on disk after each one's garbage collection keeping only the
+current version (arrayds: compact + gc as above; icechunk: ``expire_snapshots`` and
+``garbage_collect``, both up to now).
+
 Targets (issue 12, without compaction unless said): cost per write at 10,000 writes
 <= 1.5x its cost at 10 writes and <= zarr's; open time and read latency <= 2x those
 of the same content written at once; bytes on disk after compact <= 1.1x those of
@@ -67,6 +77,8 @@ OPENS = 200  # opens timed (the best counts): sub-millisecond figures need many 
 OPEN_BUDGET = 20.0  # ... but seconds-long ones (zarr's grown xarray) stop after this
 NO_COMPACT = "n/a (--no-compact)"
 
+State = tuple[float, float, tuple[int, int]]  # open s, one-element read s, disk usage
+
 
 @dataclass
 class Run:
@@ -81,25 +93,40 @@ class Run:
     cold_open_s: float | None = None  # arrayds: open with its segment cache emptied
     compact: tuple[float, float, float, tuple[int, int]] | None = None  # + time taken
     files: int = 0  # shard files the manifest names (zarr: chunk files)
+    history: History | None = None  # arrayds' array workload: beside icechunk
+
+
+@dataclass
+class History:
+    """The history rows of the array workload: arrayds (``ours``) beside an icechunk
+    repository (``ice``) that took the same appends, each a commit."""
+
+    ice: Run  # its writes, open / read of the current version, disk before gc
+    versions: tuple[int, int] = (0, 0)  # kept before gc: arrayds, icechunk
+    versions_gc: tuple[int | None, int] = (None, 0)  # after gc (arrayds: None, --no-compact)
+    rows: int = 0  # the row count of the old version opened
+    travel: tuple[State, State] | None = None  # its open / read: arrayds, icechunk
+    ice_gc: tuple[float, tuple[int, int]] = (0.0, (0, 0))  # expire + gc seconds, disk
 
 
 def timed_writes(
-    n: int, ours: Callable[[int], object], theirs: Callable[[int], object]
-) -> tuple[tuple[list[float], list[float]], tuple[list[float], list[float]]]:
-    """Calls ``ours(i)`` and ``theirs(i)`` for i in 0..n-1, interleaved (write i of
-    one library, then of the other, the first alternating), so that the load of the
-    machine drifting during the run weighs on both alike -> ((wall, CPU) seconds of
-    each of our calls, (wall, CPU) of each of theirs)."""
-    out: tuple[tuple[list[float], list[float]], ...] = (([], []), ([], []))
+    n: int, *writers: Callable[[int], object]
+) -> list[tuple[list[float], list[float]]]:
+    """Calls ``writer(i)`` of every writer for i in 0..n-1, interleaved (write i of
+    each library in turn, the first rotating), so that the load of the machine
+    drifting during the run weighs on all alike -> the (wall, CPU) seconds of each
+    call of each writer, in the order of ``writers``."""
+    out: list[tuple[list[float], list[float]]] = [([], []) for _ in writers]
+    k = len(writers)
     for i in range(n):
-        order = ((0, ours), (1, theirs)) if i % 2 == 0 else ((1, theirs), (0, ours))
+        order = [((i + j) % k, writers[(i + j) % k]) for j in range(k)]
         for side, write in order:
             c0 = time.process_time()
             t0 = time.perf_counter()
             write(i)
             out[side][0].append(time.perf_counter() - t0)
             out[side][1].append(time.process_time() - c0)
-    return out[0], out[1]
+    return out
 
 
 def window(values: list[float], mark: int) -> list[float]:
@@ -137,9 +164,6 @@ def best_of(n: int, fn: Callable[[], object]) -> float:
         fn()
         best = min(best, time.perf_counter() - t0)
     return best
-
-
-State = tuple[float, float, tuple[int, int]]  # open s, one-element read s, disk usage
 
 
 def measure_states(
@@ -246,22 +270,116 @@ def zarr_chunk_files(path: str) -> int:
     )
 
 
+class IcechunkArray:
+    """The icechunk side of the array workload: a repository on local disk holding the
+    array ``array`` on branch ``main``; every append a commit of its own."""
+
+    def __init__(self, path: str) -> None:
+        import icechunk
+        import zarr
+
+        icechunk.set_logs_filter("error")  # its warning, at every open, that local disk
+        # is unsafe for concurrent commits (the benchmark commits from one thread)
+        self.path = path
+        self.repo = icechunk.Repository.create(icechunk.local_filesystem_storage(path))
+        session = self.repo.writable_session("main")
+        zarr.create_array(session.store, name="array", shape=(0, ROW), chunks=(1, ROW), dtype="f8")
+        session.commit("create")
+        self.snapshots: list[str] = []  # the snapshot of each append, in order
+
+    def append(self, rows: np.ndarray) -> None:
+        import zarr
+
+        session = self.repo.writable_session("main")
+        zarr.open_array(session.store, path="array", mode="r+").append(rows, axis=0)
+        self.snapshots.append(session.commit(f"append {len(self.snapshots)}"))
+
+    def open(self, snapshot: str | None = None):
+        """The array as a new reader finds it: the current one on ``main``, or the one
+        of ``snapshot`` (time travel)."""
+        import icechunk
+        import zarr
+
+        repo = icechunk.Repository.open(icechunk.local_filesystem_storage(self.path))
+        if snapshot is None:
+            session = repo.readonly_session("main")
+        else:
+            session = repo.readonly_session(snapshot_id=snapshot)
+        return zarr.open_array(session.store, path="array", mode="r")
+
+    def versions(self) -> int:
+        return sum(1 for _ in self.repo.ancestry(branch="main"))
+
+    def collect(self) -> float:
+        """``expire_snapshots`` and ``garbage_collect`` up to now, keeping only the
+        current snapshot of ``main`` (and the repository's first) -> seconds taken."""
+        from datetime import UTC, datetime
+
+        t0 = time.perf_counter()
+        now = datetime.now(UTC)
+        self.repo.expire_snapshots(now)
+        self.repo.garbage_collect(now)
+        return time.perf_counter() - t0
+
+
+def history_rows(
+    ice: Run,
+    ice_side: IcechunkArray,
+    url: str,
+    read: Callable[[object, int], object],
+    last: float,
+) -> History:
+    """Before arrayds' compact + gc: the versions each keeps and the opens / reads of
+    the current icechunk array and of an old version of each (the middle retained
+    arrayds generation, and icechunk's snapshot of the same row count), timed in turn;
+    then icechunk's expire + gc and its bytes on disk (``last``: the last row's element
+    read checks the array after it)."""
+    vs = arrayds.versions(url)
+    generation = vs[len(vs) // 2].generation
+    old = arrayds.open_array(url, version=generation)
+    rows = old.shape[0]
+    assert rows >= 1, "the middle version holds no rows"
+    snapshot = ice_side.snapshots[rows - 1]
+    h = History(ice=ice)
+    h.versions = (len(vs), ice_side.versions())
+    h.rows = rows
+    assert float(ice_side.open(snapshot)[rows - 1, 7]) == float(old[rows - 1, 7])
+    ice_now, ours_old, ice_old = measure_states(
+        [
+            (ice_side.open, ice_side.path),
+            (lambda: arrayds.open_array(url, version=generation), url),
+            (lambda: ice_side.open(snapshot), ice_side.path),
+        ],
+        read,
+        rows,
+    )
+    h.ice.open_s, h.ice.read_s, h.ice.disk = ice_now
+    h.travel = (ours_old, ice_old)
+    took = ice_side.collect()
+    assert float(ice_side.open()[-1, 7]) == last
+    h.ice_gc = (took, disk_usage(ice_side.path))
+    h.versions_gc = (None, ice_side.versions())
+    return h
+
+
 def bench_array(n: int, workdir: str, compact: bool, merge: bool | str) -> tuple[Run, Run]:
     import zarr
 
     rows = np.random.default_rng(1).standard_normal((n, ROW))
-    ours, theirs = Run(), Run()
+    ours, theirs, ice = Run(), Run(), Run()
 
     url = os.path.join(workdir, "array.ads")
     a = arrayds.open_array(url, mode="w", shape=(0, ROW), dtype="f8", chunks=(1, ROW))
     zpath = os.path.join(workdir, "array.zarr")
     z = zarr.create_array(zpath, shape=(0, ROW), chunks=(1, ROW), dtype="f8")
-    (ours.wall, ours.cpu), (theirs.wall, theirs.cpu) = timed_writes(
+    ice_side = IcechunkArray(os.path.join(workdir, "array.icechunk"))
+    (ours.wall, ours.cpu), (theirs.wall, theirs.cpu), (ice.wall, ice.cpu) = timed_writes(
         n,
         lambda i: a.append(rows[i : i + 1], compact=merge),
         lambda i: z.append(rows[i : i + 1], axis=0),
+        lambda i: ice_side.append(rows[i : i + 1]),
     )
-    assert a.shape == (n, ROW) and z.shape == (n, ROW)
+    assert a.shape == (n, ROW) and z.shape == (n, ROW) and ice_side.open().shape == (n, ROW)
     ours.files = arrayds.open_array(url).nshards
     theirs.files = zarr_chunk_files(zpath)
 
@@ -281,7 +399,10 @@ def bench_array(n: int, workdir: str, compact: bool, merge: bool | str) -> tuple
     zonce = os.path.join(workdir, "array-once.zarr")
     zarr.create_array(zonce, shape=(n, ROW), chunks=(1, ROW), dtype="f8")[:] = rows
     measure(ours, theirs, ours_open, theirs_open, read, n, (url, once, zpath, zonce))
+    ours.history = history_rows(ice, ice_side, url, read, rows[n - 1, 7])
     ours.compact = after_compact(url, ours_open, read, n, compact)
+    if compact:
+        ours.history.versions_gc = (len(arrayds.versions(url)), ours.history.versions_gc[1])
     return ours, theirs
 
 
@@ -544,7 +665,72 @@ def render_workload(title: str, what: str, ours: Run, theirs: Run) -> tuple[list
             f"{verdict(ok_disk, '<= 1.1x at once')} ({ratio(c_disk[0], o_disk[0])}) |",
         ]
     lines.append("")
+    if ours.history is not None:
+        lines += render_history(ours, ours.history)
     return lines, missed
+
+
+def render_history(ours: Run, h: History) -> list[str]:
+    """The history rows of arrayds beside icechunk (see :class:`History`)."""
+    ice = h.ice
+    n = len(ours.wall)
+    lines = [
+        f"History beside icechunk {_icechunk_version()} (the same {n:,} appends, each a "
+        "commit on branch main):",
+        "",
+        "| measurement | arrayds | icechunk | arrayds/icechunk (wall) | arrayds/icechunk (CPU) |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    marks = [m for m in MARKS if m <= n]
+    if n not in marks:
+        marks.append(n)
+    for m in marks:
+        ow, iw = around(ours.wall, m), around(ice.wall, m)
+        oc, ic = around(ours.cpu, m), around(ice.cpu, m)
+        lines.append(
+            f"| per write around write {m:,} | {ms(ow)} | {ms(iw)} | {ratio(ow, iw)} | "
+            f"{ratio(oc, ic)} (CPU {ms(oc)} / {ms(ic)}) |"
+        )
+    ow, iw, oc, ic = sum(ours.wall), sum(ice.wall), sum(ours.cpu), sum(ice.cpu)
+    lines.append(
+        f"| all writes: wall / CPU | {ow:.1f} s / {oc:.1f} s | {iw:.1f} s / {ic:.1f} s | "
+        f"{ratio(ow, iw)} | {ratio(oc, ic)} |"
+    )
+    assert h.travel is not None
+    (t_open, t_read, _), (it_open, it_read, _) = h.travel
+    lines += [
+        f"| versions kept | {h.versions[0]:,} | {h.versions[1]:,} | | |",
+        f"| open, current version | {ms(ours.open_s)} | {ms(ice.open_s)} | "
+        f"{ratio(ours.open_s, ice.open_s)} | |",
+        f"| read one element, current version | {us(ours.read_s)} | {us(ice.read_s)} | "
+        f"{ratio(ours.read_s, ice.read_s)} | |",
+        f"| time travel: open the version of {h.rows:,} rows | {ms(t_open)} | "
+        f"{ms(it_open)} | {ratio(t_open, it_open)} | |",
+        f"| time travel: read one element of it | {us(t_read)} | {us(it_read)} | "
+        f"{ratio(t_read, it_read)} | |",
+        f"| on disk, allocated (du), before gc | {size(ours.disk[0])} | {size(ice.disk[0])} | "
+        f"{ratio(ours.disk[0], ice.disk[0])} | |",
+    ]
+    took, ice_disk = h.ice_gc
+    kept = h.versions_gc[1]
+    if ours.compact is None or h.versions_gc[0] is None:
+        lines += [
+            f"| gc (arrayds: compact + gc; icechunk: expire_snapshots + garbage_collect): "
+            f"time | {NO_COMPACT} | {took:.2f} s | | |",
+            f"| after gc: versions kept | {NO_COMPACT} | {kept:,} | | |",
+            f"| after gc: on disk, allocated | {NO_COMPACT} | {size(ice_disk[0])} | | |",
+        ]
+    else:
+        c_took, _c_open, _c_read, c_disk = ours.compact
+        lines += [
+            f"| gc (arrayds: compact + gc; icechunk: expire_snapshots + garbage_collect): "
+            f"time | {c_took:.2f} s (compact) | {took:.2f} s | | |",
+            f"| after gc: versions kept | {h.versions_gc[0]:,} | {kept:,} | | |",
+            f"| after gc: on disk, allocated | {size(c_disk[0])} | {size(ice_disk[0])} | "
+            f"{ratio(c_disk[0], ice_disk[0])} | |",
+        ]
+    lines.append("")
+    return lines
 
 
 def render(results: list[tuple[str, str, Run, Run]], args: argparse.Namespace, elapsed: float):
@@ -576,6 +762,12 @@ def _zarr_version() -> str:
     import zarr
 
     return zarr.__version__
+
+
+def _icechunk_version() -> str:
+    import icechunk
+
+    return icechunk.__version__
 
 
 MERGES: dict[str, bool | str] = {"tiered": "tiered", "off": False}

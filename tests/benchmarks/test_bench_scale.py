@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -38,11 +39,51 @@ def test_tiny_run_prints_every_workload(bench, tmp_path, capsys):
     assert "| per write around write 10 |" in out
     assert "| per write around write 12 |" in out  # the last write is a mark too
     assert "| on disk, allocated (du) |" in out
+    # the history rows beside icechunk (array workload): one table, every row filled
+    assert out.count("History beside icechunk ") == 1
+    assert "(the same 12 appends, each a commit on branch main)" in out
+    history = out.split("History beside icechunk ")[1].split("###")[0]
+    assert "| versions kept | " in history
+    versions = re.search(r"\| versions kept \| ([\d,]+) \| ([\d,]+) \|", history)
+    assert versions and int(versions[2]) == 14  # first snapshot, create, 12 appends
+    assert int(versions[1]) >= 13  # arrayds: creation and 12 appends (and merges)
+    for row in (
+        "| per write around write 12 |",
+        "| open, current version |",
+        "| read one element, current version |",
+        "| time travel: open the version of ",
+        "| time travel: read one element of it |",
+        "| on disk, allocated (du), before gc |",
+        "expire_snapshots + garbage_collect): time |",
+        "| after gc: on disk, allocated |",
+    ):
+        assert row in history, row
+    kept = re.search(r"\| after gc: versions kept \| (\S+) \| (\d+) \|", history)
+    assert kept and int(kept[2]) == 2  # icechunk keeps its first snapshot and the tip
     import arrayds
 
     if not hasattr(arrayds, "compact"):
         assert out.count(bench.NO_COMPACT) == 12  # four rows for each workload
     assert os.listdir(tmp_path) == []  # the work folder is removed
+
+
+def test_timed_writes_interleave_every_writer_the_first_rotating(bench):
+    calls: list[tuple[str, int]] = []
+    out = bench.timed_writes(
+        3, *(lambda i, name=name: calls.append((name, i)) for name in ("a", "b", "c"))
+    )
+    assert calls == [
+        ("a", 0),
+        ("b", 0),
+        ("c", 0),
+        ("b", 1),
+        ("c", 1),
+        ("a", 1),
+        ("c", 2),
+        ("a", 2),
+        ("b", 2),
+    ]
+    assert [(len(wall), len(cpu)) for wall, cpu in out] == [(3, 3)] * 3
 
 
 def test_counts_below_two_are_refused(bench, capsys):
