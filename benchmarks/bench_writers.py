@@ -4,6 +4,7 @@ while this process reads and runs ``arrayds gc`` beside them.
     python benchmarks/bench_writers.py                 # 4 and 16 writers x 20 appends
     python benchmarks/bench_writers.py --quick         # 4 writers x 3 appends, local
     python benchmarks/bench_writers.py --store s3 --store gcs   # also moto / fake-gcs
+    python benchmarks/bench_writers.py --faults --store s3      # writers through a proxy
 
 Each writer is its own Python process (``--worker``): it opens the node, says
 ``ready``, waits for ``go`` on stdin (all start together), then appends its rows one
@@ -17,11 +18,16 @@ ones) and runs ``collect_garbage(min_age=60, keep_versions=3)``; at the end ever
 retained version must open and ``arrayds.verify`` pass.
 
 The table: store, kind, writers x appends, conflicts retried, wall time, CPU time of
-the writers, rows lost / duplicated (both must be 0), reads checked.
+the writers, rows lost / duplicated (both must be 0), appends that gave up (or raised
+another error: those rows must not be there), reads checked, faults injected.
 
-Faults: ``--faults`` is reserved for the fault-injecting proxy (tests/faults/proxy.py,
-being built): :func:`store_for` is the one place that makes the URL and
-storage_options the writers use, so the proxy goes in front of S3 or GCS there.
+Faults (``--faults``, S3 or GCS only): the writers' traffic goes through a
+:class:`FaultProxy` (tests/faults/proxy.py) with the seeded schedule
+:data:`FAULT_SCHEDULE` of transient faults on any request: ``503`` at 2 %, ``500``,
+``429`` and ``reset`` at 1 % each, and ``lost`` (the server applied a PUT/POST, its
+reply is dropped) at 2 %. The readers, gc and the final checks go straight to the
+server, so what they see is what is stored. The last column counts the faults injected
+per type in that run.
 """
 
 from __future__ import annotations
@@ -44,14 +50,29 @@ from typing import Any
 import numpy as np
 
 import arrayds
-from arrayds.errors import CommitConflictError
+from arrayds.errors import CommitConflictError, CorruptionError
 from arrayds.retry import retried
 from arrayds.tools.gc import collect_garbage
 from arrayds.tools.verify import verify
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from faults.proxy import FaultProxy, Rule  # noqa: E402 - the tests folder, just added
+
+sys.path.pop(0)
+
 KINDS = ("array", "records")
 STRIDE = 100_000
 TESTS = Path(__file__).resolve().parents[1] / "tests"
+WRITES = ("PUT", "POST")
+FAULT_SCHEDULE = (
+    Rule("503", rate=0.02),
+    Rule("500", rate=0.01),
+    Rule("429", rate=0.01),
+    Rule("reset", rate=0.01),
+    Rule("lost", rate=0.02, methods=WRITES),
+)
+"""The transient faults of ``--faults`` (module docstring), drawn from ``FAULT_SEED``."""
+FAULT_SEED = 28
 
 
 # ---------------------------------------------------------------- the writer process
@@ -62,7 +83,7 @@ def _worker(url: str, so: dict[str, Any] | None, kind: str, k: int, n: int) -> N
     handle = arrayds.open_array(url, mode="a", storage_options=so) if kind == "array" else None
     print("ready", flush=True)
     assert sys.stdin.readline().strip() == "go"
-    gave_up = []  # appends that lost every attempt (CommitConflictError): not visible
+    gave_up = []  # appends that raised (lost every race, or a fault): not visible
     for j in range(n):
         value = k * STRIDE + j
         try:
@@ -70,7 +91,9 @@ def _worker(url: str, so: dict[str, Any] | None, kind: str, k: int, n: int) -> N
                 handle.append(np.full((2,), value, "i8"))
             else:
                 arrayds.to_arrayrecord([value], url, mode="a", storage_options=so)
-        except CommitConflictError:
+        except CorruptionError:
+            raise
+        except (CommitConflictError, OSError):  # lost every race, or a fault outlasted retries
             gave_up.append(value)
             if handle is not None:
                 handle = arrayds.open_array(url, mode="a", storage_options=so)
@@ -121,14 +144,22 @@ def check_values(
 
 
 def run(
-    url: str, so: dict[str, Any] | None, kind: str, writers: int, appends: int, gc: bool = True
+    url: str,
+    so: dict[str, Any] | None,
+    kind: str,
+    writers: int,
+    appends: int,
+    gc: bool = True,
+    writers_so: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """``writers`` processes x ``appends`` appends to a new node at ``url``; readers and
-    gc run here meanwhile. Raises ``AssertionError`` on a read that is not a committed
-    state in order; returns the figures."""
+    """``writers`` processes x ``appends`` appends to a new node at ``url`` (through
+    ``writers_so`` if given, e.g. a fault proxy, else ``so``); readers and gc run here
+    meanwhile through ``so``. Raises ``AssertionError`` on a read that is not a
+    committed state in order; returns the figures."""
     create(url, so, kind)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    cmd = [sys.executable, __file__, "--worker", url, json.dumps(so), kind]
+    wso = so if writers_so is None else writers_so
+    cmd = [sys.executable, __file__, "--worker", url, json.dumps(wso), kind]
     procs = [
         subprocess.Popen(
             [*cmd, str(k), str(appends)],
@@ -198,33 +229,42 @@ def _helper(folder: str, name: str) -> Any:
     return load_helper(folder, name)
 
 
+Store = tuple[str, dict[str, Any] | None, dict[str, Any] | None, FaultProxy | None]
+
+
 @contextmanager
-def store_for(name: str, workdir: str) -> Iterator[tuple[str, dict[str, Any] | None]]:
-    """(a root URL, storage_options) on the store ``name``: a local folder, a moto S3
-    server or a fake-gcs-server on 127.0.0.1 (the ``--faults`` proxy goes here)."""
+def store_for(name: str, workdir: str, faults: bool = False) -> Iterator[Store]:
+    """(a root URL, storage_options, the writers' storage_options, the proxy) on the
+    store ``name``: a local folder, a moto S3 server or a fake-gcs-server on 127.0.0.1.
+    With ``faults`` the writers' options go through a :class:`FaultProxy` running
+    :data:`FAULT_SCHEDULE` (else they are the same options and the proxy is None)."""
     if name == "local":
-        yield workdir, None
+        if faults:
+            raise ValueError("--faults needs --store s3 or --store gcs (an HTTP store)")
+        yield workdir, None, None, None
         return
     if name == "s3":
         import s3fs
 
         server = _helper("s3", "s3server").start_moto()
-        try:
-            s3fs.S3FileSystem(**server.storage_options()).mkdir("writers")
-            yield "s3://writers", server.storage_options()
-        finally:
-            server.stop()
-        return
-    gcs = _helper("gcs", "gcsserver")
-    gcs.apply_gcsfs_env()
-    import gcsfs
+        stop, fs, root = server.stop, s3fs.S3FileSystem, "s3://writers"
+    else:
+        gcs = _helper("gcs", "gcsserver")
+        gcs.apply_gcsfs_env()
+        import gcsfs
 
-    server = gcs.start_fake_gcs()
+        server = gcs.start_fake_gcs()
+        stop, fs, root = server.stop, gcsfs.GCSFileSystem, "gs://writers"
     try:
-        gcsfs.GCSFileSystem(**server.storage_options()).mkdir("writers")
-        yield "gs://writers", server.storage_options()
+        so = server.storage_options()
+        fs(**so).mkdir("writers")
+        if not faults:
+            yield root, so, so, None
+            return
+        with FaultProxy(server.endpoint_url, FAULT_SCHEDULE, seed=FAULT_SEED) as proxy:
+            yield root, so, dict(so, endpoint_url=proxy.url), proxy
     finally:
-        server.stop()
+        stop()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -238,29 +278,34 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--store", action="append", choices=("local", "s3", "gcs"))
     p.add_argument("--workdir", default=None)
     p.add_argument("--no-gc", action="store_true", help="no gc beside the writers")
-    p.add_argument("--faults", action="store_true", help="not available yet (see the docstring)")
+    p.add_argument(
+        "--faults", action="store_true", help="writers through a fault proxy (S3/GCS only)"
+    )
     args = p.parse_args(argv)
-    if args.faults:
-        p.error("--faults needs tests/faults/proxy.py, which is not in this release yet")
     stores = args.store or ["local"]
+    if args.faults and "local" in stores:
+        p.error("--faults needs --store s3 or --store gcs (the proxy speaks HTTP)")
     sizes = [(4, 3)] if args.quick else [(4, 20), (16, 20)]
     workdir = tempfile.mkdtemp(dir=args.workdir)
     print(
         "| store | kind | writers x appends | conflicts retried | wall | writers' CPU | "
-        "rows lost / duplicated | appends that gave up | reads checked |\n"
-        "|---|---|---|---:|---:|---:|---|---:|---:|"
+        "rows lost / duplicated | appends that gave up | reads checked | faults injected |\n"
+        "|---|---|---|---:|---:|---:|---|---:|---:|---|"
     )
     try:
         for store in stores:
-            with store_for(store, workdir) as (root, so):
+            with store_for(store, workdir, args.faults) as (root, so, wso, proxy):
                 for writers, appends in sizes:
                     for kind in KINDS:
                         url = f"{root}/{kind}-{writers}-{uuid.uuid4().hex[:8]}"
-                        r = run(url, so, kind, writers, appends, gc=not args.no_gc)
+                        before = Counter(proxy.injected) if proxy else Counter()
+                        r = run(url, so, kind, writers, appends, not args.no_gc, wso)
+                        hit = (Counter(proxy.injected) - before) if proxy else Counter()
+                        faults = " ".join(f"{f}: {hit[f]}" for f in sorted(hit)) or "-"
                         print(
                             f"| {store} | {kind} | {writers} x {appends} | {r['retried']} | "
                             f"{r['wall']:.2f} s | {r['cpu']:.2f} s | {r['lost']} / "
-                            f"{r['duplicated']} | {r['gave_up']} | {r['reads']} |",
+                            f"{r['duplicated']} | {r['gave_up']} | {r['reads']} | {faults} |",
                             flush=True,
                         )
     finally:

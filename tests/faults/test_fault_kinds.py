@@ -1,0 +1,141 @@
+"""Faults on the write kinds beyond arrays (records appends, ragged appends, xarray
+``append_dim=``) and on records and xarray reads, through the proxy on moto S3.
+
+Each append runs under a seeded schedule of transient faults that includes a lost
+reply to the manifest PUT: it commits exactly once or raises, the node then reads
+exactly as before or after it (straight on the server), and ``verify`` passes. Reads
+through the proxy return exactly the stored values or raise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+import arrayds
+from arrayds import store as store_mod
+from arrayds.tools.verify import verify
+
+from .proxy import Rule
+
+WRITES = ("PUT", "POST")
+SCHEDULE = (
+    Rule("lost", methods=WRITES, keys="manifest", limit=1),
+    Rule("503", rate=0.1, limit=2),
+    Rule("reset", rate=0.05, limit=1),
+    Rule("500", rate=0.05, methods=WRITES, limit=1),
+)
+"""Transient faults, one lost manifest reply among them (bounded: quick retries)."""
+
+READS = (
+    Rule("truncate", methods=("GET",), keys="shard", limit=1),
+    Rule("503", methods=("GET",), keys="manifest", limit=1),
+    Rule("reset", methods=("GET",), keys="shard", skip=1, limit=1),
+    Rule("503", rate=0.1, methods=("GET",), limit=2),
+)
+"""A cut shard body, a 503 on a manifest, a reset on a shard, and a few 503s more."""
+
+pytestmark = pytest.mark.parametrize("backend", ["s3"])  # gcsfs's backoff is slow
+
+
+def _attempts(faulty, write: Callable[[int], Any], read: Callable[[], Any], n: int) -> None:
+    """``n`` writes under :data:`SCHEDULE`: each committed once or raised, never mixed."""
+    faulty.proxy.set_schedule(SCHEDULE, seed=28)
+    committed = 0
+    for i in range(n):
+        store_mod.clear_reader_cache()
+        before = read()
+        try:
+            want = write(i)
+        except (OSError, arrayds.CommitConflictError):
+            after, want = read(), before
+        else:
+            after = read()
+            committed += 1
+        assert after == want, f"write {i}: neither exactly before nor exactly after"
+    assert faulty.proxy.injected["lost"] == 1
+    assert committed > 0
+    assert not verify(faulty.url, storage_options=faulty.direct).problems
+
+
+def test_records_appends_under_faults(faulty) -> None:
+    url, direct = faulty.url, faulty.direct
+    arrayds.to_arrayrecord([{"i": -1}], url, mode="w", storage_options=direct)
+
+    def read() -> list:
+        store_mod.clear_reader_cache()
+        return list(arrayds.open(url, storage_options=direct)[:])
+
+    def write(i: int) -> list:
+        want = read() + [{"i": i}, {"i": i + 100}]
+        arrayds.to_arrayrecord(
+            [{"i": i}, {"i": i + 100}], url, mode="a", storage_options=faulty.opts
+        )
+        return want
+
+    _attempts(faulty, write, read, 4)
+
+
+def test_ragged_appends_under_faults(faulty) -> None:
+    url, direct = faulty.url, faulty.direct
+    arrayds.to_arrayrecord([np.arange(3.0)], url, mode="w", storage_options=direct)
+
+    def read() -> list:
+        store_mod.clear_reader_cache()
+        return [a.tolist() for a in arrayds.open_ragged(url, storage_options=direct)[:]]
+
+    def write(i: int) -> list:
+        items = [np.full(i + 1, float(i)), np.arange(float(i + 2))]
+        want = read() + [a.tolist() for a in items]
+        arrayds.to_arrayrecord(items, url, mode="a", storage_options=faulty.opts)
+        return want
+
+    _attempts(faulty, write, read, 4)
+
+
+def test_xarray_append_dim_under_faults(faulty) -> None:
+    xr = pytest.importorskip("xarray")
+    url, direct = faulty.url, faulty.direct
+
+    def ds(start: int, n: int) -> Any:
+        t = np.arange(start, start + n)
+        return xr.Dataset(
+            {"v": (("time", "x"), np.outer(t, [1.0, 2.0]))}, coords={"time": t, "x": [0, 1]}
+        )
+
+    arrayds.to_arrayrecord(ds(0, 2), url, mode="w", storage_options=direct)
+
+    def read() -> dict:
+        store_mod.clear_reader_cache()
+        return xr.open_dataset(url, engine="arrayds", storage_options=direct).load().to_dict()
+
+    def write(i: int) -> dict:
+        cur = xr.Dataset.from_dict(read())
+        more = ds(int(cur.sizes["time"]), 2)
+        arrayds.to_arrayrecord(more, url, mode="a", append_dim="time", storage_options=faulty.opts)
+        return xr.concat([cur, more], "time").to_dict()
+
+    _attempts(faulty, write, read, 3)
+
+
+def test_reads_under_faults(faulty) -> None:
+    """A records data source batch and ``xr.open_dataset(...).load()`` through the
+    proxy, under transient faults and truncated bodies: exactly the stored values (the
+    faults are retried, short bodies never decoded)."""
+    xr = pytest.importorskip("xarray")
+    url, direct = faulty.url, faulty.direct
+    records = [f"rec-{i}".encode() * (i + 1) for i in range(40)]
+    arrayds.to_arrayrecord(records, f"{url}/r", mode="w", storage_options=direct)
+    data = xr.Dataset({"v": (("t",), np.arange(50.0))}).chunk({"t": 10})
+    arrayds.to_arrayrecord(data, f"{url}/x", mode="w", storage_options=direct)
+    faulty.proxy.set_schedule(READS, seed=3)
+    store_mod.clear_reader_cache()
+    src = arrayds.ArrayRecordDataSource(f"{url}/r", storage_options=faulty.opts)
+    idx = [0, 39, 7, 7, 20, 3]
+    assert src.__getitems__(idx) == [records[i] for i in idx]  # transient: retried
+    loaded = xr.open_dataset(f"{url}/x", engine="arrayds", storage_options=faulty.opts)
+    np.testing.assert_array_equal(loaded.load()["v"].values, np.arange(50.0))
+    assert faulty.proxy.injected["truncate"] == 1 and faulty.proxy.injected["503"] >= 1
