@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from zarr.abc.store import OffsetByteRequest, RangeByteRequest, SuffixByteRequest
 from zarr.core.buffer import cpu, default_buffer_prototype
-from zarr.core.sync import _collect_aiterator, sync
+from zarr.core.sync import sync
 from zarr.testing.store import StoreTests
 
 import arrayds
@@ -35,6 +35,13 @@ NOT_ARBITRARY = (
     "the view's keys are an arrayds dataset's: arbitrary bytes cannot be put under "
     "arbitrary keys (the equivalent reads are tested on a real dataset below)"
 )
+
+
+async def collect(items) -> tuple:
+    """The items of an async iterator (a store listing), as a tuple."""
+    return tuple([item async for item in items])
+
+
 READ_ONLY = "store was opened in read-only mode and does not support writing"
 
 
@@ -120,20 +127,20 @@ class TestViewStore(StoreTests[ArraydsZarrStore, cpu.Buffer]):
 
     async def test_list(self, store) -> None:
         keys = ["zarr.json", "foo/zarr.json"] + [f"foo/c/{i}/{j}" for i in (0, 1) for j in (0, 1)]
-        assert sorted(await _collect_aiterator(store.list())) == sorted(keys)
+        assert sorted(await collect(store.list())) == sorted(keys)
 
     async def test_list_prefix(self, store) -> None:
-        got = sorted(await _collect_aiterator(store.list_prefix("foo/c/1")))
+        got = sorted(await collect(store.list_prefix("foo/c/1")))
         assert got == ["foo/c/1/0", "foo/c/1/1"]
-        assert await _collect_aiterator(store.list_prefix("nothing/")) == ()
+        assert await collect(store.list_prefix("nothing/")) == ()
 
     async def test_list_empty_path(self, store) -> None:
-        assert len(await _collect_aiterator(store.list_prefix(""))) == 6
+        assert len(await collect(store.list_prefix(""))) == 6
 
     async def test_list_dir(self, store) -> None:
-        assert sorted(await _collect_aiterator(store.list_dir(""))) == ["foo", "zarr.json"]
-        assert sorted(await _collect_aiterator(store.list_dir("foo"))) == ["c", "zarr.json"]
-        assert sorted(await _collect_aiterator(store.list_dir("foo/c/"))) == ["0", "1"]
+        assert sorted(await collect(store.list_dir(""))) == ["foo", "zarr.json"]
+        assert sorted(await collect(store.list_dir("foo"))) == ["c", "zarr.json"]
+        assert sorted(await collect(store.list_dir("foo/c/"))) == ["0", "1"]
 
     @pytest.mark.parametrize(
         "byte_range",
