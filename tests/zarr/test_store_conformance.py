@@ -3,7 +3,7 @@ view, where they apply to a read-only store over an existing dataset.
 
 The base class puts arbitrary bytes under arbitrary keys first (its ``set`` helper
 bypasses the store) for most of its read tests; a view's keys are those of an arrayds
-dataset, so those tests skip (one reason, in :meth:`TestViewStore.set`) and the
+dataset, so those tests are left out (listed in :class:`TestViewStore`) and the
 equivalent reads are checked here on a real dataset: ``zarr.json`` documents, chunk
 bytes, byte ranges of all three kinds, listings. The write-side tests are replaced by
 checks that writes are refused with zarr's read-only wording."""
@@ -61,10 +61,30 @@ class TestViewStore(StoreTests[ArraydsZarrStore, cpu.Buffer]):
     buffer_cls = cpu.Buffer
 
     async def set(self, store, key, value) -> None:
-        pytest.skip(NOT_ARBITRARY)
+        raise AssertionError(NOT_ARBITRARY)  # a base test that needs it belongs below
 
     async def get(self, store, key):  # pragma: no cover - only after set
-        pytest.skip(NOT_ARBITRARY)
+        raise AssertionError(NOT_ARBITRARY)
+
+    # zarr's tests that cannot apply to a read-only view of a dataset are left out
+    # rather than skipped on every run: those that first put arbitrary bytes under
+    # arbitrary keys (their reads are tested on a real dataset below) and those of the
+    # optional sync-get/set/delete and delete capabilities the view does not have
+    test_delete_nonexistent_key_does_not_raise = None
+    test_delete_sync = None
+    test_delete_sync_missing = None
+    test_get = None
+    test_get_bytes = None
+    test_get_bytes_sync = None
+    test_get_json = None
+    test_get_json_sync = None
+    test_get_many = None
+    test_get_not_open = None
+    test_get_partial_values = None
+    test_get_sync = None
+    test_get_sync_missing = None
+    test_getsize = None
+    test_set_sync = None
 
     @pytest.fixture
     def store_kwargs(self, dataset) -> dict:
@@ -171,6 +191,7 @@ class TestViewStore(StoreTests[ArraydsZarrStore, cpu.Buffer]):
             default_buffer_prototype(), [("foo/c/0/1", byte_range), ("foo/c/2/0", None)]
         )
         assert parts[0].to_bytes() == want and parts[1] is None
+        assert await store.get_partial_values(default_buffer_prototype(), []) == []
 
     async def test_get_json_documents(self, store) -> None:
         root = await store._get_json("zarr.json", prototype=default_buffer_prototype())
