@@ -9,7 +9,7 @@ while this process reads and runs ``arrayds gc`` beside them.
 Each writer is its own Python process (``--worker``): it opens the node, says
 ``ready``, waits for ``go`` on stdin (all start together), then appends its rows one
 append at a time with the default ``retries=`` and prints how many commit races it
-lost and retried (:func:`arrayds.retry.retried`). Row ``j`` of writer ``k`` holds the
+lost and retried (:func:`arrayds.nodes.retry.retried`). Row ``j`` of writer ``k`` holds the
 value ``k * 100_000 + j`` (an array append adds two equal rows, a records append one
 record), so the final node shows any row lost or duplicated. While they run, this
 process reads the node again and again (every read must be a committed state, the
@@ -51,7 +51,7 @@ import numpy as np
 
 import arrayds
 from arrayds.errors import CommitConflictError, CorruptionError
-from arrayds.retry import retried
+from arrayds.nodes.retry import retried
 from arrayds.tools.gc import collect_garbage
 from arrayds.tools.verify import verify
 

@@ -119,13 +119,16 @@ def test_no_private_names_imported_across_modules():
 
 @pytest.mark.parametrize("module", ["arrayds.abc.store", "arrayds.storage", "arrayds.errors"])
 def test_storage_knows_nothing_of_nodes(module):
-    """Nor of ArrayRecord files or shards (arrayds.arrayrecord, arrayds.store)."""
+    """Nor of ArrayRecord files or shards (arrayds.files.arrayrecord, arrayds.nodes.shards)."""
     prefixes = [m for m in MODULES if m == module or m.startswith(module + ".")]
     bad = []
     for m in prefixes:
         for target, _names in _imports(m, top_level_only=False):
-            if target.startswith(("arrayds.nodes", "arrayds.manifest", "arrayds.array")) or (
-                target in ("arrayds.records", "arrayds.ragged", "arrayds.dataset", "arrayds.store")
+            if target.startswith(
+                ("arrayds.nodes", "arrayds.kinds.array.manifest", "arrayds.kinds.array.handle")
+            ) or (
+                target
+                in ("arrayds.records", "arrayds.ragged", "arrayds.dataset", "arrayds.nodes.shards")
             ):
                 bad.append(f"{m} -> {target}")
     assert not bad, bad

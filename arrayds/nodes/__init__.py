@@ -2,7 +2,7 @@
 
 * :mod:`arrayds.nodes.commit` — the one commit path (read with a version, check, build,
   compare-and-swap, clean up);
-* :mod:`arrayds.nodes.kinds` — the registry of node kinds (array, group, records,
+* :mod:`arrayds.nodes.registry` — the registry of node kinds (array, group, records,
   ragged; the xarray snapshot is a group written by the xarray writer): one record per
   kind, for open, write, read and the tools.
 

@@ -8,16 +8,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import arrayds._options
+import arrayds.arrayrecord
 import pytest
 
 import arrayds
-import arrayds._options
-import arrayds.arrayrecord
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("module", [arrayds, arrayds.arrayrecord, arrayds._options])
+@pytest.mark.parametrize("module", [arrayds, arrayds.files.arrayrecord, arrayds.files.options])
 def test_docstring_examples(module) -> None:
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS, verbose=False)
     assert result.attempted > 0, f"{module.__name__} has no examples"

@@ -13,9 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import arrayds
-from arrayds.array import Array
+from arrayds.kinds.array.handle import Array
 from arrayds.nodes.commit import manifest_key
-from arrayds.store import node_shard_reader
+from arrayds.nodes.shards import node_shard_reader
 
 DTYPES = [
     "|b1", "|i1", "<i2", "<i4", "<i8", "|u1", "<u2", "<u4", "<u8", "<f2", "<f4", "<f8",

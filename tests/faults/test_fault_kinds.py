@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import arrayds
-from arrayds import store as store_mod
+from arrayds.nodes import shards as store_mod
 from arrayds.tools.verify import verify
 
 from .proxy import Rule

@@ -13,7 +13,7 @@ import pytest
 import tfrecord.writer
 
 import arrayds
-from arrayds.tfrecord import (
+from arrayds.files.tfrecord import (
     expand_paths,
     iter_jsonlines,
     iter_tfrecord,

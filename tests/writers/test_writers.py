@@ -17,8 +17,9 @@ import numpy as np
 import pytest
 
 import arrayds
-from arrayds import records, retry
+from arrayds import records as records
 from arrayds.errors import CommitConflictError
+from arrayds.nodes import retry
 from arrayds.tools.gc import collect_garbage
 from arrayds.tools.verify import verify
 
@@ -109,7 +110,7 @@ def test_records_append_retries_must_be_a_count(tmp_path, bad):
 def test_a_stale_append_whose_merge_conflicts_retries_and_keeps_every_row(tmp_path):
     # the folded tiered merge of a stale handle meets the other writer's merge: the
     # retry reads the node again, so the other writer's rows are never merged away
-    from arrayds.tools.compact import MERGE_FACTOR
+    from arrayds.nodes.merge import MERGE_FACTOR
 
     url = str(tmp_path / "a")
     a = arrayds.open_array(url, mode="w", shape=(0,), dtype="i2", chunks=1)

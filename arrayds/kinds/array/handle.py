@@ -46,9 +46,19 @@ from typing import Any
 
 import numpy as np
 
-from .arrayrecord import ArrayRecordReader, CorruptionError
-from .coalesce import coalesce_options
-from .errors import CommitConflictError
+from ...errors import CommitConflictError, CorruptionError
+from ...files.arrayrecord import ArrayRecordReader
+from ...nodes import commit
+from ...nodes import registry as kinds
+from ...nodes.handle import Node
+from ...nodes.names import SHARD_DIR, SHARD_SUFFIX, check_json_value, join_component, new_write_id
+from ...nodes.options import writer_options
+from ...nodes.read import kind_phrase, missing_node, read_node
+from ...nodes.retry import APPEND_RETRIES, backoff, check_retries
+from ...nodes.shards import io_pool, node_shard_reader, read_records, read_records_into, write_shard
+from ...storage import get_store
+from ...storage.base import BaseStore as Store
+from ...storage.coalesce import coalesce_options
 from .grid import (
     AxisGrid,
     AxisPlan,
@@ -59,23 +69,7 @@ from .grid import (
     parse_selection,
     plan_axis,
 )
-from .manifest import ArrayManifest, ShardEntry, ShardList, check_json_value, writer_options
-from .node import Node, kind_phrase, missing_node, read_node
-from .nodes import commit, kinds
-from .retry import APPEND_RETRIES, backoff, check_retries
-from .storage import get_store
-from .store import (
-    SHARD_DIR,
-    SHARD_SUFFIX,
-    Store,
-    io_pool,
-    join_component,
-    new_write_id,
-    node_shard_reader,
-    read_records,
-    read_records_into,
-    write_shard,
-)
+from .manifest import ArrayManifest, ShardEntry, ShardList
 from .tensor import decode_chunk, encode_chunk, new_buffer, npy_header
 
 __all__ = [
@@ -456,7 +450,7 @@ class Array(Node):
 
     def _repr_html_(self) -> str:
         """A summary table and the chunk map (:mod:`arrayds.html_repr`)."""
-        from .html_repr import node_html
+        from ...html_repr import node_html
 
         return node_html(self._store, self._node, self._m, mode=self._mode, version=self.version)
 
@@ -565,7 +559,7 @@ class Array(Node):
         """The reader of shard ``relpath``, checked to hold every record in ``recs``
         (else the manifest and the shard disagree: CorruptionError naming both). A
         read of more than half the shard's records asks for the whole shard
-        (:func:`arrayds.store.shard_reader`'s ``whole``)."""
+        (:func:`arrayds.nodes.shards.shard_reader`'s ``whole``)."""
         whole = not self._store.local and 2 * len(recs) > self._shard_records(relpath) > 0
         reader = self._reader(relpath, whole)
         n = len(reader)
@@ -841,11 +835,11 @@ class Array(Node):
         the nominal chunk length follow. One new shard, one commit. ``compact``: as for
         :func:`arrayds.to_arrayrecord`: ``"tiered"`` merges the newest small shards,
         the new one among them, where they fill a tier (about one append in eight),
-        in the append's own commit (:func:`arrayds.tools.compact.commit_merged`: one
+        in the append's own commit (:func:`arrayds.nodes.merge.commit_merged`: one
         version either way); ``True`` compacts the array once it holds 64 small files
         (after the commit); ``False`` neither. ``retries``: how often an append that
         lost a commit race to another writer reads the array again and appends after
-        that writer's rows (with a bounded random backoff, :mod:`arrayds.retry`);
+        that writer's rows (with a bounded random backoff, :mod:`arrayds.nodes.retry`);
         ``0`` raises :class:`arrayds.errors.CommitConflictError` at once.
 
         >>> import arrayds, numpy as np
@@ -856,7 +850,7 @@ class Array(Node):
         >>> a.append(np.zeros((3, 2), "i8")), a.chunks
         ((7, 2), ((3, 3, 1), (2,)))
         """
-        from .tools.compact import check_compact
+        from ...tools.compact import check_compact
 
         check_compact(compact, self._what)
         retries = check_retries(retries, f"{self._what}: append")
@@ -880,8 +874,8 @@ class Array(Node):
 
     def _compact_small_files(self) -> None:
         """``compact=True`` after an append: compact the array once it holds
-        :data:`arrayds.tools.compact.AUTO_COMPACT_FILES` small files."""
-        from .tools import compact as compaction
+        :data:`arrayds.nodes.merge.AUTO_COMPACT_FILES` small files."""
+        from ...tools import compact as compaction
 
         report = compaction.compact(
             self._store.url,
@@ -1016,7 +1010,7 @@ class Array(Node):
         commit_merged`: the newest small shards, the ``written`` one among them, merged
         into one shard; one commit), if they fill a tier; ``False`` (nothing done) if
         they do not. The same conflict as :meth:`_commit`, ``written`` removed."""
-        from .tools.compact import commit_merged
+        from ...nodes.merge import commit_merged
 
         snap = self._m
         try:
@@ -1113,9 +1107,9 @@ def read_array_manifest(store: Store, node: str) -> ArrayManifest:
 
 
 def dask_array(a: Array, chunks: Any = None, name: str | None = None) -> Any:
-    """A dask array over ``a`` (:func:`arrayds.dask.array.array_to_dask`).
+    """A dask array over ``a`` (:func:`arrayds.kinds.array.dask.array_to_dask`).
 
-    The one upcall of this module: dask is optional and :mod:`arrayds.dask.array`
+    The one upcall of this module: dask is optional and :mod:`arrayds.kinds.array.dask`
     builds on this module, so it is imported here, when a dask array is asked for.
 
     >>> import arrayds
@@ -1123,7 +1117,7 @@ def dask_array(a: Array, chunks: Any = None, name: str | None = None) -> Any:
     >>> dask_array(a).chunks
     ((2, 2),)
     """
-    from .dask.array import array_to_dask
+    from .to_dask import array_to_dask
 
     return array_to_dask(a, chunks=chunks, name=name)
 
@@ -1156,38 +1150,3 @@ def restore_array(
                 _restored.clear()
             _restored[key] = m
     return Array(store, node, m, mode)
-
-
-def _to_dask(
-    store: Store, node: str, m: ArrayManifest, *, chunks: Any, name: Any, **kwargs: Any
-) -> Any:
-    """``from_arrayrecord`` of an array: a dask array over its chunks."""
-    kinds.no_extra_keywords(f"array {store.display(node)!r}", kwargs)
-    return dask_array(Array(store, node, m, "r"), chunks=chunks, name=name)
-
-
-def _shard_refs(m: ArrayManifest) -> list[kinds.ShardRef]:
-    """The shard files of an array: each chunk run claims records of one file."""
-    return [
-        kinds.ShardRef(e.path, size=e.bytes, span=(e.offset, e.offset + e.records), entry=e)
-        for e in m.shards
-    ]
-
-
-kinds.register(
-    kinds.NodeKind(
-        "array",
-        parse=ArrayManifest.from_json,
-        open=Array,
-        to_dask=_to_dask,
-        shard_folder=SHARD_DIR,
-        shards=_shard_refs,
-        verify_extra=kinds.lazy("arrayds.tools.verify", "array_checks"),
-        describe=kinds.lazy("arrayds.tools.describe", "describe_array"),
-        info_text=kinds.lazy("arrayds.tools.describe", "array_text"),
-        cat=kinds.lazy("arrayds.tools.cat", "cat_array"),
-        compact=kinds.lazy("arrayds.tools.compact", "compact_array"),
-        totals="arrays",
-        plural="arrays",
-    )
-)

@@ -17,7 +17,7 @@ then only the chunk ranges each read needs (``fs.cat_ranges``). Remote files are
 written in memory and uploaded with one whole-object write at ``close()``.
 
 Dataset URLs: :class:`ArrayRecordDataSource` asks the node-kind registry
-(:func:`arrayds.nodes.kinds.data_source`, the one call from this file layer up into the
+(through :func:`register_dataset_resolver`, the hook by which the dataset layer reads the
 dataset layer) whether a path is the URL of a dataset whose kind reads as a data source
 (records; API.md section 3). Its kind returns the dataset's shard files (with their
 record counts, so nothing needs to be opened) and its item decoder. Any other path is
@@ -44,10 +44,10 @@ from typing import TYPE_CHECKING, Any, Protocol, SupportsIndex, Union
 
 import numpy as np
 
-from . import _native
-from ._options import ReaderOptions, parse_reader_options
-from .coalesce import fetch_spans
-from .errors import CorruptionError
+from .. import _native
+from ..errors import CorruptionError
+from ..storage.coalesce import fetch_spans
+from .options import ReaderOptions, parse_reader_options
 
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Buffer  # Python >= 3.12
@@ -1144,6 +1144,28 @@ class ResolvedSource:
     decoder: Callable[[bytes], Any] | None = None
 
 
+DatasetResolver = Callable[..., ResolvedSource | None]
+"""``resolve(path, storage_options, *, allow_pickle, serializer, version, as_of)`` ->
+the shards and decoder of the dataset at ``path``, or ``None`` if ``path`` is not one
+(then it is read as an ArrayRecord file)."""
+
+_dataset_resolvers: list[DatasetResolver] = []
+
+
+def register_dataset_resolver(resolve: DatasetResolver) -> DatasetResolver:
+    """Let :class:`ArrayRecordDataSource` read the URL of a dataset through
+    ``resolve``: the dataset layer (:mod:`arrayds.nodes.read`) registers itself here,
+    so this file layer never imports it.
+
+    >>> from arrayds.files.arrayrecord import _dataset_resolvers
+    >>> len(_dataset_resolvers) >= 1  # arrayds.nodes.read's, registered on import
+    True
+    """
+    if resolve not in _dataset_resolvers:
+        _dataset_resolvers.append(resolve)
+    return resolve
+
+
 class FileInstruction(Protocol):
     """What a TFDS file instruction has (``tfds``' own class, or any look-alike)."""
 
@@ -1224,16 +1246,17 @@ def _expand_paths(
         p = _fspath(item, "ArrayRecordDataSource")
         resolved = None
         if not _GLOB_CHARS.search(p):
-            from .nodes.kinds import data_source  # the dataset layer, above this one
-
-            resolved = data_source(
-                p,
-                storage_options,
-                allow_pickle=allow_pickle,
-                serializer=serializer,
-                version=version,
-                as_of=as_of,
-            )
+            for resolve_dataset in _dataset_resolvers:
+                resolved = resolve_dataset(
+                    p,
+                    storage_options,
+                    allow_pickle=allow_pickle,
+                    serializer=serializer,
+                    version=version,
+                    as_of=as_of,
+                )
+                if resolved is not None:
+                    break
         if resolved is None and (version is not None or as_of is not None):
             raise ValueError(
                 f"ArrayRecordDataSource: version=/as_of= need the URL of a records dataset; "
