@@ -3,7 +3,7 @@
 
 >>> import arrayds
 >>> g = arrayds.open_group("memory://doc-kind-group", mode="w")
->>> _ = g.create_array("t", shape=(2,), dtype="i1")
+>>> _ = g.create_array("t", shape=(2,), dtype="i1", chunks=1)
 >>> list(g), type(g).__name__
 (['t'], 'Group')
 """

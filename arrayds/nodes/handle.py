@@ -2,7 +2,8 @@
 the one commit of a new manifest per mode (``w``, ``w-``, ``a``).
 
 >>> import arrayds
->>> a = arrayds.open_array("memory://doc-nodes-handle", mode="w", shape=(2,), dtype="i1")
+>>> a = arrayds.open_array("memory://doc-nodes-handle", mode="w", shape=(2,), dtype="i1",
+...                        chunks=1)
 >>> isinstance(a, Node), MODES
 (True, ('r', 'r+', 'a', 'w', 'w-'))
 """

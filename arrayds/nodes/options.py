@@ -3,7 +3,7 @@
 options.
 
 >>> check_compression("zstd:5"), writer_options("zstd:5")
-('zstd:5', 'zstd:5')
+('zstd:5', 'group_size:1,zstd:5')
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@ parsed by its kind; the URL of a dataset located; the data source of a dataset U
 (registered with the file layer's :class:`~arrayds.ArrayRecordDataSource`).
 
 >>> import arrayds
->>> _ = arrayds.open_array("memory://doc-nodes-read", mode="w", shape=(2,), dtype="i1")
+>>> _ = arrayds.open_array("memory://doc-nodes-read", mode="w", shape=(2,), dtype="i1",
+...                        chunks=1)
 >>> store, node = locate("memory://doc-nodes-read", None, None)
 >>> read_node(store, node).kind
 'array'

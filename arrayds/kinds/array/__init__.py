@@ -6,6 +6,7 @@
 ``compact`` (its compaction) and ``kind`` (its registry record and writers).
 
 >>> import arrayds
->>> arrayds.open_array("memory://doc-kind-array", mode="w", shape=(2,), dtype="i1").shape
+>>> arrayds.open_array("memory://doc-kind-array", mode="w", shape=(2,), dtype="i1",
+...                    chunks=1).shape
 (2,)
 """

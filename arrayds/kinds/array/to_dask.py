@@ -1,6 +1,13 @@
 """A dask array over a stored array: one task per shard box on object stores, the
 stored chunks as the blocks the user sees (:func:`array_to_dask`, what
 ``Array.to_dask`` and ``from_arrayrecord`` return).
+
+>>> import arrayds, numpy as np
+>>> a = arrayds.open_array("memory://doc-to-dask", mode="w", shape=(4,), dtype="i4", chunks=2)
+>>> a[:] = np.arange(4, dtype="i4")
+>>> x = array_to_dask(a)
+>>> x.chunks, int(x.sum().compute())
+(((2, 2),), 6)
 """
 
 from __future__ import annotations

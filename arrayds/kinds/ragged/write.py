@@ -3,7 +3,7 @@ list (shards written in parallel) or a dask bag (one task per partition) plus on
 commit task.
 
 >>> import numpy as np
->>> ra = write_ragged([np.zeros((2, n)) for n in (3, 1)], "memory://doc-ragged-write")
+>>> ra = write_ragged([np.zeros((2, n)) for n in (3, 1)], "memory://doc-ragged-write-mod")
 >>> ra.shapes
 [(2, 3), (2, 1)]
 """

@@ -2,11 +2,13 @@
 shards of about ``shard_size`` bytes.
 
 >>> from arrayds import records
+>>> from arrayds.nodes.read import read_node
 >>> from arrayds.storage import get_store
->>> ds = records.write_records([b"x"] * 8, "memory://doc-rc", num_shards=4)
->>> rw = compact_records(get_store("memory://doc-rc"), "", ds.manifest, shard_size=1 << 20,
+>>> _ = records.write_records([b"x"] * 8, "memory://doc-rc", num_shards=4)
+>>> m = read_node(get_store("memory://doc-rc"), "")
+>>> rw = compact_records(get_store("memory://doc-rc"), "", m, shard_size=1 << 20,
 ...                      write_id="0" * 24, written=[])
->>> len(ds.manifest.shards), len(rw.manifest.shards)
+>>> len(m.shards), len(rw.manifest.shards)
 (4, 1)
 """
 

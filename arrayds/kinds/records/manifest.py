@@ -2,8 +2,11 @@
 shard list (docs/spec.md, "Records datasets").
 
 >>> from arrayds import records
->>> ds = records.write_records([b"a", b"b", b"c"], "memory://doc-records-manifest")
->>> ds.manifest.kind, [s.num_records for s in ds.manifest.shards]
+>>> from arrayds.nodes.read import read_node
+>>> from arrayds.storage import get_store
+>>> _ = records.write_records([b"a", b"b", b"c"], "memory://doc-records-manifest")
+>>> m = read_node(get_store("memory://doc-records-manifest"), "")
+>>> m.kind, [s.num_records for s in m.shards]
 ('records', [3])
 """
 

@@ -1,7 +1,7 @@
 """Writing records datasets: from a list or a dask bag (one shard per partition, one
 task each, plus one commit task); appends add shards under a new write id.
 
->>> ds = write_records([{"i": i} for i in range(4)], "memory://doc-records-write", num_shards=2)
+>>> ds = write_records([{"i": i} for i in range(4)], "memory://doc-records-write-mod", num_shards=2)
 >>> len(ds), ds.num_shards
 (4, 2)
 """
@@ -206,12 +206,13 @@ def commit_shards(
 
     Example:
         >>> import os, tempfile
-        >>> from arrayds import records
+        >>> from arrayds.kinds.records import write as records
         >>> url = os.path.join(tempfile.mkdtemp(), "r")
         >>> plan, expected = records.prepare_write(url, None, "w-", "", 1, "auto", None, 2)
         >>> results = [records.write_shard(p, k, plan) for k, p in enumerate([[b"a"], [b"b"]])]
         >>> man = records.commit_shards(results, plan, "w-", "", 1, None, expected)
-        >>> man["serializer"], records.open_records(url).data_source()[1]
+        >>> from arrayds.records import open_records
+        >>> man["serializer"], open_records(url).data_source()[1]
         ('raw', b'b')
     """
     shards = [r["shard"] for r in results]
@@ -382,14 +383,15 @@ def write_records(
 
     Example:
         >>> import os, tempfile, dask.bag as db
-        >>> from arrayds import records
+        >>> from arrayds.kinds.records import write as records
         >>> url = os.path.join(tempfile.mkdtemp(), "words")
         >>> bag = db.from_sequence([b"a", b"b", b"c", b"d"], npartitions=2)
         >>> records.write_records(bag, url).serializer
         'raw'
         >>> records.write_records([b"e"], url, mode="a").num_shards
         3
-        >>> records.read_records(url).compute(scheduler="sync")
+        >>> from arrayds.records import read_records
+        >>> read_records(url).compute(scheduler="sync")
         [b'a', b'b', b'c', b'd', b'e']
     """
     store, node = locate(url, component, storage_options, "a records dataset")
@@ -555,7 +557,7 @@ def write_from_sources(
 
     Example:
         >>> import os, tempfile
-        >>> from arrayds import records
+        >>> from arrayds.kinds.records import write as records
         >>> url = os.path.join(tempfile.mkdtemp(), "squares")
         >>> ds = records.write_from_sources(
         ...     [(range, (0, 3)), (range, (3, 5))], url, serializer="msgpack"
