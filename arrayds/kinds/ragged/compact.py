@@ -3,9 +3,9 @@ about ``shard_size`` bytes.
 
 >>> import numpy as np, arrayds
 >>> from arrayds.storage import get_store
->>> ra = arrayds.ragged.write_ragged([np.arange(n) for n in (2, 3, 4)], "memory://doc-ragged-compact",
-...                                  shard_size=1)
->>> rw = compact_ragged(get_store("memory://doc-ragged-compact"), "", ra.manifest, shard_size=1 << 20,
+>>> url = "memory://doc-ragged-compact"
+>>> ra = arrayds.ragged.write_ragged([np.arange(n) for n in (2, 3, 4)], url, shard_size=1)
+>>> rw = compact_ragged(get_store(url), "", ra.manifest, shard_size=1 << 20,
 ...                     write_id="0" * 24, written=[])
 >>> len(ra.manifest.shards), len(rw.manifest.shards)
 (3, 1)
