@@ -146,8 +146,8 @@ def _merge_appended(store: Any, node: str, out: Any) -> Any:
         merged = merge_appended(store, node, out.manifest)
         return out if merged is None else type(out)(store, node, merged)
     if isinstance(out, RecordsDataset):
-        merged = merge_appended(store, node, out._manifest)
-        return out if merged is None else RecordsDataset._from_parsed(store, node, merged)
+        merged = merge_appended(store, node, out.manifest)
+        return out if merged is None else RecordsDataset.from_parsed(store, node, merged)
     snapshot = getattr(getattr(out, "_m", None), "extra", {}).get("snapshot")
     if isinstance(snapshot, dict) and isinstance(snapshot.get("members"), dict):
         # an xarray dataset: its members' lists, as committed, say whether any may merge

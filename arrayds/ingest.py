@@ -384,9 +384,9 @@ class _Conversion:
     work: list[Any] = field(default_factory=list)
 
     def write_array(self, x: Any, node: str, **kw: Any) -> None:
-        import arrayds
+        from .api import to_arrayrecord
 
-        d = arrayds.to_arrayrecord(
+        d = to_arrayrecord(
             x,
             self.dst,
             node or None,

@@ -120,7 +120,7 @@ def read_state(url: str, so: dict[str, Any] | None, kind: str) -> tuple[int, lis
     if kind == "array":
         return node.manifest.generation, [int(v) for v in node[:]]
     values = [int(v) for v in node[:]][1:]  # the first record marks creation
-    return node._manifest.generation, values
+    return node.manifest.generation, values
 
 
 def check_values(

@@ -718,6 +718,12 @@ class ArrayRecordReader:
         self._read_one = self._remote_read_one
         self._read_range = self._remote_read_range
 
+    @property
+    def holds_whole_file(self) -> bool:
+        """Whether the reader holds its whole (small, remote) file from the open: its
+        first read needs no request."""
+        return self._preloaded is not None
+
     def _remote_read_many(self, indices: np.ndarray | Sequence[int]) -> list[bytes]:
         native = self._native
         return native.decode_spans(indices, self._fetch_spans(native.chunk_spans(indices)))
@@ -792,7 +798,7 @@ class ArrayRecordReader:
     def _remote_read_range(self, start: int, stop: int) -> list[bytes]:
         return self._remote_read_many(np.arange(start, stop, dtype=np.int64))
 
-    def _read_into(
+    def read_into(
         self, indices: np.ndarray | Sequence[int], buffers: Sequence[Any], prefix: Any = None
     ) -> None:
         """Decode records ``indices`` (non-negative) into the writable ``buffers``

@@ -153,11 +153,11 @@ class Group(Node, Mapping[str, Any]):
 
     @property
     def attrs(self) -> Attributes:
-        return Attributes(lambda: self._m.attrs, self._commit_attrs, not self.read_only, self._what)
+        return Attributes(lambda: self._m.attrs, self._commit_attrs, not self.read_only, self.what)
 
     def _commit_attrs(self, attrs: dict[str, Any]) -> None:
         self._check_writable()
-        store, what = self._store, self._what
+        store, what = self._store, self.what
 
         def build(base: commit.NodeVersion) -> dict[str, Any]:
             # the group as it is now (another writer's snapshot fields are kept)
@@ -172,14 +172,14 @@ class Group(Node, Mapping[str, Any]):
     def _check_writable(self) -> None:
         if self.read_only:
             raise PermissionError(
-                f"{self._what} is open read-only (mode 'r'); open it with mode 'r+' or 'a'"
+                f"{self.what} is open read-only (mode 'r'); open it with mode 'r+' or 'a'"
             )
 
     # -- mapping
 
     def __getitem__(self, key: str) -> Any:
         if not isinstance(key, str):
-            raise TypeError(f"{self._what}: node names are str, got {type(key).__name__}")
+            raise TypeError(f"{self.what}: node names are str, got {type(key).__name__}")
         node = join_component(self._node, key)
         if node == self._node:
             return self
@@ -190,9 +190,9 @@ class Group(Node, Mapping[str, Any]):
             try:
                 m, child_pin = read_pinned(self._store, node, as_of=pin.children_as_of)
             except ValueError as e:  # no version of it then: it did not exist yet
-                raise KeyError(f"{key!r} is not a node of {self._what} ({e})") from None
+                raise KeyError(f"{key!r} is not a node of {self.what} ({e})") from None
         if m is None:
-            raise KeyError(f"{key!r} is not a node of {self._what} (children: {list(self)})")
+            raise KeyError(f"{key!r} is not a node of {self.what} (children: {list(self)})")
         return open_handle(self._store, node, m, child_mode(self._mode), child_pin)
 
     def __iter__(self) -> Iterator[str]:

@@ -69,7 +69,9 @@ class Node:
         return self._pin.generation if self._pin is not None else None
 
     @property
-    def _what(self) -> str:
+    def what(self) -> str:
+        """How messages name this node: its kind, its URL and the version it was
+        opened at (``"array 'memory://x/t' at version 3"``)."""
         at = f" at version {self._pin.generation}" if self._pin is not None else ""
         return f"{self._kind} {self._store.display(self._node)!r}{at}"
 

@@ -503,3 +503,185 @@ def usage(manifest: Any, sizes: Mapping[str, int] | None = None) -> Usage:
     if kind is None or kind.usage is None:
         raise ValueError(f"no compaction for {type(manifest).__name__} manifests")
     return kind.usage(manifest, sizes)
+
+
+# ------------------------------------------------------------------ compaction
+
+
+def format_bytes(n: float | None) -> str:
+    """``1536 -> '1.5 KiB'`` (``None`` -> ``'?'``).
+
+    >>> format_bytes(1536), format_bytes(10), format_bytes(None)
+    ('1.5 KiB', '10 B', '?')
+    """
+    if n is None:
+        return "?"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{int(n)} B" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"  # pragma: no cover
+
+
+@dataclass(frozen=True)
+class Fragmentation:
+    """The figures :func:`fragmentation` measured of one node, and its verdict."""
+
+    kind: str
+    shard_size: int
+    files: int
+    """Shard files the manifest names."""
+    small_files: int
+    """Of those, files smaller than ``shard_size / 2`` (unknown sizes count as large)."""
+    entries: int
+    """Entries of the manifest's shard list."""
+    live_entries: int
+    """Entries that a reader can still select (an array's others are hidden by newer
+    entries)."""
+    file_bytes: int
+    """The size of the files together (as far as known)."""
+    live_bytes: int
+    """Their live part, estimated: each file's size times the share of its records a
+    reader can still select."""
+    needs_compaction: bool
+    reason: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+def fragmentation(
+    manifest: Any,
+    shard_size: Any = None,
+    *,
+    sizes: Mapping[str, int] | None = None,
+    min_small_files: int = 2,
+) -> Fragmentation:
+    """Measure one node's manifest (a parsed array, records or ragged manifest) and
+    decide whether it needs compaction. The rule: a node needs compaction if
+
+    * at least ``min_small_files`` (2) of its shard files are smaller than
+      ``shard_size / 2`` (they can be merged into one file of at most ``shard_size``),
+      or
+    * less than half of its stored bytes are live (newer writes override most of what
+      the files hold).
+
+    A compacted node meets neither (all its files but the last are about
+    ``shard_size``, and everything is live), so compacting again does nothing.
+    ``sizes``: file sizes (path relative to the node -> bytes) the manifest does not
+    record; a file of unknown size counts as large.
+
+    >>> import arrayds, numpy as np
+    >>> a = arrayds.open_array("memory://doc-frag", mode="w", shape=(6,), dtype="i4", chunks=1)
+    >>> a[:] = 1
+    >>> a[1:5] = 2
+    >>> a[5] = 3
+    >>> f = fragmentation(a.manifest)
+    >>> f.files, f.entries, f.live_entries, f.live_bytes < f.file_bytes, f.needs_compaction
+    (3, 3, 3, True, True)
+    >>> f.reason
+    '3 of 3 shard files are smaller than half of shard_size (32.0 MiB)'
+    """
+    size = parse_shard_size(shard_size)
+    u = usage(manifest, sizes)
+    known = [f for f in u.files if f.bytes is not None]
+    small = sum(1 for f in known if f.bytes < size / 2)
+    file_bytes = sum(f.bytes for f in known)
+    live_bytes = int(sum(f.bytes * f.live_records / f.records for f in known if f.records))
+    if small >= max(2, min_small_files):
+        needs, reason = (
+            True,
+            f"{small} of {len(u.files)} shard files are smaller than half of shard_size "
+            f"({format_bytes(size / 2)})",
+        )
+    elif file_bytes and 2 * live_bytes < file_bytes:
+        needs, reason = (
+            True,
+            f"only {format_bytes(live_bytes)} of the {format_bytes(file_bytes)} its shard files "
+            f"hold are live",
+        )
+    else:
+        needs, reason = False, ("not fragmented" if u.files else "no shard files")
+    return Fragmentation(
+        getattr(manifest, "kind", "?"),
+        size,
+        len(u.files),
+        small,
+        u.entries,
+        u.live_entries,
+        file_bytes,
+        live_bytes,
+        needs,
+        reason,
+    )
+
+
+COMPACT_CHOICES = ("tiered", True, False)
+"""The values of the ``compact=`` keyword of writes (:func:`check_compact`)."""
+
+
+def check_compact(compact: Any, what: str) -> None:
+    """``ValueError`` naming ``what`` unless ``compact`` is ``"tiered"``, ``True`` or
+    ``False``."""
+    if not any(compact is c or (isinstance(c, str) and compact == c) for c in COMPACT_CHOICES):
+        raise ValueError(
+            f"{what}: compact must be 'tiered' (merge the newest small shards of appends "
+            f"by tiers), True (compact a node of {AUTO_COMPACT_FILES} small files) or "
+            f"False, got {compact!r}"
+        )
+
+
+def file_sizes(store: Store, node: str, m: Any) -> dict[str, int]:
+    """The sizes of the node's files its manifest does not record (asked of the store)."""
+    out: dict[str, int] = {}
+    for f in usage(m).files:
+        if f.bytes is None:
+            try:
+                out[f.path] = store.size(join_component(node, f.path))
+            except (FileNotFoundError, OSError):
+                pass
+    return out
+
+
+def compact_small_files(
+    store: Store, node: str, manifest: Any, stamp: tuple[int, str]
+) -> Any | None:
+    """The automatic compaction of an append (``compact=True``): if ``node`` (as
+    ``manifest``, parsed, at ``stamp``) holds :data:`AUTO_COMPACT_FILES` small files,
+    rewrite its live data into shards of :data:`DEFAULT_SHARD_SIZE` and commit, provided
+    the node is still at ``stamp``; returns the committed manifest (parsed), or ``None``
+    if it is not fragmented so (nothing written).
+
+    >>> import arrayds, numpy as np
+    >>> a = arrayds.open_array("memory://doc-small-files", mode="w", shape=(0,), dtype="i4",
+    ...                        chunks=1)
+    >>> for i in range(3):
+    ...     _ = a.append(np.array([i], "i4"), compact=False)
+    >>> m = a.manifest
+    >>> compact_small_files(a.store, "", m, (m.generation, m.commit)) is None
+    True
+    """
+    kind = kinds.get(manifest.kind)
+    if kind.compact is None or len(manifest.shards) < AUTO_COMPACT_FILES:
+        return None
+    what = f"{kind.a()} {store.display(node)!r}"
+    frag = fragmentation(
+        manifest,
+        DEFAULT_SHARD_SIZE,
+        sizes=file_sizes(store, node, manifest),
+        min_small_files=AUTO_COMPACT_FILES,
+    )
+    if not frag.needs_compaction:
+        return None
+    write_id = new_write_id()
+    rw = rewrite(store, node, kind, manifest, DEFAULT_SHARD_SIZE, write_id)
+    raw = commit_rewrite(
+        store,
+        node,
+        rw,
+        write_id,
+        stamp,
+        what,
+        lambda now: f"{what}: committed to since (generation {now.generation})",
+    )
+    return kind.parse(raw, what)

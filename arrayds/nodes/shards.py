@@ -356,8 +356,8 @@ def read_records_into(
     reader: ArrayRecordReader, records: Any, buffers: Sequence[Any], prefix: Any = None
 ) -> None:
     """:func:`read_records`, decoding into caller-provided writable buffers (each
-    record is ``prefix`` + its buffer's bytes; see ``ArrayRecordReader._read_into``)."""
-    reader._read_into(records, buffers, prefix)
+    record is ``prefix`` + its buffer's bytes; see ``ArrayRecordReader.read_into``)."""
+    reader.read_into(records, buffers, prefix)
     with _stats_lock:
         _stats["read_calls"] += 1
         _stats["records_read"] += len(buffers)

@@ -78,8 +78,7 @@ def open_node(
     >>> kind.name, old.shape, old.version, open_node("memory://doc-cat-open", "x")[1].shape
     ('array', (4,), 1, (6,))
     """
-    import arrayds
-
+    from ..dataset import open as open_dataset
     from ..nodes import commit
     from ..nodes import registry as kinds
     from ..nodes.handle import open_handle
@@ -98,7 +97,7 @@ def open_node(
         return kinds.get(getattr(m, "kind", None), store.display(node)), open_handle(
             store, node, m, "r", pin
         )
-    g = arrayds.open(url, storage_options=storage_options)  # the errors of no dataset
+    g = open_dataset(url, storage_options=storage_options)  # the errors of no dataset
     kind = kinds.get(commit.read(store, "").kind, store.display(""))
     if not component:
         return kind, g

@@ -43,21 +43,23 @@ from ..abc.store import Store
 from ..nodes import commit
 from ..nodes import registry as kinds
 from ..nodes.merge import (
-    AUTO_COMPACT_FILES,
     DEFAULT_SHARD_SIZE,
     MAX_TAIL,
     MERGE_FACTOR,
+    Fragmentation,
     Rewrite,
     TooFragmentedError,
     commit_merged,
     commit_rewrite,
     entry_sizes,
+    file_sizes,
+    format_bytes,
+    fragmentation,
     may_merge,
     merge_appended,
     parse_shard_size,
     rewrite,
     tail_to_merge,
-    usage,
     whole_files,
 )
 from ..nodes.names import join_component, new_write_id
@@ -81,116 +83,6 @@ __all__ = [
 
 
 # ------------------------------------------------------------------ the rule
-
-
-@dataclass(frozen=True)
-class Fragmentation:
-    """The figures :func:`fragmentation` measured of one node, and its verdict."""
-
-    kind: str
-    shard_size: int
-    files: int
-    """Shard files the manifest names."""
-    small_files: int
-    """Of those, files smaller than ``shard_size / 2`` (unknown sizes count as large)."""
-    entries: int
-    """Entries of the manifest's shard list."""
-    live_entries: int
-    """Entries that a reader can still select (an array's others are hidden by newer
-    entries)."""
-    file_bytes: int
-    """The size of the files together (as far as known)."""
-    live_bytes: int
-    """Their live part, estimated: each file's size times the share of its records a
-    reader can still select."""
-    needs_compaction: bool
-    reason: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.__dataclass_fields__}
-
-
-def fragmentation(
-    manifest: Any,
-    shard_size: Any = None,
-    *,
-    sizes: Mapping[str, int] | None = None,
-    min_small_files: int = 2,
-) -> Fragmentation:
-    """Measure one node's manifest (a parsed array, records or ragged manifest) and
-    decide whether it needs compaction. The rule: a node needs compaction if
-
-    * at least ``min_small_files`` (2) of its shard files are smaller than
-      ``shard_size / 2`` (they can be merged into one file of at most ``shard_size``),
-      or
-    * less than half of its stored bytes are live (newer writes override most of what
-      the files hold).
-
-    A compacted node meets neither (all its files but the last are about
-    ``shard_size``, and everything is live), so compacting again does nothing.
-    ``sizes``: file sizes (path relative to the node -> bytes) the manifest does not
-    record; a file of unknown size counts as large.
-
-    >>> import arrayds, numpy as np
-    >>> a = arrayds.open_array("memory://doc-frag", mode="w", shape=(6,), dtype="i4", chunks=1)
-    >>> a[:] = 1
-    >>> a[1:5] = 2
-    >>> a[5] = 3
-    >>> f = fragmentation(a.manifest)
-    >>> f.files, f.entries, f.live_entries, f.live_bytes < f.file_bytes, f.needs_compaction
-    (3, 3, 3, True, True)
-    >>> f.reason
-    '3 of 3 shard files are smaller than half of shard_size (32.0 MiB)'
-    """
-    size = parse_shard_size(shard_size)
-    u = usage(manifest, sizes)
-    known = [f for f in u.files if f.bytes is not None]
-    small = sum(1 for f in known if f.bytes < size / 2)
-    file_bytes = sum(f.bytes for f in known)
-    live_bytes = int(sum(f.bytes * f.live_records / f.records for f in known if f.records))
-    from .describe import format_bytes
-
-    if small >= max(2, min_small_files):
-        needs, reason = (
-            True,
-            f"{small} of {len(u.files)} shard files are smaller than half of shard_size "
-            f"({format_bytes(size / 2)})",
-        )
-    elif file_bytes and 2 * live_bytes < file_bytes:
-        needs, reason = (
-            True,
-            f"only {format_bytes(live_bytes)} of the {format_bytes(file_bytes)} its shard files "
-            f"hold are live",
-        )
-    else:
-        needs, reason = False, ("not fragmented" if u.files else "no shard files")
-    return Fragmentation(
-        getattr(manifest, "kind", "?"),
-        size,
-        len(u.files),
-        small,
-        u.entries,
-        u.live_entries,
-        file_bytes,
-        live_bytes,
-        needs,
-        reason,
-    )
-
-
-COMPACT_CHOICES = ("tiered", True, False)
-"""The values of the ``compact=`` keyword of writes (:func:`check_compact`)."""
-
-
-def check_compact(compact: Any, what: str) -> None:
-    """``ValueError`` naming ``what`` unless ``compact`` is ``"tiered"``, ``True`` or
-    ``False``."""
-    if not any(compact is c or (isinstance(c, str) and compact == c) for c in COMPACT_CHOICES):
-        raise ValueError(
-            f"{what}: compact must be 'tiered' (merge the newest small shards of appends "
-            f"by tiers), True (compact a node of {AUTO_COMPACT_FILES} small files) or "
-            f"False, got {compact!r}"
-        )
 
 
 # ------------------------------------------------------------------ reports
@@ -228,8 +120,6 @@ class NodeReport:
 
     def line(self) -> str:
         """One line of ``arrayds compact``'s output."""
-        from .describe import format_bytes
-
         b = self.before
         if self.action == "compacted" and b is not None and self.after is not None:
             a = self.after
@@ -280,18 +170,6 @@ class CompactReport:
 # ------------------------------------------------------------------ the walk
 
 
-def _sizes(store: Store, node: str, m: Any) -> dict[str, int]:
-    """The sizes of the node's files its manifest does not record (asked of the store)."""
-    out: dict[str, int] = {}
-    for f in usage(m).files:
-        if f.bytes is None:
-            try:
-                out[f.path] = store.size(join_component(node, f.path))
-            except (FileNotFoundError, OSError):
-                pass
-    return out
-
-
 def _measure(
     store: Store, node: str, kind: kinds.NodeKind, m: Any, size: int, report: CompactReport
 ) -> NodeReport:
@@ -317,7 +195,7 @@ def _measure(
         # without reading the entries)
         return NodeReport(shown, kind.name, "skipped", f"fewer than {least} shard entries")
     try:
-        frag = fragmentation(m, size, sizes=_sizes(store, node, m), min_small_files=least)
+        frag = fragmentation(m, size, sizes=file_sizes(store, node, m), min_small_files=least)
     except TooFragmentedError as e:
         return NodeReport(shown, kind.name, "skipped", f"too fragmented to map: {e}")
     if not frag.needs_compaction:

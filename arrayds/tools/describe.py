@@ -27,6 +27,7 @@ from ..abc.store import Store
 from ..errors import CorruptionError
 from ..nodes import commit
 from ..nodes import registry as kinds
+from ..nodes.merge import format_bytes
 from ..nodes.names import join_component
 from .walk import Item, open_root, walk
 
@@ -45,21 +46,6 @@ __all__ = [
     "stored_bytes",
     "totals_text",
 ]
-
-
-def format_bytes(n: float | None) -> str:
-    """``1536 -> '1.5 KiB'`` (``None`` -> ``'?'``).
-
-    >>> format_bytes(1536), format_bytes(10), format_bytes(None)
-    ('1.5 KiB', '10 B', '?')
-    """
-    if n is None:
-        return "?"
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            return f"{int(n)} B" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n} B"  # pragma: no cover
 
 
 def stored_bytes(store: Store, node: str, sizes: Mapping[str, int | None]) -> int | None:

@@ -398,7 +398,7 @@ def _read_batches(
     becomes one Problem and ``None`` for each of its records."""
     g = max(1, reader.group_size())
     # a reader that holds its whole (small) file reads it in one batch, no request
-    count = n if reader._preloaded is not None else g
+    count = n if reader.holds_whole_file else g
     pos = 0
     while pos < n:
         end = min(n, pos + count)

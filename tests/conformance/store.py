@@ -36,7 +36,6 @@ from arrayds.storage.base import BaseStore as Store
 _RACER = """
 import json, os, sys, time
 from arrayds.errors import PreconditionFailedError
-from arrayds.store import Store
 from arrayds.storage import new_store
 url, opts, key, version, me, go = sys.argv[1:]
 st = new_store(url, json.loads(opts))

@@ -77,8 +77,7 @@ _ARRAY_CHILD = """
 import sys, time, os
 import numpy as np
 import arrayds
-from arrayds.manifest import CommitConflictError
-from arrayds.storage import new_store
+from arrayds.errors import CommitConflictError
 url, who, n, go = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 print("ready", flush=True)
 while not os.path.exists(go):

@@ -616,6 +616,11 @@ class ArrayManifest:
         changes.setdefault("_table", None)
         return replace(self, **changes)
 
+    def committed(self, generation: int, commit: str) -> ArrayManifest:
+        """This manifest as committed at ``generation`` by ``commit`` (its shard table
+        kept: the entries are the same)."""
+        return replace(self, generation=generation, commit=commit)
+
     def to_json(self) -> dict[str, Any]:
         shards = self.shards
         entries = shards.json() if isinstance(shards, ShardList) else [e.to_json() for e in shards]

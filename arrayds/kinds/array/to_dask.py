@@ -46,9 +46,9 @@ class ArraySource:
     def __getitem__(self, key: tuple[slice, ...]) -> np.ndarray:
         opts = self._coalesce
         if opts is None:
-            return self._a._read_block(key, zero_copy=ZERO_COPY_BLOCKS)
+            return self._a.read_block(key, zero_copy=ZERO_COPY_BLOCKS)
         with coalescing(opts.gap, opts.max_size):
-            return self._a._read_block(key, zero_copy=ZERO_COPY_BLOCKS)
+            return self._a.read_block(key, zero_copy=ZERO_COPY_BLOCKS)
 
     def __dask_tokenize__(self) -> tuple[Any, ...]:
         a = self._a
@@ -72,7 +72,7 @@ def read_chunks(a: Array, chunks: Any = None) -> tuple[tuple[int, ...], ...]:
     stored chunks) or an explicit spec whose boundaries must be stored chunk
     boundaries (``ValueError`` naming the expected boundaries otherwise)."""
     grid = a.grid
-    what = a._what
+    what = a.what
     if chunks is None:
         return grid.chunks
     if any(ax.length == 0 for ax in grid.axes):

@@ -318,11 +318,11 @@ class RaggedArray(Node):
         except FileNotFoundError:
             raise FileNotFoundError(
                 errno.ENOENT,
-                f"{self._what}: shard {relpath!r} named by the manifest is missing",
+                f"{self.what}: shard {relpath!r} named by the manifest is missing",
                 self._store.path(self._node, relpath),
             ) from None
         except CorruptionError as e:
-            raise CorruptionError(f"{self._what}: shard {relpath!r} is damaged: {e}") from None
+            raise CorruptionError(f"{self.what}: shard {relpath!r} is damaged: {e}") from None
 
     def _load_index(self, k: int) -> tuple[np.ndarray, np.ndarray]:
         sh = self._m.shards[k]
@@ -336,10 +336,10 @@ class RaggedArray(Node):
         n = len(reader)
         if n != sh.records:
             raise CorruptionError(
-                f"{self._what}: shard {sh.path!r} holds {n} records, the manifest says {sh.records}"
+                f"{self.what}: shard {sh.path!r} holds {n} records, the manifest says {sh.records}"
             )
         (raw,) = read_records(reader, [sh.index_record])
-        what = f"{self._what}: index record of shard {sh.path!r}"
+        what = f"{self.what}: index record of shard {sh.path!r}"
         shapes = decode_chunk(raw, np.dtype("<i8"), (sh.items, self._m.ndim), what)
         shapes = np.array(shapes, dtype=np.int64)
         if (shapes < 0).any():
@@ -433,7 +433,7 @@ class RaggedArray(Node):
             try:
                 bufs = read_records(reader, record[g])
             except CorruptionError as e:
-                raise CorruptionError(f"{self._what}: shard {relpath!r} is damaged: {e}") from None
+                raise CorruptionError(f"{self.what}: shard {relpath!r} is damaged: {e}") from None
             local: list[tuple[int, int, np.ndarray]] = []
             for pos, buf in zip(g.tolist(), bufs, strict=True):
                 j = int(rep[pos])
@@ -441,7 +441,7 @@ class RaggedArray(Node):
                 shp = list(shapes[j])
                 n = shp[axis]
                 shp[axis] = min(plen, n - p * plen) if n else 0
-                what = f"{self._what} item {int(items[j])} piece {p} (shard {relpath!r})"
+                what = f"{self.what} item {int(items[j])} piece {p} (shard {relpath!r})"
                 local.append((j, p, decode_chunk(buf, dtype, shp, what)))
             with lock:
                 for j, p, arr in local:
@@ -507,7 +507,7 @@ class RaggedArray(Node):
             try:
                 res = block[tuple(key)]
             except IndexError as e:
-                raise IndexError(f"{self._what} item {int(items[j])}: {e}") from None
+                raise IndexError(f"{self.what} item {int(items[j])}: {e}") from None
             if isinstance(res, np.ndarray):
                 if not res.flags.writeable:
                     res = res.copy()
@@ -517,15 +517,15 @@ class RaggedArray(Node):
         return out
 
     def __getitem__(self, key: Any) -> np.ndarray | list[np.ndarray]:
-        item_key, rest = _split_key(key, self._m.ndim, self._what)
-        items, scalar = _item_indices(item_key, len(self), self._what)
+        item_key, rest = _split_key(key, self._m.ndim, self.what)
+        items, scalar = _item_indices(item_key, len(self), self.what)
         out = self._select(items, rest)
         return out[0] if scalar else out
 
     def get(self, items: Any, *key: Any) -> list[np.ndarray]:
         """Always a list: ``ra.get(idx, 0, slice(0, 100))`` == ``ra[idx, 0, :100]``."""
-        _, rest = _split_key((0, *key), self._m.ndim, self._what)
-        idx, _ = _item_indices(items, len(self), self._what)
+        _, rest = _split_key((0, *key), self._m.ndim, self.what)
+        idx, _ = _item_indices(items, len(self), self.what)
         return self._select(idx, rest)
 
     def __iter__(self) -> Iterator[np.ndarray]:
@@ -567,10 +567,10 @@ class RaggedArray(Node):
         idx = (
             np.arange(len(self), dtype=np.int64)
             if items is None
-            else _item_indices(items, len(self), self._what)[0]
+            else _item_indices(items, len(self), self.what)[0]
         )
         if n is not None and (not is_int(n) or n < 0):
-            raise ValueError(f"{self._what}: pad length must be a non-negative int, got {n!r}")
+            raise ValueError(f"{self.what}: pad length must be a non-negative int, got {n!r}")
         shapes = self.shape_array[idx] if idx.size else np.zeros((0, m.ndim), np.int64)
         dims = shapes.max(axis=0).tolist() if idx.size else [0] * m.ndim
         if n is not None:
@@ -581,7 +581,7 @@ class RaggedArray(Node):
             out = np.full((idx.size, *dims), fill, dtype=m.dtype)
         except (TypeError, ValueError) as e:
             raise ValueError(
-                f"{self._what}: fill value {fill!r} does not fit dtype {m.dtype} ({e})"
+                f"{self.what}: fill value {fill!r} does not fit dtype {m.dtype} ({e})"
             ) from None
         for a in range(0, idx.size, _PAD_BATCH):
             for j, arr in enumerate(self._select(idx[a : a + _PAD_BATCH], rest)):
@@ -622,7 +622,7 @@ class RaggedArray(Node):
         idx = (
             np.arange(len(self), dtype=np.int64)
             if items is None
-            else _item_indices(items, len(self), self._what)[0]
+            else _item_indices(items, len(self), self.what)[0]
         )
         arrays = self._select(idx, [slice(None)] * self.ndim) if idx.size else []
         shapes = (

@@ -98,15 +98,15 @@ class RecordsDataset:
             self._pin = Pin(man.generation, None)
 
     @classmethod
-    def _from_manifest(cls, store: Store, node: str, man: dict[str, Any]) -> RecordsDataset:
+    def from_committed(cls, store: Store, node: str, man: dict[str, Any]) -> RecordsDataset:
         """The dataset a write just committed (its manifest ``man`` is parsed when it
         is first used: a write's cost does not grow with the dataset)."""
-        self = cls._from_parsed(store, node, None)
+        self = cls.from_parsed(store, node, None)
         self._raw = man
         return self
 
     @classmethod
-    def _from_parsed(cls, store: Store, node: str, man: RecordsManifest | None) -> RecordsDataset:
+    def from_parsed(cls, store: Store, node: str, man: RecordsManifest | None) -> RecordsDataset:
         self = cls.__new__(cls)
         self._init(store, node, man)
         self._allow_pickle = False
@@ -130,7 +130,7 @@ class RecordsDataset:
         self._raw: dict[str, Any] | None = None
 
     @property
-    def _manifest(self) -> RecordsManifest:
+    def manifest(self) -> RecordsManifest:
         if self._parsed is None:
             # the manifest a commit returned, its shard list possibly still a log
             raw = log.resolve(self._store, self._node, self._raw or {}, self.url)
@@ -140,39 +140,39 @@ class RecordsDataset:
     @property
     def serializer(self) -> str:
         """Name of the stored serializer."""
-        return self._manifest.serializer
+        return self.manifest.serializer
 
     @property
     def compression(self) -> str:
-        return self._manifest.compression
+        return self.manifest.compression
 
     @property
     def group_size(self) -> int:
-        return self._manifest.group_size
+        return self.manifest.group_size
 
     @property
     def attrs(self) -> dict[str, Any]:
-        return self._manifest.attrs
+        return self.manifest.attrs
 
     @property
     def shards(self) -> list[ShardInfo]:
-        return list(self._manifest.shards)
+        return list(self.manifest.shards)
 
     @property
     def num_shards(self) -> int:
-        return len(self._manifest.shards)
+        return len(self.manifest.shards)
 
     @property
     def num_records(self) -> int:
-        return self._manifest.num_records
+        return self.manifest.num_records
 
     def __len__(self) -> int:
-        return self._manifest.num_records
+        return self.manifest.num_records
 
     @property
     def shard_paths(self) -> list[str]:
         """Full paths/URLs of the shard files, in dataset order."""
-        return [self._store.url_of(self._node, s.name) for s in self._manifest.shards]
+        return [self._store.url_of(self._node, s.name) for s in self.manifest.shards]
 
     def decoder(self) -> Serializer:
         """The serializer that decodes this dataset's records (pickle gate applied)."""
@@ -190,7 +190,7 @@ class RecordsDataset:
         from dask.highlevelgraph import HighLevelGraph
 
         dec = self.decoder().decode if decode else None
-        shards = self._manifest.shards
+        shards = self.manifest.shards
         name = "read-records-" + tokenize(
             self._store.canonical_url,
             self._node,
@@ -266,7 +266,7 @@ class RecordsDataset:
         """A summary table and a bar of the shards (:mod:`arrayds.html_repr`)."""
         from ...html_repr import node_html
 
-        return node_html(self._store, self._node, self._manifest, version=self.version)
+        return node_html(self._store, self._node, self.manifest, version=self.version)
 
 
 def open_records(
@@ -435,7 +435,7 @@ def node_data_source(
 
 def node_handle(store: Store, node: str, man: RecordsManifest, mode: str) -> RecordsDataset:
     """``arrayds.open`` / ``Group[name]`` on a records node."""
-    return RecordsDataset._from_parsed(store, node, man)
+    return RecordsDataset.from_parsed(store, node, man)
 
 
 _READ_KEYS = ("allow_pickle", "serializer", "decode")
@@ -448,7 +448,7 @@ def node_to_dask(store: Store, node: str, m: Any, *, chunks: Any, name: Any, **k
         raise ValueError(f"{what}: chunks= and name= apply to arrays")
     kinds.no_extra_keywords(what, {k: v for k, v in kwargs.items() if k not in _READ_KEYS})
     # the manifest read (which may be a version of the history), not the URL again
-    ds = RecordsDataset._from_parsed(store, node, m)
+    ds = RecordsDataset.from_parsed(store, node, m)
     ds._allow_pickle = bool(kwargs.get("allow_pickle", False))
     ds._override = kwargs.get("serializer")
     return ds.to_bag(decode=kwargs.get("decode", True))

@@ -466,7 +466,7 @@ def write(
         man = commit_shards(
             results, plan, mode, compression, group_size, dict(attrs) if attrs else None, expected
         )
-        return RecordsDataset._from_manifest(plan.store, plan.node, man)
+        return RecordsDataset.from_committed(plan.store, plan.node, man)
     if is_bag:
         from dask.base import get_scheduler
 
@@ -526,7 +526,7 @@ def _finish(
     from ...progress import compute as _compute  # a bar only on a terminal (issue 6)
 
     man = _compute(committed, progress=progress, scheduler=scheduler)
-    return RecordsDataset._from_manifest(plan.store, plan.node, man)
+    return RecordsDataset.from_committed(plan.store, plan.node, man)
 
 
 def _write_from_source(source: Any, args: tuple[Any, ...], partition: int, plan: WritePlan):
