@@ -102,7 +102,7 @@ def to_arrayrecord(
         compute=compute,
         progress=progress,
     )
-    from .tools.compact import check_compact
+    from .nodes.merge import check_compact
 
     check_compact(compact, f"to_arrayrecord({store.display(node)!r})")
     if compact is True and not compute:

@@ -560,7 +560,13 @@ class ArrayRecordReader:
     manifest records the size of every shard). A remote file then opens with one
     ranged GET of its tail instead of a size request (HEAD) and the GET; a file of
     another size raises :class:`CorruptionError` naming the file, never reads wrong
-    data. A local file's size is checked against the file system.
+    data. A local file's size is checked against the file system. With
+    ``whole_file=True`` (and ``file_size``) a remote file is fetched whole by that one
+    GET and its first read needs no request (for small files read whole, such as the
+    shards of a dataset). ``get_ranges``: a function that fetches a list of byte ranges
+    ``[(begin, end), ...]`` of this file (a dataset's store passes its own, which
+    may plan them, :mod:`arrayds.storage.coalesce`); ``None``: the file system's
+    ``cat_ranges``.
 
     Local files are memory-mapped (read-only) and decoded straight from the mapping;
     special files, or all files when the environment variable ``ARRAYDS_MMAP`` is
@@ -602,9 +608,14 @@ class ArrayRecordReader:
         storage_options: Mapping[str, Any] | None = None,
         file_size: int | None = None,
         file_reader_buffer_size: int | None = None,
-        _whole_file: bool = False,
+        whole_file: bool = False,
+        get_ranges: Callable[[list[tuple[int, int]]], Sequence[Any]] | None = None,
     ) -> None:
         self._path = _fspath(path, "ArrayRecordReader")
+        if get_ranges is not None and not callable(get_ranges):
+            raise TypeError(
+                f"ArrayRecordReader: get_ranges must be callable, got {type(get_ranges).__name__}"
+            )
         for key, value in (
             ("file_size", file_size),
             ("file_reader_buffer_size", file_reader_buffer_size),
@@ -618,9 +629,9 @@ class ArrayRecordReader:
                 )
         self._buffer_size = file_reader_buffer_size or 0
         self._window: tuple[int, bytes] | None = None  # remote: the last range fetched
-        # remote, opened with _whole_file: the whole file, kept for the first read only
+        # remote, opened with whole_file: the whole file, kept for the first read only
         self._preloaded: bytes | None = None
-        self._get_ranges: Callable[[list[tuple[int, int]]], Sequence[Any]] | None = None
+        self._get_ranges = get_ranges
         self._closed = True
         self._n = 0
         self._inflight: set[Future[list[bytes]]] = set()
@@ -634,7 +645,7 @@ class ArrayRecordReader:
             if file_size is not None:
                 self._check_local_size(file_size)
         else:
-            self._open_remote(file_size, whole=_whole_file and file_size is not None)
+            self._open_remote(file_size, whole=whole_file and file_size is not None)
         self._closed = False
         self._n = int(self._native.num_records())
 

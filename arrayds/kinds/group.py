@@ -348,7 +348,7 @@ def restore_group(
     if not isinstance(m, GroupManifest):
         raise missing_node(store, node, "group")
     g = Group(store, node, m, mode)
-    g._pin = pin
+    g.pinned(pin)
     return g
 
 

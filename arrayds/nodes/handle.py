@@ -68,6 +68,12 @@ class Node:
         the current state."""
         return self._pin.generation if self._pin is not None else None
 
+    def pinned(self, pin: Pin | None) -> Node:
+        """This handle, standing for the version ``pin`` of its node's history (then
+        read only; ``None``: the current state); returns the handle."""
+        self._pin = pin
+        return self
+
     @property
     def what(self) -> str:
         """How messages name this node: its kind, its URL and the version it was
@@ -97,7 +103,7 @@ def open_handle(store: Store, node: str, m: Any, mode: str, pin: Pin | None = No
     ``mode``; ``pin``: the version of the history it stands for (then read only)."""
     h = kinds.get(getattr(m, "kind", None), store.display(node)).open(store, node, m, mode)
     if pin is not None:
-        h._pin = pin  # a version of the history: read only (arrayds.nodes.handle.Node)
+        h.pinned(pin)  # a version of the history: read only
     return h
 
 

@@ -212,16 +212,19 @@ def shard_reader(
                 # object stores: fetch a 128 KiB tail (the postscript and, up to a few
                 # thousand chunks, the whole footer) instead of the reader's 1 MiB
                 # default, which would move most of a small shard per open (issue 6)
+                store_key = _store_key(store, path)
                 r = ArrayRecordReader(
                     url,
                     REMOTE_SHARD_READER_OPTIONS,
                     storage_options=store.storage_options,
                     file_size=size if size else None,
-                    _whole_file=whole,
+                    whole_file=whole,
+                    get_ranges=(
+                        None
+                        if store_key is None
+                        else functools.partial(store.get_ranges, store_key)
+                    ),
                 )
-                store_key = _store_key(store, path)
-                if store_key is not None:
-                    r._get_ranges = functools.partial(store.get_ranges, store_key)
         except BaseException:
             with _readers_lock:
                 _opening.pop(key, None)

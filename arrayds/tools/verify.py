@@ -443,7 +443,7 @@ def _open_shard(
             job.url,
             storage_options=opts,
             file_size=None if store.local else size,
-            _whole_file=not store.local and size <= coalesce_options().max_size,
+            whole_file=not store.local and size <= coalesce_options().max_size,
         )
     except FileNotFoundError:
         return None, 0, missing

@@ -718,7 +718,7 @@ def open_ragged(
             store.display(node),
         )
     ra = RaggedArray(store, node, m, mode)
-    ra._pin = pin
+    ra.pinned(pin)
     return ra
 
 

@@ -22,6 +22,7 @@ from ...files.arrayrecord import (
 )
 from ...nodes import history as log
 from ...nodes import registry as kinds
+from ...nodes.handle import Node
 from ...nodes.read import Pin
 from ...nodes.shards import node_shard_reader
 from ...storage.base import BaseStore as Store
@@ -59,8 +60,10 @@ def _read_shard(
     return [decode(b) for b in recs]
 
 
-class RecordsDataset:
-    """An open records dataset: its manifest, shards and readers.
+class RecordsDataset(Node):
+    """An open records dataset: its manifest, shards and readers (a
+    :class:`arrayds.nodes.handle.Node`, read only: records datasets change by writes
+    through :func:`arrayds.records.write_records`).
 
     ``len(ds)`` is the number of records; nothing but the manifest is read to open
     it.  ``ds.shard_paths`` are the shard files in order (give them to Grain or the
@@ -113,19 +116,18 @@ class RecordsDataset:
         self._override = None
         return self
 
-    _pin: Pin | None = None
-    """Set on a dataset opened at a version of its history."""
+    _kind = "records dataset"
+    _mode = "r"
 
     @property
-    def version(self) -> int | None:
-        """The version (generation) this dataset was opened at with ``version=`` or
-        ``as_of=``, ``None`` for its current state."""
-        return self._pin.generation if self._pin is not None else None
+    def url(self) -> str:  # type: ignore[override]
+        """The dataset's URL (its node's URL inside the dataset root, unlike the
+        other handles' ``url``, the root's)."""
+        return self._store.display(self._node)
 
     def _init(self, store: Store, node: str, man: RecordsManifest | None) -> None:
         self._store = store
         self._node = node
-        self.url = store.display(node)
         self._parsed = man
         self._raw: dict[str, Any] | None = None
 
