@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 import arrayds._options
-import arrayds.arrayrecord
+import arrayds.files.arrayrecord
+import arrayds.files.options
 import pytest
 
 import arrayds
