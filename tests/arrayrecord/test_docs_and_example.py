@@ -8,12 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-import arrayds._options
-import arrayds.files.arrayrecord
-import arrayds.files.options
 import pytest
 
 import arrayds
+import arrayds.files.arrayrecord
+import arrayds.files.options
 
 ROOT = Path(__file__).resolve().parents[2]
 
