@@ -24,7 +24,6 @@ ends in :func:`commit`:
 A write that commits again with the same write id (a dask task retried after its
 worker was lost once the commit had landed) finds its own commit and returns it.
 
->>> from arrayds.nodes.shards import Store
 >>> from arrayds.storage import new_store
 >>> st = new_store("memory://commit-doc")
 >>> m = commit(st, "g", lambda base: {"format": "arrayds", "format_version": 1,
@@ -196,7 +195,6 @@ def versions(store: Store, node: str) -> list[log.VersionInfo]:
     """The versions of ``node`` that its history keeps, oldest first, the current one
     last (empty if there is no node). Format 1 nodes keep only their current state.
 
-    >>> from arrayds.nodes.shards import Store
     >>> from arrayds.storage import new_store
     >>> st = new_store("memory://commit-versions-doc")
     >>> for i in range(3):
@@ -621,7 +619,6 @@ def upgrade(store: Store, node: str) -> bool:
     Readers of an older arrayds then get a clear "newer format" error: upgrade only
     once every reader of the dataset runs this release.
 
-    >>> from arrayds.nodes.shards import Store
     >>> from arrayds.storage import new_store
     >>> st = new_store("memory://commit-upgrade-doc")
     >>> _ = commit(st, "", lambda b: {"format": "arrayds", "kind": "group", "attrs": {}},
@@ -716,7 +713,6 @@ def replace(store: Store, node: str, manifest: Mapping[str, Any]) -> bool:
     empty generation-1 group (a missing parent) over a group writes nothing: the goal
     is met.
 
-    >>> from arrayds.nodes.shards import Store
     >>> from arrayds.storage import new_store
     >>> st = new_store("memory://commit-replace-doc")
     >>> replace(st, "", {"kind": "group", "generation": 3, "attrs": {"a": 1}})

@@ -30,7 +30,6 @@ uniquely, so readers cache parsed segments by name (:func:`segment`), and a head
 names everything a reader needs: reading the head, then its segments, always gives
 one committed state.
 
->>> from arrayds.nodes.shards import Store
 >>> from arrayds.storage import new_store
 >>> st = new_store("memory://log-doc")
 >>> head, new_files = encode(st, "n", {"kind": "records", "shards": [{"path": "a"}]}, None)

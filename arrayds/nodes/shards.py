@@ -1,37 +1,20 @@
-"""The dataset layer's naming, shard I/O and reader cache on top of the storage layer.
+"""Shard I/O of every node kind: the one shard writer and the per-process reader cache.
 
-Storage itself (:mod:`arrayds.storage`: :class:`~arrayds.storage.local.LocalStore`,
-:class:`~arrayds.storage.fsspec.FsspecStore`, the contract
-:class:`arrayds.abc.store.Store`) knows nothing of datasets. This module holds what
-the dataset layer adds, for every store:
-
-* :class:`Store` — the common base class of every store
-  (:class:`arrayds.storage.base.BaseStore`). It is kept under this name because it is
-  both the type of every store and the constructor existing code calls:
-  ``new_store(url, storage_options)`` returns the implementation that serves the URL
-  (:func:`arrayds.storage.store_class`); a factory function could not also be the
-  type that annotations and ``isinstance`` checks name.
-* :func:`check_component`, :func:`join_component`, :func:`is_reserved_name`,
-  :func:`new_write_id` — node names (they cannot escape the root) and write ids.
-* :func:`write_shard` — one immutable ArrayRecord shard, written through
-  :meth:`Store.new_file` under a name no other write uses.
-* :func:`shard_reader` — a per-process LRU cache of open shard readers keyed by
-  (file system, path): shards are immutable, so a footer is read once per process;
-  footers of a node's other shards are prefetched on object stores.
+* :func:`shard_writer` / :func:`write_shard` — one immutable ArrayRecord shard, written
+  through :meth:`arrayds.abc.store.Store.new_file` (a temporary file, fsync, rename, or
+  a streamed upload) under a name no other write uses;
+* :func:`shard_reader` / :func:`node_shard_reader` — a per-process LRU cache of open
+  shard readers keyed by (file system, path): shards are immutable, so a footer is read
+  once per process; footers of a node's other shards are prefetched on object stores,
+  and reads of remote shards go through the store's planned ranges
+  (:mod:`arrayds.storage.coalesce`);
+* :func:`read_records` / :func:`read_records_into` — batched reads of a shard's records;
 * :func:`io_stats` — counters of reader opens and records read, for tests and
   diagnostics; :func:`io_pool` — the small pool that reads several shards at once.
 
-Manifests are :mod:`arrayds.nodes.commit`'s.
-
-Phase-B compatibility, removed at merge: ``local_shard``, ``make_folders``,
-``sync_file``, ``sync_folder`` (now in :mod:`arrayds.storage.local`),
-``BlindCommitWarning`` and ``CommitLockError`` (in :mod:`arrayds.errors`) and
-``options_token`` (in :mod:`arrayds.storage.base`) are imported here too.
-
+Node names are :mod:`arrayds.nodes.names`'; manifests are :mod:`arrayds.nodes.commit`'s.
 
 >>> from arrayds.storage import new_store
-
-
 >>> st = new_store("memory://doc-store")
 >>> size = write_shard(st, "a/c/x.array_record", [b"r0", b"r1"], "")
 >>> st.exists("a/c/x.array_record"), shard_reader(st, st.path("a/c/x.array_record")).num_records()

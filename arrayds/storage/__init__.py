@@ -4,8 +4,8 @@
 * :class:`~arrayds.storage.fsspec.FsspecStore` — every other fsspec file system
   (``memory://``, S3, GCS, ...);
 * :class:`~arrayds.storage.base.BaseStore` — what both share (naming, node-addressed
-  methods); ``BaseStore(url)`` (also known as ``arrayds.storage.base.BaseStore``) returns the
-  implementation :func:`store_class` picks.
+  methods); :func:`new_store` makes the implementation :func:`store_class` picks, and
+  :func:`get_store` keeps one per process and URL.
 
 Which class serves a URL is decided by its protocol (the first one of a chained URL):
 ``file``/``local`` and plain paths -> ``LocalStore``, anything else ->

@@ -5,10 +5,8 @@ name the URL, and the node-addressed methods the dataset layer still calls.
 (``url``, ``protocol``, ``token``, :meth:`~BaseStore.path`, :meth:`~BaseStore.url_of`,
 :meth:`~BaseStore.display`, :attr:`~BaseStore.canonical_url`) once; the subclasses
 :class:`arrayds.storage.local.LocalStore` and :class:`arrayds.storage.fsspec.FsspecStore`
-implement reading and writing. ``BaseStore(url, storage_options)`` returns an instance
-of the subclass registered for the URL's protocol (:func:`arrayds.storage.store_class`),
-so ``arrayds.storage.base.BaseStore`` (this class) stays both the type every store is an instance
-of and the constructor existing code calls.
+implement reading and writing; :func:`arrayds.storage.new_store` makes the one the
+URL's protocol calls for (:func:`arrayds.storage.store_class`).
 
 Every key-addressed method that takes a ``key`` also accepts ``(node, name)``, the
 node-addressed form (``name`` defaults to ``""``): ``exists("a", "b")`` is
