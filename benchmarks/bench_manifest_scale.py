@@ -226,8 +226,10 @@ def arrayds_objects(url: str, kind: str, rows: list[int]) -> tuple[int, list[str
         write_id = first.split("-")[0]
         shards = [f"c/{write_id}-{r}.array_record" for r in rows]
     else:
-        names = sorted(f for f in os.listdir(url) if ".array_record-" in f)
-        shards = [names[r] for r in rows]
+        n = records.open_records(url).num_shards
+        (first,) = [f for f in os.listdir(url) if f.endswith(f"-00000-of-{n:05d}")]
+        stem = first.split(".array_record-")[0]
+        shards = [f"{stem}.array_record-{r:05d}-of-{n:05d}" for r in rows]
     return size, meta + shards
 
 
