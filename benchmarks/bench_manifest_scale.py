@@ -504,7 +504,7 @@ def targets(datasets: list[Dataset], largest: int) -> list[str]:
             )
         )
     lines = [
-        f"Issue 30's targets at {largest:,} shards (local disk), today:",
+        f"Targets at {largest:,} shards (local disk), today:",
         "",
         "| target | today | met |",
         "|---|---:|---|",
@@ -589,7 +589,7 @@ def render(datasets: list[Dataset], args: argparse.Namespace, largest: int, tail
     for ds in datasets:
         versions.update(ds.runs[0]["later"].get("versions", {}))
     lines = [
-        "## Manifest scale (issue 30 baseline)",
+        "## Manifest scale (baseline)",
         "",
         f"`python benchmarks/bench_manifest_scale.py{' --quick' if args.quick else ''} "
         f"--repeat={args.repeat}` - "

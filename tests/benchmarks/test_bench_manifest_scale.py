@@ -49,7 +49,7 @@ def test_quick_run_measures_every_dataset(bench, tmp_path, capsys, monkeypatch):
     work.mkdir()
     assert bench.main(["--quick", f"--workdir={work}"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("## Manifest scale (issue 30 baseline)\n")
+    assert out.startswith("## Manifest scale (baseline)\n")
     assert f"Anchor rows (zarr, icechunk) skipped: no anchor interpreter at {missing}" in out
     local = _rows(out, "Arrays on local disk")
     assert sorted(local) == [(1, "arrayds"), (1_000, "arrayds"), (10_000, "arrayds")]
@@ -67,7 +67,7 @@ def test_quick_run_measures_every_dataset(bench, tmp_path, capsys, monkeypatch):
     opened, first = (int(x) for x in s3[1_000, "arrayds"][7].split(" + "))
     assert opened >= 1 and first >= 1  # every request went through the counting proxy
     assert "| open <= 5 ms |" in out  # the targets, at 10,000 shards in the quick run
-    assert "Issue 30's targets at 10,000 shards (local disk), today:" in out
+    assert "Targets at 10,000 shards (local disk), today:" in out
     assert os.listdir(work) == []  # the built datasets are removed
 
 
