@@ -121,9 +121,8 @@ def pick_rows(n: int) -> list[int]:
 
 
 def link_names(template: str, paths: list[str]) -> None:
-    """Make every path of ``paths`` a hard link of ``template`` (a fresh copy of it
-    every LINKS_PER_FILE paths)."""
-    source = template
+    """Give every path of ``paths`` the bytes of ``template``: each LINKS_PER_FILE-th
+    path (the first included) a copy of it, the paths after it hard links of that copy."""
     for k, path in enumerate(paths):
         if k % LINKS_PER_FILE == 0:
             shutil.copyfile(template, path)
