@@ -58,7 +58,7 @@ from typing import Any
 
 ROW = 128
 LINKS_PER_FILE = 50_000
-RECORD_ARRAY = "a"  # the array's name inside an icechunk repository
+ARRAY_NAME = "a"  # the array's name inside an icechunk repository
 
 
 def _rchar() -> int:
@@ -145,7 +145,7 @@ def build_icechunk(job: dict[str, Any]) -> dict[str, Any]:
     repo = icechunk.Repository.create(icechunk.local_filesystem_storage(path))
     session = repo.writable_session("main")
     store = session.store
-    z = _create(store, n, kind, sharded=False, name=RECORD_ARRAY)
+    z = _create(store, n, kind, sharded=False, name=ARRAY_NAME)
     z[0:1] = _first_row(job)
     suffix = "/0" if kind == "array" else ""
     proto = default_buffer_prototype()
@@ -155,7 +155,7 @@ def build_icechunk(job: dict[str, Any]) -> dict[str, Any]:
     zero = sorted(os.listdir(chunk_dir)) if 0 in job["rows"] else []  # row 0's chunk
 
     async def store_rows() -> list[str]:
-        data = await store.get(f"{RECORD_ARRAY}/c/0{suffix}", proto)
+        data = await store.get(f"{ARRAY_NAME}/c/0{suffix}", proto)
         assert data is not None, "zarr wrote no chunk for row 0"
 
         async def put(rows: range | list[int]) -> None:
@@ -163,7 +163,7 @@ def build_icechunk(job: dict[str, Any]) -> dict[str, Any]:
             for lo in range(0, len(rows), 2000):
                 batch = rows[lo : lo + 2000]
                 await asyncio.gather(
-                    *(store.set(f"{RECORD_ARRAY}/c/{i}{suffix}", data) for i in batch)
+                    *(store.set(f"{ARRAY_NAME}/c/{i}{suffix}", data) for i in batch)
                 )
 
         wanted = set(read_rows)
@@ -215,7 +215,7 @@ def _open(job: dict[str, Any], url: str, s3: dict[str, Any] | None) -> Any:
             force_path_style=True,
         )
     repo = icechunk.Repository.open(storage)
-    return zarr.open_array(repo.readonly_session("main").store, path=RECORD_ARRAY, mode="r")
+    return zarr.open_array(repo.readonly_session("main").store, path=ARRAY_NAME, mode="r")
 
 
 def _read(job: dict[str, Any], z: Any, row: int) -> Any:
