@@ -41,7 +41,18 @@ from typing import Any
 import click
 import numpy as np
 
-from .tools.cat import parse_selection
+from .api import versions
+from .ingest import convert as run_convert
+from .ingest import detect
+from .nodes.commit import NEWEST
+from .nodes.merge import parse_shard_size
+from .storage import get_store
+from .tools.cat import CatRequest, open_node, parse_selection
+from .tools.compact import compact as run_compact
+from .tools.describe import describe, format_bytes, node_text, totals_text
+from .tools.gc import collect_garbage
+from .tools.upgrade import upgrade as upgrade_nodes
+from .tools.verify import verify as run_verify
 
 __all__ = ["cli", "main", "parse_as_of", "parse_duration", "parse_selection"]
 
@@ -203,7 +214,6 @@ def cli() -> None:
 
 
 def _print_tree(desc: Mapping[str, Any]) -> None:
-    from .tools.describe import node_text, totals_text
 
     at = desc.get("version")
     click.echo(desc["url"] + (f" (version {at})" if at is not None else ""))
@@ -248,7 +258,6 @@ def info(
     grid, shard count, bytes stored vs logical and compression ratio; record counts
     for record sets. Reads manifests only. --version N / --as-of TIME: the dataset
     as it was at that version of the node (URL or --component)."""
-    from .tools.describe import describe
 
     at = _version_kwargs(version, as_of)
     so = _storage_options(storage_pairs, storage_json)
@@ -287,7 +296,6 @@ def verify(
     match the manifest, every array chunk has the right dtype and shape. Prints each
     problem with the shard and the chunk or record position; exit status 1 if any.
     --version N / --as-of TIME: check the shards that version of the node names."""
-    from .tools.verify import verify as run_verify
 
     at = _version_kwargs(version, as_of)
     so = _storage_options(storage_pairs, storage_json)
@@ -373,8 +381,6 @@ def convert(
     (a file, a glob or a folder). Arrays keep their chunking, attributes and
     dimension names; records keep their bytes (serializer raw).
     """
-    from .ingest import convert as run_convert
-    from .ingest import detect
 
     so = _storage_options(storage_pairs, storage_json)
     src_opts = _storage_options(source_pairs, None) if source_pairs else None
@@ -461,7 +467,6 @@ def cat(
     "N,0,:100" (items, then per-item slicing). --version N / --as-of TIME: print the
     node as it was at that version of its history.
     """
-    from .tools.cat import CatRequest, open_node
 
     if index is not None and select is not None:
         raise click.UsageError("give --index or --select, not both")
@@ -522,7 +527,6 @@ def gc(
     references (shards left by failed or killed writes, by replaced data, by expired
     versions). The current version is always kept; another is kept if it is among the
     newest --keep-versions or was replaced less than --older-than ago (default: 7d)."""
-    from .tools.gc import collect_garbage
 
     try:
         age = parse_duration(min_age)
@@ -556,7 +560,6 @@ def _older_than(text: str | None) -> float | None:
 
 def _print_gc(report: Any, dry_run: bool, min_age: str) -> None:
     """The text report of ``arrayds gc``."""
-    from .tools.describe import format_bytes
 
     verb = "would remove" if dry_run else "removed"
     for p in report.expired:
@@ -601,9 +604,6 @@ def upgrade(
     """Store every node under URL in the newest manifest format version (one commit
     per node; no shard is rewritten). Older arrayds releases cannot read an upgraded
     node: upgrade once every reader runs this release."""
-    from .nodes.commit import NEWEST
-    from .storage import get_store
-    from .tools.upgrade import upgrade as upgrade_nodes
 
     so = _storage_options(storage_pairs, storage_json)
     nodes = upgrade_nodes(url, component, storage_options=so, dry_run=dry_run)
@@ -642,8 +642,6 @@ def compact(
     """Rewrite fragmented nodes under URL (many small shard files, data overridden by
     newer writes) into few shards, one atomic commit per node. Reads are unchanged;
     the old files stay until `arrayds gc` removes them."""
-    from .nodes.merge import parse_shard_size
-    from .tools.compact import compact as run_compact
 
     size: int | None = None
     if shard_size is not None:
@@ -683,7 +681,6 @@ def log_command(
     """List the versions of the node at URL that its history keeps, newest first:
     generation, commit time (UTC), write id, and which one is current. Open one with
     version=N (Python) or xr.open_dataset(URL, engine="arrayds", version=N)."""
-    from .api import versions
 
     so = _storage_options(storage_pairs, storage_json)
     found = list(reversed(versions(url, component, storage_options=so)))

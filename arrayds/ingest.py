@@ -40,7 +40,12 @@ import fsspec
 import numpy as np
 
 from . import progress as _progress
+from .api import to_arrayrecord
+from .convert import jsonlines_to_arrayrecord, tfrecord_to_arrayrecord
+from .dataset import open_group
 from .errors import CorruptionError
+from .files.arrayrecord import ArrayRecordReader
+from .kinds.records.write import write_from_sources
 from .nodes.names import MANIFEST, check_component, join_component
 
 __all__ = ["SUPPORTED", "ConvertResult", "convert", "detect"]
@@ -361,7 +366,6 @@ def _h5_nodes(url: str, inner: str, storage_options: Any) -> list[tuple[str, str
 
 def _arrayrecord_file(url: str, storage_options: Mapping[str, Any] | None) -> Iterator[bytes]:
     """The records of one ArrayRecord file, in order (a streaming source)."""
-    from .files.arrayrecord import ArrayRecordReader
 
     with ArrayRecordReader(url, storage_options=storage_options) as r:
         yield from r
@@ -384,7 +388,6 @@ class _Conversion:
     work: list[Any] = field(default_factory=list)
 
     def write_array(self, x: Any, node: str, **kw: Any) -> None:
-        from .api import to_arrayrecord
 
         d = to_arrayrecord(
             x,
@@ -401,7 +404,6 @@ class _Conversion:
         self.result.nodes.append(node)
 
     def group(self, node: str, attrs: dict[str, Any]) -> None:
-        from .dataset import open_group
 
         g = open_group(
             self.dst,
@@ -492,8 +494,6 @@ def _plan_records(
     in_opts: Any,
 ) -> None:
     if kind in ("tfrecord", "jsonlines"):
-        from .convert import jsonlines_to_arrayrecord, tfrecord_to_arrayrecord
-
         fn = tfrecord_to_arrayrecord if kind == "tfrecord" else jsonlines_to_arrayrecord
         d = fn(
             urls,
@@ -508,7 +508,6 @@ def _plan_records(
         )
         conv.records(d, base)
         return
-    from .kinds.records.write import write_from_sources
 
     if num_shards is not None and num_shards != len(urls):
         raise ValueError(
@@ -555,7 +554,6 @@ def convert(
     default / the active ``distributed.Client``), shown with a progress bar when
     ``progress`` and on a terminal. Nothing of a node is visible before its commit.
     """
-    from .dataset import open_group
 
     try:
         src = os.fspath(src)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import CorruptionError
+from ..html_repr import node_html
 from ..nodes import commit
 from ..nodes import registry as kinds
 from ..nodes.handle import Node, child_mode, commit_create, open_handle
@@ -318,7 +319,6 @@ class Group(Node, Mapping[str, Any]):
 
     def _repr_html_(self) -> str:
         """A summary table and the collapsible tree below it (:mod:`arrayds.html_repr`)."""
-        from ..html_repr import node_html
 
         pin = self._pin
         return node_html(

@@ -141,7 +141,6 @@ def dump_json(obj: Mapping[str, Any]) -> bytes:
 
 
 def parse_json(raw: bytes, what: str) -> dict[str, Any]:
-    from ..errors import CorruptionError
 
     try:
         obj = json.loads(raw.decode("utf8"))

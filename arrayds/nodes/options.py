@@ -8,6 +8,8 @@ options.
 
 from __future__ import annotations
 
+from ..files.arrayrecord import codecs
+
 _LEVELS = {"zstd": (-131072, 22, 3), "brotli": (0, 11, 6), "snappy": (1, 2, None)}
 
 
@@ -90,8 +92,6 @@ def check_compression(compression: str, name: str = "array") -> str:
     if window is not None:
         out += f",window_log:{window}"
     try:
-        from ..files.arrayrecord import codecs
-
         available = codecs()
     except Exception:  # pragma: no cover - engine without codecs()
         available = {}

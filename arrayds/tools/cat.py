@@ -21,6 +21,15 @@ from typing import Any
 import click
 import numpy as np
 
+from ..dataset import open as open_dataset
+from ..kinds.records.handle import open_records
+from ..nodes import commit
+from ..nodes import registry as kinds
+from ..nodes.handle import open_handle
+from ..nodes.names import check_component
+from ..nodes.read import check_version_args, missing_node, read_pinned
+from ..storage import get_store
+
 __all__ = [
     "CatRequest",
     "cat_array",
@@ -78,13 +87,6 @@ def open_node(
     >>> kind.name, old.shape, old.version, open_node("memory://doc-cat-open", "x")[1].shape
     ('array', (4,), 1, (6,))
     """
-    from ..dataset import open as open_dataset
-    from ..nodes import commit
-    from ..nodes import registry as kinds
-    from ..nodes.handle import open_handle
-    from ..nodes.names import check_component
-    from ..nodes.read import check_version_args, missing_node, read_pinned
-    from ..storage import get_store
 
     url = os.fspath(url)
     store = get_store(url, storage_options)
@@ -260,7 +262,6 @@ def cat_records(node: Any, req: CatRequest) -> None:
                 f"{req.where} stores pickled records; pass --allow-pickle to decode them "
                 f"(only for data you trust) or --raw to see the bytes"
             )
-        from ..kinds.records.handle import open_records
 
         handle = open_records(
             req.url,

@@ -63,6 +63,7 @@ from ..nodes.merge import (
     whole_files,
 )
 from ..nodes.names import join_component, new_write_id
+from ..xarray.state import commit_snapshot, read_state
 from .walk import open_root
 
 __all__ = [
@@ -246,7 +247,6 @@ def _compact_dataset(
     committed with one commit of the group's snapshot (the dataset stays consistent;
     docs/spec.md section 10.2). Returns the children to walk on (the subgroups and
     the nodes of other kinds; not the members, nor leftovers the snapshot ignores)."""
-    from ..xarray.state import commit_snapshot, read_state
 
     state = read_state(store, node)
     array = kinds.get("array")

@@ -25,6 +25,7 @@ from typing import Any
 
 from ..abc.store import Store
 from ..errors import CorruptionError
+from ..kinds.ragged.handle import RaggedArray
 from ..nodes import commit
 from ..nodes import registry as kinds
 from ..nodes.merge import format_bytes
@@ -121,7 +122,6 @@ def describe_records(store: Store, node: str, m: Any) -> dict[str, Any]:
 def describe_ragged(store: Store, node: str, m: Any) -> dict[str, Any]:
     """A ragged array's fields: items, dtype, variable axis, pieces, shards, sizes
     (the logical size reads each shard's index record)."""
-    from ..kinds.ragged.handle import RaggedArray
 
     ra = RaggedArray(store, node, m, "r")
     try:

@@ -20,8 +20,11 @@ from ...nodes.names import (
 )
 from ...storage.base import BaseStore as Store
 from .compact import compact_array, tail_sizes, usage
+from .dask import write_array
+from .grid import normalize_chunks
 from .handle import Array, dask_array
 from .manifest import ArrayManifest
+from .tensor import check_dtype
 
 
 def _to_dask(
@@ -103,7 +106,6 @@ def _write_dask_array(
     group_size: int,
     **options: Any,
 ) -> Any:
-    from .dask import write_array
 
     what = f"array {store.display(node)!r}"
     extra = {k: options.pop(k) for k in list(options) if k not in _WRITE_KEYS}
@@ -137,8 +139,6 @@ def _write_numpy(
         import dask.array as da
     except ImportError:  # pragma: no cover - dask is a dependency of the [dask] extra
         raise ImportError("to_arrayrecord needs dask: pip install 'arrayds[dask]'") from None
-    from .grid import normalize_chunks
-    from .tensor import check_dtype
 
     what = f"array {store.display(node)!r}"
     dt = check_dtype(x.dtype, what)

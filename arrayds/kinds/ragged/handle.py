@@ -38,6 +38,7 @@ from ..array.tensor import decode_chunk
 
 if TYPE_CHECKING:
     import dask.bag
+from ...html_repr import node_html
 from .manifest import RaggedManifest, count_pieces
 
 _PAD_BATCH = 256  # items read per batch by pad()
@@ -299,7 +300,6 @@ class RaggedArray(Node):
 
     def _repr_html_(self) -> str:
         """A summary table and a bar of the shards (:mod:`arrayds.html_repr`)."""
-        from ...html_repr import node_html
 
         return node_html(self._store, self._node, self._m, mode=self._mode, version=self.version)
 

@@ -32,6 +32,7 @@ from .serializers import Serializer, SerializerSpec
 
 if TYPE_CHECKING:
     import dask.bag
+from ...html_repr import node_html
 from .manifest import RecordsManifest, ShardInfo, load_manifest
 
 # ----------------------------------------------------------------- storage helpers
@@ -266,7 +267,6 @@ class RecordsDataset(Node):
 
     def _repr_html_(self) -> str:
         """A summary table and a bar of the shards (:mod:`arrayds.html_repr`)."""
-        from ...html_repr import node_html
 
         return node_html(self._store, self._node, self.manifest, version=self.version)
 
