@@ -122,6 +122,7 @@ _WRITE_KEYS = (
     "dims",
     "compute",
     "progress",
+    "compact",
 )
 
 
