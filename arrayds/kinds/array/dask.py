@@ -274,7 +274,8 @@ def _commit_task(job: CommitJob, entries: list[dict[str, Any]]) -> Array:
         what=what,
         merge=merge,
     )
-    if merge is not None and merge.merged is not None:
+    if merge is not None and isinstance(raw.get("shards"), list):
+        # the whole list committed (merged, or a retried task's landed commit)
         return Array(store, node, ArrayManifest.from_json(raw, what), "r")
     return Array(store, node, final.with_(generation=raw["generation"], commit=job.write_id), "r")
 
