@@ -97,8 +97,9 @@ class Merged:
     manifest: dict[str, Any]
     """The manifest to commit instead (its newest small shards merged)."""
     written: list[str]
-    """The merged shard files it wrote (relative to the node): removed if the put is
-    refused or fails."""
+    """The merged shard files it wrote (relative to the node): removed if the commit
+    fails before its put or the put is refused (a put of unknown outcome keeps them,
+    as it keeps the write's own files: ``arrayds gc``)."""
     gone: list[str]
     """Files the write itself added that no version names once it commits (the
     appended shards merged away): removed once the put landed."""
@@ -522,8 +523,9 @@ def commit(
     (default: the one it has, :data:`NEWEST` for a new node); ``merge(base, change)``:
     run on each attempt's ``build`` result, it may return a :class:`Merged` manifest
     to commit instead (the tiered merge of an append, :func:`arrayds.nodes.merge.tiered`):
-    its ``written`` files are removed if that attempt's put is refused or fails (a
-    retry merges again from its fresh read), its ``gone`` files once the put landed.
+    its ``written`` files are removed if that attempt fails before its put or its put
+    is refused (a retry merges again from its fresh read), its ``gone`` files once
+    the put landed.
 
     Returns the committed manifest; for an :class:`Extend`, as stored (its shard
     lists may be logs: :func:`arrayds.nodes.history.resolve` gives their entries).

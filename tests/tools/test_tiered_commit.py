@@ -238,3 +238,20 @@ def test_a_delayed_dask_append_merges_in_its_commit_task(tmp_path):
     out = d.compute()
     assert out.nshards == 1 and len(arrayds.versions(url)) == n + 1
     assert arrayds.open_array(url)[...].tolist() == _want("dask", TIER)
+
+
+def test_a_merge_that_fails_fails_its_append_and_leaves_nothing(tmp_path):
+    """A shard the merge must copy is missing: the append raises naming it, and
+    neither its own shard nor a merged one is left (no version is added)."""
+    url = str(tmp_path / "r")
+    _grow(url, "records", TIER - 1)
+    victim = arrayds.open(url).manifest.shards[3].path
+    os.remove(os.path.join(url, victim))
+    before = _data_files(url)
+    versions = arrayds.versions(url)
+    with pytest.raises(FileNotFoundError, match="named by the manifest is missing"):
+        _records(url, TIER - 1, mode="a")
+    assert _data_files(url) == before
+    assert arrayds.versions(url) == versions
+    _records(url, TIER - 1, mode="a", compact=False)  # an append that does not merge lands
+    assert arrayds.open(url).num_shards == TIER
