@@ -23,6 +23,7 @@ from .kinds.group import GroupManifest
 from .nodes import commit
 from .nodes import registry as kinds
 from .nodes.history import VersionInfo
+from .nodes.merge import AUTO_COMPACT_FILES, check_compact
 from .nodes.names import check_component
 from .nodes.read import check_version_args, missing_node, read_node
 from .storage import get_store
@@ -61,16 +62,18 @@ def to_arrayrecord(
     the default makes blocks of 16 MiB or more their own shard and groups smaller ones
     up to 16 MiB. Extra keyword: ``fill_value`` (new arrays, default 0).
 
-    ``compact``: what follows the commit of an append (``mode="a"``, ``append_dim=``).
-    ``"tiered"`` (the default): where the newest small shards of a node fill a tier,
-    they are merged into one shard, as a log-structured merge tree does
+    ``compact``: what an append (``mode="a"``, ``append_dim=``) does to the node's
+    shards. ``"tiered"`` (the default): where the newest small shards of a node fill a
+    tier, they are merged into one shard inside the append's own commit (one version
+    per append, whatever the kind: :func:`arrayds.nodes.merge.tiered`), as a
+    log-structured merge tree does
     (:func:`arrayds.nodes.merge.tail_to_merge`: eight shards of one tier make one
     of the next), so a node grown by small appends keeps a few dozen files (its opens
     and reads stay as fast as those of the data written at once) at the price of
     copying each appended byte about log8(appends) times and keeping the merged files
-    until ``arrayds gc`` expires the versions that name them. A merge that meets a
-    concurrent writer's commit is left to a later append. ``True``: after any write,
-    compact the node and those below it if they hold
+    until ``arrayds gc`` expires the versions that name them. An append retried after
+    a concurrent writer's commit merges again from what that writer left. ``True``:
+    after any write, compact the node and those below it if they hold
     :data:`arrayds.nodes.merge.AUTO_COMPACT_FILES` (64) or more small shard files
     (:func:`arrayds.compact`: everything rewritten into shards of ``shard_size``).
     ``False``: neither (a pipeline that runs ``arrayds compact`` on a schedule).
@@ -102,8 +105,6 @@ def to_arrayrecord(
         compute=compute,
         progress=progress,
     )
-    from .nodes.merge import check_compact
-
     check_compact(compact, f"to_arrayrecord({store.display(node)!r})")
     if compact is True and not compute:
         raise ValueError(
@@ -114,9 +115,11 @@ def to_arrayrecord(
         writer = kinds.writer_for(data)
     except TypeError as e:
         raise TypeError(f"to_arrayrecord({store.display(node)!r}): {e}") from None
+    if mode == "a" and compact != "tiered":
+        # the writers' appends merge by tiers inside their own commit unless told not to
+        kwargs["compact"] = compact
     out = writer.write(data, store, node, **options, **kwargs)
     if compact is True:
-        from .nodes.merge import AUTO_COMPACT_FILES
         from .tools.compact import compact as compact_nodes
 
         compact_nodes(
@@ -125,41 +128,6 @@ def to_arrayrecord(
             storage_options=store.storage_options or None,
             min_small_files=AUTO_COMPACT_FILES,
         )
-    elif compact == "tiered" and mode == "a" and compute:
-        out = _merge_appended(store, node, out)
-    return out
-
-
-def _merge_appended(store: Any, node: str, out: Any) -> Any:
-    """The tiered merge after an append (``compact="tiered"``) of the node the write
-    returned (an array, ragged array or records dataset: from the manifest it
-    committed) or of the nodes below ``node`` (an xarray dataset or tree: one walk);
-    returns the written node as it is after the merge."""
-    from .errors import CommitConflictError
-    from .kinds.array.handle import Array
-    from .kinds.ragged.handle import RaggedArray
-    from .kinds.records.handle import RecordsDataset
-    from .nodes.merge import may_merge, merge_appended
-    from .tools.compact import compact as compact_nodes
-
-    if isinstance(out, (Array, RaggedArray)):
-        merged = merge_appended(store, node, out.manifest)
-        return out if merged is None else type(out)(store, node, merged)
-    if isinstance(out, RecordsDataset):
-        merged = merge_appended(store, node, out.manifest)
-        return out if merged is None else RecordsDataset.from_parsed(store, node, merged)
-    snapshot = getattr(getattr(out, "_m", None), "extra", {}).get("snapshot")
-    if isinstance(snapshot, dict) and isinstance(snapshot.get("members"), dict):
-        # an xarray dataset: its members' lists, as committed, say whether any may merge
-        members = snapshot["members"].values()
-        if not any(isinstance(m, dict) and may_merge(m.get("shards")) for m in members):
-            return out
-    try:
-        compact_nodes(
-            store.url, node or None, storage_options=store.storage_options or None, tiered=True
-        )
-    except CommitConflictError:
-        pass  # another writer committed meanwhile: a later append merges
     return out
 
 

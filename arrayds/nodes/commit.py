@@ -21,6 +21,11 @@ ends in :func:`commit`:
 5. after the commit, best effort: ``after`` (a kind's own follow-up, e.g. the xarray
    roll forward), then remove what only the replaced manifest used (``replaces``).
 
+An append passes ``merge`` (:func:`arrayds.nodes.merge.tiered`): a hook run on what
+``build`` made in step 3 that may merge the newest small shards into one (the tiered
+merge), so the append and its merge are one compare-and-swap, one version. A refused
+put removes the merged shard; a retry merges again from its fresh read.
+
 A write that commits again with the same write id (a dask task retried after its
 worker was lost once the commit had landed) finds its own commit and returns it.
 
@@ -59,6 +64,8 @@ from .names import (
 __all__ = [
     "NEWEST",
     "Extend",
+    "Merge",
+    "Merged",
     "NodeVersion",
     "check_parents",
     "child_nodes",
@@ -67,6 +74,7 @@ __all__ = [
     "forget_history",
     "is_node_file",
     "manifest_key",
+    "materialize",
     "put_if_newer",
     "read",
     "referenced_files",
@@ -79,6 +87,24 @@ __all__ = [
 Check = Callable[["NodeVersion"], None]
 Build = Callable[["NodeVersion"], "Mapping[str, Any] | Extend"]
 After = Callable[["NodeVersion", dict[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class Merged:
+    """What a ``merge`` hook of :func:`commit` made of the manifest ``build`` gave."""
+
+    manifest: dict[str, Any]
+    """The manifest to commit instead (its newest small shards merged)."""
+    written: list[str]
+    """The merged shard files it wrote (relative to the node): removed if the commit
+    fails before its put or the put is refused (a put of unknown outcome keeps them,
+    as it keeps the write's own files: ``arrayds gc``)."""
+    gone: list[str]
+    """Files the write itself added that no version names once it commits (the
+    appended shards merged away): removed once the put landed."""
+
+
+Merge = Callable[["NodeVersion", "Mapping[str, Any] | Extend"], "Merged | None"]
 
 
 def manifest_key(node: str) -> str:
@@ -338,6 +364,15 @@ def _key(node: str, rel: str) -> str:
     return f"{node}/{rel}" if node else rel
 
 
+def _remove(store: Store, node: str, files: Iterable[str]) -> None:
+    """Remove ``files`` (relative to the node), best effort: leftovers are orphans,
+    which no reader sees and ``arrayds gc`` removes."""
+    try:
+        store.delete(sorted(_key(node, p) for p in files))
+    except Exception:  # noqa: BLE001 - best effort
+        pass
+
+
 def _discard(store: Store, node: str, written: Iterable[str]) -> None:
     """Remove the files a failed write added, except any that the node's manifest now
     references (never delete committed data). Best effort: leftovers are orphans,
@@ -377,7 +412,16 @@ class _Staged:
         return log.resolve(store, node, self.head, store.display(node))
 
 
-def _materialize(base: NodeVersion, change: Extend) -> dict[str, Any]:
+def materialize(base: NodeVersion, change: Extend) -> dict[str, Any]:
+    """The whole manifest an :class:`Extend` of ``base`` makes (its shard list read).
+
+    >>> from arrayds.storage import new_store
+    >>> st = new_store("memory://commit-materialize-doc")
+    >>> _ = commit(st, "", lambda b: {"kind": "records", "shards": [{"path": "a"}]},
+    ...            write_id="w1")
+    >>> materialize(read(st, ""), Extend({"n": 2}, [{"path": "b"}]))["shards"]
+    [{'path': 'a'}, {'path': 'b'}]
+    """
     old = base.raw or {}
     shards = old.get("shards")
     return {
@@ -401,7 +445,7 @@ def _stage(
     """Encode the next manifest of ``node`` (``change``: whole, or an :class:`Extend`
     of ``base``) in ``format_version``, with its ``generation`` and ``commit``."""
     if isinstance(change, Extend) and (format_version < 2 or base.format_version < 2):
-        change = _materialize(base, change)
+        change = materialize(base, change)
     stamp: dict[str, Any] = {
         "format_version": format_version,
         "generation": generation,
@@ -458,6 +502,7 @@ def commit(
     after: After | None = None,
     what: str | None = None,
     format_version: int | None = None,
+    merge: Merge | None = None,
 ) -> dict[str, Any]:
     """Commit the next manifest of ``node`` (see the module docstring); returns it.
 
@@ -473,7 +518,12 @@ def commit(
     of the node (a create replacing a node: its uncommitted leftovers go too);
     ``after(base, new)``: a follow-up run once the commit landed, whose failure is the
     caller's to report; ``format_version``: store the node in this format version
-    (default: the one it has, :data:`NEWEST` for a new node).
+    (default: the one it has, :data:`NEWEST` for a new node); ``merge(base, change)``:
+    run on each attempt's ``build`` result, it may return a :class:`Merged` manifest
+    to commit instead (the tiered merge of an append, :func:`arrayds.nodes.merge.tiered`):
+    its ``written`` files are removed if that attempt fails before its put or its put
+    is refused (a retry merges again from its fresh read), its ``gone`` files once
+    the put landed.
 
     Returns the committed manifest; for an :class:`Extend`, as stored (its shard
     lists may be logs: :func:`arrayds.nodes.history.resolve` gives their entries).
@@ -489,6 +539,7 @@ def commit(
         if base.commit == write_id and base.raw is not None:
             return base.raw  # this write committed already (a retried task)
         fv = format_version or (base.format_version if base.exists else NEWEST) or NEWEST
+        merged: Merged | None = None
         try:
             if fv > NEWEST:
                 raise NotImplementedError(
@@ -498,6 +549,10 @@ def commit(
             if check is not None:
                 check(base)
             change = build(base)
+            if merge is not None:
+                merged = merge(base, change)
+                if merged is not None:
+                    change = merged.manifest
             gen = base.generation + 1
             if not isinstance(change, Extend):
                 gen = max(gen, generation_of(change))
@@ -512,6 +567,8 @@ def commit(
                 fresh=replaces,
             )
         except BaseException:
+            if merged is not None:
+                _remove(store, node, merged.written)
             _discard(store, node, written)
             raise
         if parents and node:
@@ -521,12 +578,16 @@ def commit(
             refused = None  # it landed; its reply was lost and the client's retry refused
         if refused is not None:
             store.delete(_key(node, p) for p in staged.segments)
+            if merged is not None:  # merged from a base that is gone: a retry merges anew
+                _remove(store, node, merged.written)
             if attempt < retries:
                 attempt += 1
                 retry.backoff(attempt)  # bounded, counted (arrayds.nodes.retry)
                 continue
             _discard(store, node, written)
             raise _conflict(label, base, refused) from None
+        if merged is not None:
+            _remove(store, node, merged.gone)
         if after is not None:
             after(base, staged.manifest(store, node))
         if replaces and base.raw is not None:

@@ -4,7 +4,8 @@ A kind takes part through its registry record (:class:`arrayds.nodes.registry.No
 ``usage`` (which of its files' bytes are live: :class:`Usage`), ``tail_sizes`` (what
 the tiered merge weighs), ``compact`` (its live data rewritten into new shards:
 :class:`Rewrite`), ``with_shards`` and ``place_tail``; nothing here names a kind.
-:func:`commit_merged` is the one mechanism of the tiered merge; ``arrayds compact``
+:func:`tiered` is the one mechanism of the tiered merge (a hook every append passes
+to its own commit); ``arrayds compact``
 (:mod:`arrayds.tools.compact`) drives whole-node compaction.
 
 >>> tail_to_merge([1] * 8, limit=100)
@@ -168,98 +169,135 @@ def may_merge(entries: Any) -> bool:
     return tail_to_merge(counts, limit=1 << 62) > 0
 
 
-def merge_appended(store: Store, node: str, manifest: Any, *, shard_size: Any = None) -> Any | None:
-    """The tiered merge that follows an append (``compact="tiered"``, the default of
-    appends): if the newest small shards of ``node`` fill a tier
-    (:func:`tail_to_merge`), rewrite them into one shard (:func:`compact_tail`, byte
-    for byte) and commit, provided the node is still as ``manifest`` (the parsed
-    manifest the append committed) says. Returns the committed manifest (parsed), or
-    ``None`` if no tier is full or another writer committed meanwhile (the merge is
-    then left to a later append; nothing of it is visible). An append that knows its
-    manifest before it commits folds the merge into its commit instead
-    (:func:`commit_merged`).
-
-    >>> import arrayds, numpy as np
-    >>> a = arrayds.open_array("memory://doc-merge", mode="w", shape=(0,), dtype="i4",
-    ...                        chunks=1)
-    >>> for i in range(7):
-    ...     _ = a.append(np.array([i], "i4"), compact=False)
-    >>> a.nshards, merge_appended(a._store, "", a.manifest)
-    (7, None)
-    >>> _ = a.append(np.array([7], "i4"), compact=False)
-    >>> len(merge_appended(a._store, "", a.manifest).shards)
-    1
-    >>> arrayds.open_array("memory://doc-merge")[:].tolist()
-    [0, 1, 2, 3, 4, 5, 6, 7]
-    """
-    what = f"{kinds.get(manifest.kind).a()} {store.display(node)!r}"
-    try:
-        return commit_merged(
-            store,
-            node,
-            manifest,
-            stamp=(manifest.generation, manifest.commit or ""),
-            write_id=new_write_id(),
-            conflict=lambda now: f"{what}: committed to since",
-            shard_size=shard_size,
-        )
-    except CommitConflictError:
-        return None
-
-
-def commit_merged(
+def tiered(
     store: Store,
     node: str,
-    manifest: Any,
+    appended: Sequence[str] | Mapping[str, Sequence[str]],
     *,
-    stamp: tuple[int, str],
-    write_id: str,
-    conflict: Callable[[commit.NodeVersion], str],
-    appended: Sequence[str] = (),
     shard_size: Any = None,
-) -> Any | None:
-    """Commit ``manifest`` (parsed) of ``node`` with its newest small shards merged
-    into one, if they fill a tier (:func:`tail_to_merge`); ``None`` (nothing written)
-    if they do not. The one mechanism of the tiered merge: after an append committed
-    (:func:`merge_appended`: ``manifest`` as committed), or folded into the append's
-    own commit (``manifest``: what the append would commit; ``appended``: the shard
-    files it wrote, relative to the node, which the merge copies and which no version
-    then names: they are removed once the commit landed, and a crash before that
-    leaves them to ``arrayds gc``). One commit either way, as ``write_id``, and only if
-    the node is still at ``stamp`` (generation, commit id): else
-    :class:`CommitConflictError` with the message ``conflict(now)``, the merged shard
-    removed and ``appended`` left to the caller. Returns the committed manifest
-    (parsed).
+) -> TieredMerge:
+    """The tiered merge of an append (``compact="tiered"``, the default of appends),
+    as the ``merge`` hook of the append's own commit (:func:`arrayds.nodes.commit.commit`):
+    one compare-and-swap commits the appended shards and, where the newest small
+    shards of the node then fill a tier (:func:`tail_to_merge`), those shards merged
+    into one (:func:`compact_tail`, byte for byte): one version per append, whatever
+    its kind and path. ``appended``: the shard files the append wrote (relative to
+    ``node``); or, for the commit of a group's xarray snapshot, member name -> the
+    files written for that member array (relative to it): each such member is merged
+    within the snapshot the commit builds.
+
+    The hook reads only the manifest JSON the build made, and materialises an
+    :class:`arrayds.nodes.commit.Extend` only when its shard list may hold a full
+    tier (:func:`may_merge`). Its merged shard is removed if the put is refused (a
+    retried commit merges again from its fresh read); the appended files the merge
+    copied, which no version then names, are removed once the put landed (after a
+    crash ``arrayds gc`` removes them).
 
     >>> import arrayds, numpy as np
+    >>> from arrayds.nodes import commit
     >>> from arrayds.nodes.names import new_write_id
-    >>> a = arrayds.open_array("memory://doc-merged", mode="w", shape=(0,), dtype="i4",
+    >>> a = arrayds.open_array("memory://doc-tiered", mode="w", shape=(0,), dtype="i4",
     ...                        chunks=1)
     >>> for i in range(8):
     ...     _ = a.append(np.array([i], "i4"), compact=False)
-    >>> m = a.manifest
-    >>> merged = commit_merged(a._store, "", m, stamp=(m.generation, m.commit),
-    ...                        write_id=new_write_id(), conflict=str)
-    >>> len(merged.shards), arrayds.open_array("memory://doc-merged")[:].tolist()
-    (1, [0, 1, 2, 3, 4, 5, 6, 7])
+    >>> hook = tiered(a.store, "", ())
+    >>> _ = commit.commit(a.store, "", lambda base: base.raw, write_id=new_write_id(),
+    ...                   merge=hook)
+    >>> hook.merged is not None, arrayds.open_array("memory://doc-tiered").nshards
+    (True, 1)
+    >>> arrayds.open_array("memory://doc-tiered")[:].tolist()
+    [0, 1, 2, 3, 4, 5, 6, 7]
     """
-    sizes = entry_sizes(manifest)
-    size = parse_shard_size(shard_size)
-    n = tail_to_merge(sizes, size // 2) if sizes else 0
-    if n == 0:
-        return None
-    kind = kinds.get(manifest.kind)
-    what = f"{kind.a()} {store.display(node)!r}"
-    # the merged shard's own name: an append's files are named after its write id
-    rw = rewrite(store, node, kind, manifest, size, new_write_id(), tail=n)
-    raw = commit_rewrite(store, node, rw, write_id, stamp, what, conflict)
-    gone = _merged_away(manifest.shards, n, appended)
-    if gone:
+    files = dict(appended) if isinstance(appended, Mapping) else {"": list(appended)}
+    return TieredMerge(store, node, files, parse_shard_size(shard_size))
+
+
+class TieredMerge:
+    """The ``merge`` hook :func:`tiered` makes; ``merged`` holds what its last call
+    made (``None``: no tier was full)."""
+
+    def __init__(
+        self, store: Store, node: str, appended: Mapping[str, Sequence[str]], shard_size: int
+    ) -> None:
+        self.store = store
+        self.node = node
+        self.appended = appended
+        self.shard_size = shard_size
+        self.merged: commit.Merged | None = None
+
+    def __call__(
+        self, base: commit.NodeVersion, change: Mapping[str, Any] | commit.Extend
+    ) -> commit.Merged | None:
+        self.merged = None
+        if "" in self.appended:
+            doc = self._whole(base, change)
+            merged = None if doc is None else self._merge(self.node, doc, self.appended[""])
+            if merged is not None:
+                self.merged = commit.Merged(*merged)
+            return self.merged
+        assert not isinstance(change, commit.Extend)
+        snap = change.get("snapshot")
+        members = dict(snap.get("members") or {}) if isinstance(snap, dict) else {}
+        written: list[str] = []
+        gone: list[str] = []
         try:
-            store.delete([join_component(node, p) for p in gone])
-        except Exception:  # noqa: BLE001 - best effort: leftovers are orphans (gc)
-            pass
-    return kind.parse(raw, what)
+            for name, files in self.appended.items():
+                doc = members.get(name)
+                if not isinstance(doc, dict) or not may_merge(doc.get("shards")):
+                    continue
+                merged = self._merge(join_component(self.node, name), doc, files)
+                if merged is not None:
+                    members[name] = merged[0]
+                    written += [f"{name}/{p}" for p in merged[1]]
+                    gone += [f"{name}/{p}" for p in merged[2]]
+        except BaseException:
+            _delete(self.store, self.node, written)
+            raise
+        if written:
+            doc = {**change, "snapshot": {**snap, "members": members}}  # type: ignore[dict-item]
+            self.merged = commit.Merged(doc, written, gone)
+        return self.merged
+
+    @staticmethod
+    def _whole(
+        base: commit.NodeVersion, change: Mapping[str, Any] | commit.Extend
+    ) -> dict[str, Any] | None:
+        """The manifest ``change`` makes, if its shard list may hold a full tier."""
+        if not isinstance(change, commit.Extend):
+            return dict(change) if may_merge(change.get("shards")) else None
+        old = base.head.get("shards") if base.head is not None else None
+        new = list(change.shards)
+        if isinstance(old, dict):
+            tail = old.get("tail")
+            entries: Any = {**old, "tail": [*(tail if isinstance(tail, list) else []), *new]}
+        else:
+            entries = [*(old if isinstance(old, list) else []), *new]
+        return commit.materialize(base, change) if may_merge(entries) else None
+
+    def _merge(
+        self, node: str, doc: Mapping[str, Any], appended: Sequence[str]
+    ) -> tuple[dict[str, Any], list[str], list[str]] | None:
+        """``doc`` (the manifest JSON of ``node``) with its newest small shards merged,
+        the merged files and the ``appended`` files merged away; ``None``: no full tier."""
+        kind = kinds.find(doc.get("kind"))
+        if kind is None or kind.tail_sizes is None or kind.compact is None:
+            return None
+        m = kind.parse(doc, f"{kind.a()} {self.store.display(node)!r}")
+        sizes = kind.tail_sizes(m)
+        n = tail_to_merge(sizes, self.shard_size // 2) if sizes else 0
+        if n == 0:
+            return None
+        # the merged shard's own name: an append's files are named after its write id
+        rw = rewrite(self.store, node, kind, m, self.shard_size, new_write_id(), tail=n)
+        return rw.manifest.to_json(), list(rw.written), _merged_away(m.shards, n, appended)
+
+
+def _delete(store: Store, node: str, files: Sequence[str]) -> None:
+    """Remove ``files`` (relative to ``node``), best effort (leftovers: gc)."""
+    try:
+        store.delete([join_component(node, p) for p in files])
+    except Exception:  # noqa: BLE001 - best effort: leftovers are orphans (gc)
+        pass
 
 
 def rewrite(
@@ -282,10 +320,7 @@ def rewrite(
             )
         return kind.compact(store, node, m, shard_size=size, write_id=write_id, written=written)
     except BaseException:
-        try:
-            store.delete([join_component(node, p) for p in written])
-        except Exception:  # noqa: BLE001 - best effort: leftovers are orphans (gc)
-            pass
+        _delete(store, node, written)
         raise
 
 
@@ -337,10 +372,12 @@ def commit_rewrite(
 __all__ = [
     "FileUse",
     "Rewrite",
+    "TieredMerge",
     "TooFragmentedError",
     "Usage",
     "compact_tail",
     "entry_sizes",
+    "tiered",
     "usage",
     "whole_files",
 ]

@@ -49,14 +49,12 @@ from ..nodes.merge import (
     Fragmentation,
     Rewrite,
     TooFragmentedError,
-    commit_merged,
     commit_rewrite,
     entry_sizes,
     file_sizes,
     format_bytes,
     fragmentation,
     may_merge,
-    merge_appended,
     parse_shard_size,
     rewrite,
     tail_to_merge,
@@ -75,9 +73,7 @@ __all__ = [
     "NodeReport",
     "compact",
     "fragmentation",
-    "commit_merged",
     "may_merge",
-    "merge_appended",
     "parse_shard_size",
     "tail_to_merge",
 ]
@@ -375,7 +371,7 @@ def compact(
     automatic compaction of ``to_arrayrecord(..., compact=True)`` uses
     :data:`AUTO_COMPACT_FILES`). ``tiered``: instead, merge only the newest small
     shards of each array and records node where they fill a tier
-    (:func:`tail_to_merge`; what appends run after their commit, ``compact="tiered"``).
+    (:func:`tail_to_merge`; what appends run in their own commit, ``compact="tiered"``).
 
     ``FileNotFoundError`` if there is no dataset at ``url`` (or no node
     ``component``); ``ValueError`` for a bad ``component`` or ``shard_size`` (not

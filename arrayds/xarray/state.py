@@ -52,7 +52,7 @@ from ..abc.store import ABSENT, Store
 from ..errors import CommitConflictError, CorruptionError
 from ..kinds.array.manifest import ArrayManifest
 from ..nodes import commit as node_commit
-from ..nodes.commit import NodeVersion, generation_of
+from ..nodes.commit import Merge, NodeVersion, generation_of
 from ..nodes.history import Appended
 from ..nodes.names import FORMAT, FORMAT_VERSION, is_reserved_name, join_component, new_write_id
 from ..nodes.read import read_pinned
@@ -489,6 +489,7 @@ def commit_snapshot(
     remove_files: Mapping[str, Iterable[str]] | None = None,
     fresh: bool = False,
     appended: Mapping[str, int] | None = None,
+    merge: Merge | None = None,
 ) -> dict[str, Any]:
     """Commit ``members`` (all arrays of the dataset, new manifests for ``changed``)
     and ``attrs`` as one atomic write of the group manifest at ``node``, through
@@ -506,7 +507,10 @@ def commit_snapshot(
     list is the list of their manifest in ``members`` (its first ``count`` entries)
     followed by new entries; their commit and roll forward then write only the new
     entries (:class:`arrayds.nodes.history.Appended`), whatever the length of the
-    history. Returns the committed group manifest.
+    history. ``merge``: the tiered merge of the members an append grew, run inside
+    this one commit (:func:`arrayds.nodes.merge.tiered` with member name -> appended
+    files): a merged member's list is then written anew, and its roll forward writes
+    the merged manifest. Returns the committed group manifest.
     """
     what = f"dataset {store.display(node)!r}"
     changed = set(changed)
@@ -545,5 +549,13 @@ def commit_snapshot(
             forget_histories(store, node, final)
 
     return node_commit.commit(
-        store, node, build, write_id=write_id, check=check, written=written, after=after, what=what
+        store,
+        node,
+        build,
+        write_id=write_id,
+        check=check,
+        written=written,
+        after=after,
+        what=what,
+        merge=merge,
     )

@@ -47,6 +47,7 @@ from ..kinds.array.handle import stack_entries
 from ..kinds.array.manifest import ArrayManifest, ShardEntry
 from ..kinds.array.tensor import check_dtype
 from ..kinds.group import GroupManifest
+from ..nodes.merge import tiered
 from ..nodes.names import check_component, join_component
 from ..nodes.options import check_compression, writer_options
 from ..nodes.registry import parse_node
@@ -465,6 +466,11 @@ def _commit_task(job: CommitJob, results: list[list[dict[str, Any]]]) -> dict[st
             appended[name] = len(base.shards)
         members[name] = base.with_(shards=shards)
     written = [f"{n}/{e['path']}" for n, entries in by_name.items() for e in entries]
+    merge = None
+    if job.tiered and appended:
+        # an append: the members it grew merge their newest small shards in this commit
+        files = {n: [e["path"] for e in by_name.get(n, [])] for n in appended}
+        merge = tiered(store, node, files)
     return commit_snapshot(
         store,
         node,
@@ -478,6 +484,7 @@ def _commit_task(job: CommitJob, results: list[list[dict[str, Any]]]) -> dict[st
         remove_files=job.remove_files,
         fresh=job.fresh,
         appended=appended,
+        merge=merge,
     )
 
 
@@ -566,9 +573,12 @@ def write_dataset(
     progress: bool = False,
     append_dim: Hashable | None = None,
     encoding: Mapping[Hashable, Mapping[str, Any]] | None = None,
+    compact: bool | str = "tiered",
 ) -> Any:
     """Write an ``xarray.Dataset`` or ``DataArray`` to the group ``node`` of ``store``
-    (see the module docstring; ``arrayds.to_arrayrecord`` dispatches here). Returns
+    (see the module docstring; ``arrayds.to_arrayrecord`` dispatches here;
+    ``compact="tiered"``: an append's commit merges the members' newest small shards
+    by tiers). Returns
     the written :class:`arrayds.Group`, or with ``compute=False`` a
     ``dask.delayed.Delayed`` that writes and commits."""
     what = f"dataset {store.display(node)!r}"
@@ -610,6 +620,7 @@ def write_dataset(
         attrs=attrs,
         compute=compute,
         progress=progress,
+        compact=compact,
     )
 
 
@@ -856,11 +867,14 @@ def store_encoded(
     attrs: Mapping[str, Any] | None = None,
     compute: bool = True,
     progress: bool = False,
+    compact: bool | str = "tiered",
 ) -> Any:
     """Write the checked ``plan`` (:func:`plan_encoded`) and the global ``gattrs``
     (CF-encoded, plus ``attrs``) to the group ``node`` with one commit, planned from
     ``state`` (what :func:`read_state` returned before any check): one task graph of
-    the shard tasks and the commit (:func:`commit_graph`). Returns the written
+    the shard tasks and the commit (:func:`commit_graph`). An append (mode ``"a"``,
+    ``compact="tiered"``) runs the tiered merge of the members it grew inside that
+    commit (:func:`arrayds.nodes.merge.tiered`: one version). Returns the written
     :class:`arrayds.Group`, or with ``compute=False`` the ``dask.delayed.Delayed``
     that writes and commits."""
     what = f"dataset {store.display(node)!r}"
@@ -893,6 +907,7 @@ def store_encoded(
         fresh=mode == "w",
         remove_files=remove_files,
         names=[p.name for p in plan.plans],
+        tiered=mode == "a" and compact == "tiered",
     )
     return commit_graph(
         store,

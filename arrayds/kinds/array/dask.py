@@ -40,6 +40,7 @@ import numpy as np
 from ...dask.graph import block_keys, run, streams_blocks, write_graph
 from ...errors import CommitConflictError
 from ...nodes import commit
+from ...nodes.merge import tiered as tiered_merge
 from ...nodes.names import SHARD_DIR, SHARD_SUFFIX, join_component, new_write_id
 from ...nodes.options import check_compression, writer_options
 from ...nodes.read import read_node
@@ -152,7 +153,8 @@ class ShardJob:
 class CommitJob:
     """What the commit task needs besides the shard entries."""
 
-    __slots__ = ("url", "storage_options", "node", "mode", "base", "expected", "write_id")
+    __slots__ = ("url", "storage_options", "node", "mode", "base", "expected", "write_id",
+                 "tiered")  # fmt: skip
 
     def __init__(self, **kw: Any) -> None:
         for k in self.__slots__:
@@ -225,7 +227,9 @@ def _commit_task(job: CommitJob, entries: list[dict[str, Any]]) -> Array:
     """Commit the written shards (:func:`arrayds.nodes.commit.commit`): the node must
     be as the graph expects (mode ``"w-"``: still missing; ``"a"``/``"r+"``: the
     generation the write planned from), else nothing of the write is visible and its
-    shards are removed; mode ``"w"`` removes what only the replaced node used."""
+    shards are removed; mode ``"w"`` removes what only the replaced node used. An
+    append (``job.tiered``: ``compact="tiered"``) runs the tiered merge of the newest
+    small shards inside this commit (:func:`arrayds.nodes.merge.tiered`: one version)."""
     store = get_store(job.url, job.storage_options)
     node, mode, expected = job.node, job.mode, job.expected
     what = f"array {store.display(node)!r}"
@@ -256,17 +260,23 @@ def _commit_task(job: CommitJob, entries: list[dict[str, Any]]) -> Array:
                 f"started from generation {expected[0]}; nothing of this write is visible"
             )
 
+    written = [e.path for e in new]
+    merge = tiered_merge(store, node, written) if job.tiered and mode == "a" and new else None
     raw = commit.commit(
         store,
         node,
         lambda base: change,
         write_id=job.write_id,
         check=check,
-        written=[e.path for e in new],
+        written=written,
         parents=mode in ("w", "w-"),
         replaces=mode == "w",
         what=what,
+        merge=merge,
     )
+    if merge is not None and isinstance(raw.get("shards"), list):
+        # the whole list committed (merged, or a retried task's landed commit)
+        return Array(store, node, ArrayManifest.from_json(raw, what), "r")
     return Array(store, node, final.with_(generation=raw["generation"], commit=job.write_id), "r")
 
 
@@ -353,9 +363,11 @@ def write_array(
     fill_value: Any = 0,
     compute: bool = True,
     progress: bool = False,
+    compact: bool | str = "tiered",
 ) -> Any:
     """Write the dask array ``x`` to the array node ``node`` (see
-    :func:`arrayds.to_arrayrecord`). Returns the committed :class:`Array` or, with
+    :func:`arrayds.to_arrayrecord`; ``compact="tiered"``: an append's commit merges
+    the newest small shards by tiers). Returns the committed :class:`Array` or, with
     ``compute=False``, a ``dask.delayed.Delayed`` that writes and commits.
 
     Two steps: :func:`plan_array_write` checks the arguments against the node,
@@ -377,7 +389,7 @@ def write_array(
         dims=dims,
         fill_value=fill_value,
     )
-    commit_task = write_plan_graph(plan, shard_size)
+    commit_task = write_plan_graph(plan, shard_size, tiered=compact == "tiered")
     if not compute:
         return commit_task
     return run(commit_task, progress)
@@ -508,10 +520,11 @@ def _plan_update(
     return ArrayWritePlan(x, store, node, mode, base, offset, old.dtype, expected, what)
 
 
-def write_plan_graph(plan: ArrayWritePlan, shard_size: Any = None) -> Any:
+def write_plan_graph(plan: ArrayWritePlan, shard_size: Any = None, *, tiered: bool = True) -> Any:
     """The ``dask.delayed.Delayed`` of a planned write: one task per shard
     (:func:`shard_tasks`), one commit task on top of them, the source tasks fused into
     the shard tasks (:func:`arrayds.dask.graph.write_graph`). Nothing runs yet.
+    ``tiered``: an append's commit runs the tiered merge.
 
     >>> import arrayds, dask.array as da
     >>> st = arrayds.open("memory://doc-plan-graph", mode="w").store
@@ -546,6 +559,7 @@ def write_plan_graph(plan: ArrayWritePlan, shard_size: Any = None) -> Any:
         base=plan.base.to_json(),
         expected=plan.expected,
         write_id=write_id,
+        tiered=tiered,
     )
     layer[commit_key] = (_commit_task, cjob, shard_keys)
     return Delayed(commit_key, write_graph([y], name, layer), layer=name)

@@ -51,7 +51,8 @@ from ...files.arrayrecord import ArrayRecordReader
 from ...nodes import commit
 from ...nodes import registry as kinds
 from ...nodes.handle import Node
-from ...nodes.merge import check_compact, commit_merged, compact_small_files
+from ...nodes.merge import check_compact, compact_small_files
+from ...nodes.merge import tiered as tiered_merge
 from ...nodes.names import SHARD_DIR, SHARD_SUFFIX, check_json_value, join_component, new_write_id
 from ...nodes.options import writer_options
 from ...nodes.read import kind_phrase, missing_node, read_node
@@ -836,8 +837,8 @@ class Array(Node):
         the nominal chunk length follow. One new shard, one commit. ``compact``: as for
         :func:`arrayds.to_arrayrecord`: ``"tiered"`` merges the newest small shards,
         the new one among them, where they fill a tier (about one append in eight),
-        in the append's own commit (:func:`arrayds.nodes.merge.commit_merged`: one
-        version either way); ``True`` compacts the array once it holds 64 small files
+        in the append's own commit (:func:`arrayds.nodes.merge.tiered`: one version
+        either way); ``True`` compacts the array once it holds 64 small files
         (after the commit); ``False`` neither. ``retries``: how often an append that
         lost a commit race to another writer reads the array again and appends after
         that writer's rows (with a bounded random backoff, :mod:`arrayds.nodes.retry`);
@@ -958,8 +959,7 @@ class Array(Node):
             entries.append(ShardEntry(relpath, start, stop, 0, nbytes))
         written = [e.path for e in entries]
         new_m = new_m.with_(shards=stack_entries(m.shards, entries, m.grid.grid_shape))
-        if not (tiered and entries and self._commit_merged(new_m, write_id, written)):
-            self._commit(new_m, write_id, written, entries)
+        self._commit(new_m, write_id, written, entries, tiered=tiered and bool(entries))
         return self.shape
 
     # -- commits
@@ -970,11 +970,16 @@ class Array(Node):
         write_id: str,
         written: Sequence[str] = (),
         added: Sequence[ShardEntry] | None = None,
+        *,
+        tiered: bool = False,
     ) -> None:
         """Make ``new`` the manifest, if nobody committed since this handle's
         snapshot (else :class:`CommitConflictError`, and the shards ``written`` are
         removed: nothing becomes visible). ``added``: the entries ``new`` appends to
-        the snapshot's (all of them kept): the commit then writes only those."""
+        the snapshot's (all of them kept): the commit then writes only those.
+        ``tiered`` (an append): the tiered merge runs inside this commit
+        (:func:`arrayds.nodes.merge.tiered`), the ``written`` shards among those it
+        may merge."""
         snap = self._m
         change: Any
         if added is not None and len(new.shards) == len(snap.shards) + len(added):
@@ -986,6 +991,7 @@ class Array(Node):
             if base.stamp != (snap.generation, snap.commit or ""):
                 raise CommitConflictError(self._moved_on(base))
 
+        merge = tiered_merge(self._store, self._node, written) if tiered else None
         raw = commit.commit(
             self._store,
             self._node,
@@ -995,33 +1001,12 @@ class Array(Node):
             written=written,
             parents=False,
             what=self.what,
+            merge=merge,
         )
-        self._m = new.committed(raw["generation"], write_id)
-
-    def _commit_merged(self, new: ArrayManifest, write_id: str, written: Sequence[str]) -> bool:
-        """Commit ``new`` with the tiered merge folded in (:func:`arrayds.tools.compact.
-        commit_merged`: the newest small shards, the ``written`` one among them, merged
-        into one shard; one commit), if they fill a tier; ``False`` (nothing done) if
-        they do not. The same conflict as :meth:`_commit`, ``written`` removed."""
-        snap = self._m
-        try:
-            merged = commit_merged(
-                self._store,
-                self._node,
-                new,
-                stamp=(snap.generation, snap.commit or ""),
-                write_id=write_id,
-                conflict=self._moved_on,
-                appended=written,
-            )
-        except BaseException:
-            with contextlib.suppress(Exception):  # best effort: leftovers are orphans (gc)
-                self._store.delete([join_component(self._node, p) for p in written])
-            raise
-        if merged is None:
-            return False
-        self._m = merged
-        return True
+        if merge is not None and merge.merged is not None:
+            self._m = kinds.get("array").parse(raw, self.what)
+        else:
+            self._m = new.committed(raw["generation"], write_id)
 
     def _moved_on(self, base: commit.NodeVersion) -> str:
         """The conflict of a commit of this handle that finds ``base`` instead of the

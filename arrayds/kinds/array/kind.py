@@ -124,6 +124,7 @@ _WRITE_KEYS = (
     "dims",
     "compute",
     "progress",
+    "compact",
 )
 
 

@@ -16,7 +16,7 @@ import os
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -24,6 +24,7 @@ import numpy as np
 from ...errors import CommitConflictError
 from ...nodes import commit as node_commit
 from ...nodes import registry as kinds
+from ...nodes.merge import tiered as merge_tiered
 from ...nodes.names import (
     SHARD_DIR,
     SHARD_SUFFIX,
@@ -205,11 +206,14 @@ def _commit(
     compression: str,
     attrs: Mapping[str, Any] | None,
     base: tuple[int, str] | None,
+    tiered: bool = False,
 ) -> dict[str, Any]:
     """Task: assign item ranges in partition order and commit the manifest
     (:func:`arrayds.nodes.commit.commit`) if the node is still as the write found it
     (``base``: its stamp then, ``None`` if it had none); else the shards are removed
-    and nothing of the write is visible."""
+    and nothing of the write is visible. ``tiered`` (an append, ``compact="tiered"``):
+    the tiered merge of the newest small shards runs inside this commit
+    (:func:`arrayds.nodes.merge.tiered`: one version)."""
     store, node = plan.store, plan.node
     where = store.display(node)
     lay = plan.layout
@@ -258,15 +262,17 @@ def _commit(
             )
         return man.to_json()
 
+    written = [e.path for e in entries]
     return node_commit.commit(
         store,
         node,
         build,
         write_id=plan.write_id,
         check=check,
-        written=[e.path for e in entries],
+        written=written,
         replaces=mode == "w",
         what=f"ragged array {where!r}",
+        merge=merge_tiered(store, node, written) if tiered and mode == "a" else None,
     )
 
 
@@ -293,6 +299,8 @@ class _Request:
     base: tuple[int, str] | None
     """The node's stamp when the write started (what its commit expects)."""
     write_id: str
+    tiered: bool = True
+    """An append's commit runs the tiered merge (``compact="tiered"``)."""
 
     @property
     def where(self) -> str:
@@ -323,6 +331,7 @@ class _Request:
             self.compression,
             self.attrs,
             self.base,
+            self.tiered,
             dask_key_name=f"commit-ragged-{self.write_id}",
         )
 
@@ -480,7 +489,7 @@ def _write_list(
                 for f in futures:
                     f.cancel()
                 raise
-    man = _commit(results, plan, req.mode, req.compression, req.attrs, req.base)
+    man = _commit(results, plan, req.mode, req.compression, req.attrs, req.base, req.tiered)
     return RaggedArray(req.store, req.node, RaggedManifest.from_json(man, where))
 
 
@@ -498,10 +507,12 @@ def write(
     compute: bool = True,
     progress: bool = False,
     first: Any = None,
+    compact: bool | str = "tiered",
 ) -> RaggedArray | Delayed:
     """:func:`write_ragged` at ``node`` of ``store`` (the entry of both it and
     ``to_arrayrecord``); ``first``: a bag's first item when the caller read it
-    already.
+    already; ``compact``: ``"tiered"`` (an append's commit merges the newest small
+    shards by tiers) or not (``True``/``False``: the caller's affair).
 
     >>> import numpy as np
     >>> from arrayds.storage import get_store
@@ -509,6 +520,8 @@ def write(
     2
     """
     req = _check_write(store, node, mode, compression, piece_len, axis, shard_size, attrs)
+    if compact != "tiered":
+        req = replace(req, tiered=False)
     if is_bag(data):
         return _write_bag(data, req, axis, piece_len, first, compute, progress)
     return _write_list(data, req, axis, piece_len, compute)
@@ -651,5 +664,6 @@ _RAGGED_WRITE_KEYS = (
     "progress",
     "piece_len",
     "axis",
+    "compact",
 )
 """The keywords of ``to_arrayrecord`` that a ragged array write takes."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import islice
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +21,7 @@ from ...files.arrayrecord import (
     ArrayRecordReader,
 )
 from ...nodes import commit as node_commit
+from ...nodes.merge import tiered
 from ...nodes.names import (
     new_write_id,
 )
@@ -104,6 +105,7 @@ class WritePlan:
     options: str
     serializer: Serializer | None  # None: auto, decided per partition
     retries: int = APPEND_RETRIES  # of an append's commit (arrayds.nodes.retry)
+    tiered: bool = True  # an append's commit runs the tiered merge (compact="tiered")
 
     @property
     def where(self) -> str:
@@ -244,9 +246,12 @@ def _commit_manifest(
 ) -> dict[str, Any]:
     """Commit the manifest that lists ``shards`` (:func:`arrayds.nodes.commit.commit`):
     ``"w-"`` refuses an existing node, ``"a"`` appends to the current dataset (same
-    serializer; retried on a lost race), ``"w"`` replaces the node and removes what
-    only the old one used. A refused commit removes the shards."""
+    serializer; retried on a lost race, and with ``plan.tiered`` the tiered merge of
+    the newest small shards in the same commit, :func:`arrayds.nodes.merge.tiered`),
+    ``"w"`` replaces the node and removes what only the old one used. A refused
+    commit removes the shards (and a merged one)."""
     where = plan.where
+    written = [s.path for s in shards]
 
     def check(base: node_commit.NodeVersion) -> None:
         if base.head is None:
@@ -279,10 +284,11 @@ def _commit_manifest(
         build,
         write_id=plan.write_id,
         check=check,
-        written=[s.path for s in shards],
+        written=written,
         retries=plan.retries if mode == "a" else 0,
         replaces=mode == "w",
         what=f"records dataset {where!r}",
+        merge=tiered(plan.store, plan.node, written) if mode == "a" and plan.tiered else None,
     )
 
 
@@ -425,9 +431,11 @@ def write(
     compute: bool = True,
     progress: bool = False,
     retries: int = APPEND_RETRIES,
+    compact: bool | str = "tiered",
 ) -> RecordsDataset | Delayed:
     """:func:`write_records` at ``node`` of ``store`` (the entry of both it and
-    ``to_arrayrecord``).
+    ``to_arrayrecord``); ``compact``: ``"tiered"`` (an append's commit merges the
+    newest small shards by tiers) or not (``True``/``False``: the caller's affair).
 
     >>> from arrayds.storage import get_store
     >>> write([b"a", b"b"], get_store("memory://doc-records-write"), "r").num_records
@@ -458,6 +466,8 @@ def write(
     plan, expected = plan_write(
         store, node, mode, compression, group_size, serializer, total, retries
     )
+    if compact != "tiered":
+        plan = replace(plan, tiered=False)
     token = plan.stem
     if not is_bag and total == 1 and compute and not progress:
         # one shard of records already in memory: its task and the commit task run
