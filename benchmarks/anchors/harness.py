@@ -75,21 +75,31 @@ def _reset_peak() -> bool:
 
 
 @contextlib.contextmanager
-def section(label: str) -> Iterator[None]:
-    """A measured section: the ready/go handshake, then time, CPU and peak RSS."""
-    emit("ready", label=label)
-    if sys.stdin.readline().strip() != "go":
-        raise SystemExit(f"anchor script: no 'go' for section {label!r}")
+def measure() -> Iterator[dict[str, Any]]:
+    """Time, CPU time and peak RSS of the ``with`` block, in the dict it yields (filled
+    when the block ends): ``seconds``, ``cpu``, ``rss_added``, ``rss_peak``."""
+    out: dict[str, Any] = {}
     base = _status("VmRSS:")
     peak_ok = _reset_peak()
     c0 = time.process_time()
     t0 = time.perf_counter()
-    yield
-    seconds = time.perf_counter() - t0
-    cpu = time.process_time() - c0
+    yield out
+    out["seconds"] = time.perf_counter() - t0
+    out["cpu"] = time.process_time() - c0
     peak = _status("VmHWM:") if peak_ok else None
-    added = peak - base if peak is not None and base is not None else None
-    emit("done", label=label, seconds=seconds, cpu=cpu, rss_added=added, rss_peak=peak)
+    out["rss_added"] = peak - base if peak is not None and base is not None else None
+    out["rss_peak"] = peak
+
+
+@contextlib.contextmanager
+def section(label: str) -> Iterator[None]:
+    """A measured section: the ready/go handshake, then :func:`measure`."""
+    emit("ready", label=label)
+    if sys.stdin.readline().strip() != "go":
+        raise SystemExit(f"anchor script: no 'go' for section {label!r}")
+    with measure() as m:
+        yield
+    emit("done", label=label, **m)
 
 
 def finish(**fields: Any) -> None:

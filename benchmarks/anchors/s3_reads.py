@@ -9,7 +9,8 @@ benchmarks/anchors/harness.py). The job (JSON on stdin):
   zarr v3 array (chunks ``chunk`` x ``chunk`` inside ``shard`` x ``shard`` shards,
   codecs bytes + zstd(``level``)) at ``s3://bucket/zarr_path`` through zarr's fsspec
   store, and the same array (same codecs and shards) as array ``a`` of an icechunk
-  repository at ``s3://bucket/icechunk_path``, both through ``direct``;
+  repository at ``s3://bucket/icechunk_path``, both through ``direct``, and reports
+  the bytes of their chunk data (``stored``: ``zarr``, ``icechunk``);
   ``"read"`` measures ``reader`` through ``proxy``:
 * ``reader``: ``zarr-fsspec``, ``zarr-obstore``, ``icechunk`` or ``tensorstore``
   (the last three read what the write made: tensorstore and obstore the zarr array);
@@ -87,6 +88,18 @@ def write(j: dict[str, Any], data: np.ndarray) -> None:
     z = _create(session.store, j, data, name="a")
     z[:] = data
     session.commit("the benchmark array")
+
+
+def stored_bytes(j: dict[str, Any]) -> dict[str, int]:
+    """The bytes of the chunk data each layout stores (shard objects, metadata left out)."""
+    import s3fs
+
+    so = j["direct"]
+    fs = s3fs.S3FileSystem(endpoint_url=so["endpoint_url"], key=so["key"], secret=so["secret"])
+    return {
+        "zarr": fs.du(f"{j['bucket']}/{j['zarr_path']}/c"),
+        "icechunk": fs.du(f"{j['bucket']}/{j['icechunk_path']}/chunks"),
+    }
 
 
 class TensorStoreArray:
@@ -227,8 +240,10 @@ def main() -> None:
         os.environ.setdefault(k, j["direct"][v])  # TensorStore's credentials
     os.environ.setdefault("AWS_DEFAULT_REGION", REGION)
     data = np.load(j["data"])
+    extra: dict[str, Any] = {}
     if j["mode"] == "write":
         write(j, data)
+        extra["stored"] = stored_bytes(j)
     elif j["mode"] == "read":
         measure(j, data)
     else:
@@ -236,7 +251,8 @@ def main() -> None:
     finish(
         versions=versions(
             "zarr", "icechunk", "obstore", "tensorstore", "numpy", "dask", "fsspec", "s3fs"
-        )
+        ),
+        **extra,
     )
 
 
