@@ -45,7 +45,8 @@ kernel's high-water mark reset before it; requests and bytes are the proxy's):
   16 at a time (s3fs); ``arrayds verify``, and the same passes on a local disk.
 
 Targets (issue 26): dask reads at least 90% of the transport limit and 1.5x the best
-peer; 100 random chunks at least 1.5x the best peer.
+peer; 100 random chunks at least 1.5x the best peer. The last table says whether they
+hold; ``--strict`` makes a miss the exit status 1.
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ from typing import Any
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests" / "s3"))
 sys.path.insert(0, str(HERE / "anchors"))
 
@@ -303,6 +305,9 @@ def main(argv: list[str] | None = None) -> int:
         default=",".join(ANCHOR_READERS),
         help="anchor readers, comma-separated (none: '')",
     )
+    p.add_argument(
+        "--strict", action="store_true", help="exit 1 when a target against the peers is missed"
+    )
     args = p.parse_args(argv)
     if args.quick:
         args.size, args.repeat = 2048, 2
@@ -323,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
         server.stop()
         shutil.rmtree(work, ignore_errors=True)
     sys.stdout.write(text + f"\ntotal {time.perf_counter() - t_start:.0f} s\n")
-    return 0 if ok or args.quick else 1
+    return 0 if ok or not args.strict else 1
 
 
 def run(args, readers: list[str], server: ServerProcess, work: str, s3fs) -> tuple[str, bool]:
