@@ -302,21 +302,30 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument(
         "--anchors",
-        default=",".join(ANCHOR_READERS),
+        default=",".join([*ANCHOR_READERS, "webdataset"]),
         help="anchor readers, comma-separated (none: '')",
+    )
+    p.add_argument(
+        "--records", type=int, default=100_000, help="records of 1 KiB (0: no records rows)"
+    )
+    p.add_argument(
+        "--record-batches",
+        type=int,
+        default=40,
+        help="batches of 256 an epoch is measured over (0: the whole epoch)",
     )
     p.add_argument(
         "--strict", action="store_true", help="exit 1 when a target against the peers is missed"
     )
     args = p.parse_args(argv)
     if args.quick:
-        args.size, args.repeat = 2048, 2
+        args.size, args.repeat, args.records = 2048, 2, 20_000
     if args.size % (4 * CHUNK):
         p.error(f"--size must be a multiple of {4 * CHUNK}")
     readers = [r for r in args.anchors.split(",") if r]
-    unknown = sorted(set(readers) - set(ANCHOR_READERS))
+    unknown = sorted(set(readers) - {*ANCHOR_READERS, "webdataset"})
     if unknown:
-        p.error(f"unknown anchor readers {unknown}; known: {', '.join(ANCHOR_READERS)}")
+        p.error(f"unknown anchor readers {unknown}; known: {', '.join(ANCHOR_READERS)}, webdataset")
     import s3fs
 
     t_start = time.perf_counter()
@@ -324,6 +333,9 @@ def main(argv: list[str] | None = None) -> int:
     work = tempfile.mkdtemp(prefix="bench-s3-")
     try:
         text, ok = run(args, readers, server, work, s3fs)
+        if args.records:
+            more, more_ok = run_records(args, "webdataset" in readers, server, work, s3fs)
+            text, ok = text + more, ok and more_ok
     finally:
         server.stop()
         shutil.rmtree(work, ignore_errors=True)
@@ -375,9 +387,10 @@ def run(args, readers: list[str], server: ServerProcess, work: str, s3fs) -> tup
         "repeat": args.repeat,
         "region": [q, 3 * q],
     }
+    array_readers = [r for r in readers if r in ANCHOR_READERS]
     anchor_rows, versions, note = (
-        measure_anchors(job, readers, server)
-        if readers
+        measure_anchors(job, array_readers, server)
+        if array_readers
         else (
             {},
             {},
@@ -478,6 +491,128 @@ def run(args, readers: list[str], server: ServerProcess, work: str, s3fs) -> tup
             ok &= ratio >= TARGET
             out.append(f"| {label} | {peer} | **{ratio:.2f}x** | {cpu_ratio:.2f}x |")
         out.append("")
+    return "\n".join(out), ok
+
+
+RECORD = 1024  # bytes per record
+RECORD_BATCH = 256
+RECORD_SHARDS = 16
+BLOCK_SIZE, WINDOW_BLOCKS = 256, 8  # the block shuffle (docs/records.md's example)
+ONE_BY_ONE = 256  # records read one request each
+
+
+def run_records(args, webdataset: bool, server: ServerProcess, work: str, s3fs) -> tuple[str, bool]:
+    """The records rows: arrayds' data source (fsspec and obstore) and webdataset on the
+    same records in the same bucket, through the same proxy."""
+    from arrayds import records
+    from arrayds.sampler import BlockShuffleSampler
+
+    direct = server.storage_options(through_proxy=False)
+    slow = server.storage_options()
+    n = args.records
+    data = np.random.default_rng(3).integers(0, 64, (n, RECORD), dtype=np.uint8)
+    url = f"s3://bench/records-{uuid.uuid4().hex[:8]}"
+    records.write_records(
+        [row.tobytes() for row in data], url, num_shards=RECORD_SHARDS, storage_options=direct
+    )
+    stored = s3fs.S3FileSystem(**direct).du(url[len("s3://") :])
+    limit = min(args.record_batches * RECORD_BATCH or n, n)
+    orders = {
+        "sequential scan": np.arange(n),
+        f"block-shuffled epoch (blocks of {BLOCK_SIZE}, windows of {WINDOW_BLOCKS} blocks)": (
+            BlockShuffleSampler(n, BLOCK_SIZE, WINDOW_BLOCKS, seed=0).epoch_order(0)
+        ),
+        "fully shuffled epoch": np.random.default_rng(0).permutation(n),
+    }
+
+    def epoch(so: dict, order: np.ndarray) -> None:
+        src = records.data_source(url, storage_options=so)
+        for i in range(0, limit, RECORD_BATCH):
+            batch = order[i : min(i + RECORD_BATCH, limit)]
+            got = src.__getitems__(batch)
+            assert len(got) == len(batch) and got[-1] == data[batch[-1]].tobytes()
+
+    one_by_one = np.random.default_rng(1).permutation(n)[:ONE_BY_ONE]
+
+    def singles(so: dict) -> None:
+        src = records.data_source(url, storage_options=so)
+        for i in one_by_one:
+            assert src[int(i)] == data[i].tobytes()
+
+    rows: list[tuple[str, str, int, dict[str, Any], int]] = []  # reader, workload, count
+    backends = (("arrayds, fsspec", slow), ("arrayds, obstore", {**slow, "backend": "obstore"}))
+    for name, so in backends:
+        for label, order in orders.items():
+            m = timed(lambda so=so, order=order: epoch(so, order), args.repeat, server)
+            rows.append((name, label, limit, m, stored))
+        m = timed(lambda so=so: singles(so), args.repeat, server)
+        rows.append(
+            (name, f"one record per request ({ONE_BY_ONE} at random)", ONE_BY_ONE, m, stored)
+        )
+    note = ""
+    if webdataset:
+        np.save(os.path.join(work, "records.npy"), data)
+        job = {
+            "data": os.path.join(work, "records.npy"),
+            "bucket": "bench",
+            "path": f"wds-{uuid.uuid4().hex[:8]}",
+            "shards": RECORD_SHARDS,
+            "direct": direct,
+            "proxy": slow,
+            "batch": RECORD_BATCH,
+            "batches": args.record_batches or None,
+            "window": BLOCK_SIZE * WINDOW_BLOCKS,
+            "repeat": args.repeat,
+        }
+        try:
+            written = run_anchor("records_s3", {**job, "mode": "write"})
+        except AnchorUnavailable as e:
+            note = f" webdataset rows skipped: {e}."
+        else:
+            got = run_anchor("records_s3", {**job, "mode": "read"}, server.stats)
+            wds = f"webdataset {written.info['versions']['webdataset']}"
+            note = f" {wds}: {RECORD_SHARDS} tar shards, {written.info['stored'] / 1e6:.1f} MB."
+            shuffle = f"shard shuffle + a shuffle buffer of {BLOCK_SIZE * WINDOW_BLOCKS} records"
+            for key, label in (("scan", "sequential scan"), ("shuffle", shuffle)):
+                rows.append((wds, label, limit, got.sections[key], written.info["stored"]))
+    span = "the whole epoch" if limit >= n else f"the first {limit:,} records of each epoch"
+    out = [
+        f"### Records: {n:,} records of {RECORD} B in {RECORD_SHARDS} shards, batches of "
+        f"{RECORD_BATCH}",
+        "",
+        f"Measured over {span}; arrayds: `records.data_source(url).__getitems__(batch)`, "
+        f"{stored / 1e6:.1f} MB stored.{note}",
+        "",
+        "| reader | workload | records/s | requests | fetched / needed | CPU | peak RSS added |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    rate = {}
+    for name, label, count, m, st in rows:
+        rate[name, label.split(" (")[0]] = count / m["seconds"]
+        rss = f"{m['rss_added'] / 1e6:.0f} MB" if m.get("rss_added") is not None else "-"
+        out.append(
+            f"| {name} | {label} | {count / m['seconds']:,.0f} | {m['requests']} "
+            f"| {m['bytes_down'] / (st * count / n):.2f} | {m['cpu'] * 1000:.0f} ms | {rss} |"
+        )
+    out.append("")
+    ok = True
+    for name, _ in backends:
+        block = rate[name, "block-shuffled epoch"] / rate[name, "sequential scan"]
+        full = rate[name, "fully shuffled epoch"] / rate[name, "one record per request"]
+        ok &= block >= 0.8 and full >= 10
+        out.append(
+            f"{name}: block-shuffled / sequential **{block:.0%}** (target >= 80%); fully "
+            f"shuffled / one record per request **{full:.1f}x** (target >= 10x)."
+        )
+    wds_rates = [r for (name, _), r in rate.items() if name.startswith("webdataset")]
+    if wds_rates:
+        best = max(rate[name, "fully shuffled epoch"] for name, _ in backends)
+        ok &= best >= max(wds_rates)
+        out.append(
+            f"Fully shuffled arrayds / the best webdataset row: **{best / max(wds_rates):.2f}x** "
+            "(target: ahead)."
+        )
+    out.append("")
     return "\n".join(out), ok
 
 

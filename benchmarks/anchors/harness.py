@@ -12,8 +12,9 @@ subprocess of a benchmark. It talks to the runner over its standard streams:
     waits for a line ``go`` on stdin (the runner resets its request counters first);
   - ``{"event": "done", "label": L, "seconds": s, "cpu": c, "rss_added": b,
     "rss_peak": b}`` after it (wall-clock and CPU seconds of this process, all
-    threads; the peak resident set during the section minus the resident set before
-    it, and the peak itself, in bytes; the runner reads its counters then);
+    threads, and of the child processes it waited for; the peak resident set during
+    the section minus the resident set before it, and the peak itself, in bytes; the
+    runner reads its counters then);
   - ``{"event": "result", ...}`` once, at the end: whatever else the script reports
     (versions, checks).
 
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import resource
 import sys
 import time
 from collections.abc import Iterator
@@ -65,6 +67,11 @@ def _status(key: str) -> int | None:
     return None
 
 
+def _children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 def _reset_peak() -> bool:
     try:
         with open("/proc/self/clear_refs", "w") as f:
@@ -77,15 +84,17 @@ def _reset_peak() -> bool:
 @contextlib.contextmanager
 def measure() -> Iterator[dict[str, Any]]:
     """Time, CPU time and peak RSS of the ``with`` block, in the dict it yields (filled
-    when the block ends): ``seconds``, ``cpu``, ``rss_added``, ``rss_peak``."""
+    when the block ends): ``seconds``, ``cpu`` (this process's, all threads, plus that
+    of the child processes it started and waited for, such as ``curl`` pipes),
+    ``rss_added``, ``rss_peak``."""
     out: dict[str, Any] = {}
     base = _status("VmRSS:")
     peak_ok = _reset_peak()
-    c0 = time.process_time()
+    c0 = time.process_time() + _children_cpu()
     t0 = time.perf_counter()
     yield out
     out["seconds"] = time.perf_counter() - t0
-    out["cpu"] = time.process_time() - c0
+    out["cpu"] = time.process_time() + _children_cpu() - c0
     peak = _status("VmHWM:") if peak_ok else None
     out["rss_added"] = peak - base if peak is not None and base is not None else None
     out["rss_peak"] = peak
