@@ -335,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
         text, ok = run(args, readers, server, work, s3fs)
         if args.records:
             more, more_ok = run_records(args, "webdataset" in readers, server, work, s3fs)
-            text, ok = text + more, ok and more_ok
+            text, ok = text + "\n" + more, ok and more_ok
     finally:
         server.stop()
         shutil.rmtree(work, ignore_errors=True)

@@ -22,7 +22,7 @@ pytest.importorskip("s3fs")
 pytest.importorskip("zarr")
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
-TINY = ["--size=1024", "--reads=4", "--repeat=1", "--threads=4"]
+TINY = ["--size=1024", "--reads=4", "--repeat=1", "--threads=4", "--records=0"]
 
 
 def _load(name: str):
@@ -60,19 +60,25 @@ def server():
 
 
 def _rows(out: str, title_start: str) -> list[str]:
-    """The reader names of the table under the heading that starts with ``title_start``."""
-    block = out.split(f"### {title_start}", 1)[1].split("\n\n", 2)[1]
-    return [line.split(" | ")[0].lstrip("| ") for line in block.splitlines()[2:]]
+    """The reader names of the first table under the heading starting ``title_start``."""
+    blocks = out.split(f"### {title_start}", 1)[1].split("\n\n")
+    table = next(b for b in blocks if b.startswith("| reader |"))
+    return [line.split(" | ")[0].lstrip("| ") for line in table.splitlines()[2:]]
 
 
 def test_arrayds_rows_run_without_an_anchor_interpreter(bench, monkeypatch, capsys, tmp_path):
     monkeypatch.setenv("ARRAYDS_ANCHOR_PYTHON", str(tmp_path / "no-python"))
-    assert bench.main(TINY) == 0
+    assert bench.main([*TINY, "--records=1024", "--record-batches=2"]) == 0
     out = capsys.readouterr().out
     assert f"anchor rows skipped: no anchor interpreter at {tmp_path / 'no-python'}" in out
     for title in ("4 random chunks, one after another, cold", "whole array through dask"):
         assert _rows(out, title) == ["arrayds, fsspec", "arrayds, obstore"]
     assert "| workload | best peer |" not in out  # no peer, no verdict
+    assert "webdataset rows skipped: no anchor interpreter" in out
+    records = _rows(out, "Records: 1,024 records")
+    assert records == ["arrayds, fsspec"] * 4 + ["arrayds, obstore"] * 4
+    assert "first 512 records of each epoch" in out
+    assert "Fully shuffled arrayds / the best webdataset" not in out
 
 
 def test_anchor_rows_come_from_the_anchor_interpreter(bench, monkeypatch, capsys):
