@@ -22,7 +22,7 @@ pytest.importorskip("s3fs")
 pytest.importorskip("zarr")
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
-TINY = ["--size=1024", "--reads=4", "--repeat=1", "--threads=4", "--records=0"]
+TINY = ["--size=1024", "--reads=4", "--repeat=1", "--threads=4", "--records=0", "--latency-ms=0"]
 
 
 def _load(name: str):
