@@ -474,7 +474,8 @@ def run(args, readers: list[str], server: ServerProcess, work: str, s3fs) -> tup
         f"{2 * touched + share['region'] * stored / (8 << 20):.0f}. "
         f"MB/s are array bytes read per second (the array is {data.nbytes / 1e6:.0f} MB); "
         "of transport limit: the time of the transport limit, scaled to the share of the "
-        "array read, over the read's; fetched / needed: the bytes the proxy sent (metadata "
+        f"array read, over the read's (target for the dask reads: >= {TRANSPORT_TARGET:.0%}); "
+        "fetched / needed: the bytes the proxy sent (metadata "
         "included) over the reader's stored chunk bytes that the workload reads (stored: "
         + ", ".join(f"{k} {v / 1e6:.1f} MB" for k, v in stored_by_layout(rows).items())
         + "); peak RSS added: over the reading process's resident set before the run.",
