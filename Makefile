@@ -9,7 +9,7 @@ PIP    := $(PY) -m pip
 SYSTEM_PACKAGES := g++ cmake pkg-config libzstd-dev libhighwayhash-dev libbrotli-dev libsnappy-dev chromium
 EXTRAS ?= test,ml
 
-.PHONY: demo test install system-deps native lint format bench docs clean sanitize test-floors fuzz
+.PHONY: demo test install system-deps native lint format bench bench-anchors docs clean sanitize test-floors fuzz
 
 demo: install
 	$(PY) examples/quickstart.py
@@ -57,6 +57,22 @@ format:
 bench: install
 	$(PIP) install -q --no-build-isolation $(CONSTRAINTS) -e ".[$(EXTRAS),bench]"
 	$(PY) benchmarks/run.py
+
+# The anchor environment (requirements/anchors.txt, exact pins): the libraries the
+# benchmarks compare against that need Python >= 3.12 (zarr-python 3.4, icechunk 2.x)
+# in .venv-anchors, which benchmarks/anchor_runner.py runs their side in
+# (ARRAYDS_ANCHOR_PYTHON overrides it). Not part of `make test`. ANCHOR_PYTHON: a 3.12.
+ANCHOR_PYTHON ?= $(shell python3.12 -c 'import sys; print(sys.executable)' 2>/dev/null || echo /root/.pyenv/versions/3.12.1/bin/python)
+ANCHOR_VENV   := .venv-anchors
+
+$(ANCHOR_VENV)/.anchors: requirements/anchors.txt
+	rm -rf $(ANCHOR_VENV)
+	$(ANCHOR_PYTHON) -m venv $(ANCHOR_VENV)
+	$(ANCHOR_VENV)/bin/python -m pip install -q --upgrade pip
+	$(ANCHOR_VENV)/bin/python -m pip install -q -r requirements/anchors.txt
+	touch $@
+
+bench-anchors: $(ANCHOR_VENV)/.anchors
 
 # AddressSanitizer + UndefinedBehaviorSanitizer build of the engine (in build/sanitize,
 # leaving the editable install alone), then the engine and ArrayRecord API tests

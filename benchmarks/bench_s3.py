@@ -1,59 +1,78 @@
-"""Object store reads: arrayds next to zarr-python 3 (sharded, same codec), same data,
-same S3 server, 5 ms added to every request.
+"""Object store reads: arrayds (fsspec and obstore backends) next to zarr-python 3.4
+sharded (over fsspec and over obstore), icechunk 2.3 and TensorStore, side by side in
+one run: same data, same S3 server, 5 ms added to every request.
 
     python benchmarks/bench_s3.py            # 4096 x 4096 float32, 256 chunks, 16 shards
     python benchmarks/bench_s3.py --quick    # 2048 x 2048 float32, 64 chunks, 4 shards
 
 Setup: moto's S3 server on 127.0.0.1 behind a small TCP proxy that sleeps 5 ms
-before forwarding each HTTP request, both in a separate process
-(tests/s3/s3server.py), so every round trip costs what a nearby object store costs
-and the server does not compete with the client for the GIL. The data is written once (without
-the delay) as
+before forwarding each HTTP request and counts requests and bytes, both in a separate
+process (tests/s3/s3server.py), so every round trip costs what a nearby object store
+costs and the server does not compete with the client for the GIL. The data is written
+once (without the delay) as
 
 * an arrayds array: chunks of 256 x 256 (256 KiB), ``zstd:3``, 16 chunks per shard;
-* a zarr v3 array: the same chunks inside 1024 x 1024 shards, codecs bytes + zstd(3)
-  (zarr's sharding codec, index at the end of each shard).
+* by the anchors themselves (benchmarks/anchors/s3_reads.py, in the anchor
+  interpreter: ``ARRAYDS_ANCHOR_PYTHON``, default ``.venv-anchors/bin/python`` from
+  ``make bench-anchors``, requirements/anchors.txt): a zarr v3 array with the same
+  chunks inside 1024 x 1024 shards, codecs bytes + zstd(3) (zarr's sharding codec,
+  index at the end of each shard), and the same array in an icechunk repository.
+
+Readers: arrayds through fsspec (s3fs) and through obstore
+(``storage_options={"backend": "obstore"}``), in this process; in the anchor
+interpreter (benchmarks/anchor_runner.py), zarr-python through its fsspec store and
+through ``zarr.storage.ObjectStore`` (obstore), icechunk (zarr over its session
+store) and TensorStore (its zarr3 driver on its ``s3`` kvstore, default context: no
+cache), the last two reading the same sharded layout. Without an anchor interpreter
+the anchor rows are skipped (the output says so) and the arrayds rows still run.
 
 Measured (best of --repeat runs, each with fresh readers: nothing cached between runs;
-"CPU" is this process's CPU time in the best run, all threads, the server not counted):
+"CPU" is the reading process's CPU time in the best run, all threads, the server not
+counted; "peak RSS" what the run added to that process's peak resident set, the
+kernel's high-water mark reset before it; requests and bytes are the proxy's):
 
-* **100 random chunks, one after another, cold** — open the array, then read 100
-  chunks chosen at random, each as its own ``a[r:r+256, c:c+256]``. arrayds fetches
-  each shard's footer once (one ranged GET: the manifest records the shard's size, so
-  no HEAD; once the reads have opened two shards, the other footers are fetched in
-  the background, 8 at a time), then one ranged GET per chunk; zarr fetches the
-  shard index for every chunk (two GETs per chunk).
-* **warm** — the same reads from an array that is already open and, for arrayds,
-  has read each shard's footer before (the steady state of a training loop or a
-  service; zarr keeps no shard index between reads, so it has nothing to warm).
-* **16 threads, warm** — the same reads issued from 16 threads.
-* **verify vs read-all** — ``arrayds verify`` (every checksum of every shard, 16
-  shards at a time) against reading every chunk through
-  ``arrayds.from_arrayrecord(url).compute()``: MB/s of stored bytes.
+* **100 random chunks, cold** — open the array, then read 100 chunks chosen at
+  random, one after another, each as its own ``a[r:r+256, c:c+256]``;
+* **warm** — the same reads from an array that is already open and has read one
+  element of every shard (whatever a library keeps between reads, it has);
+* **16 threads, warm** — the same reads issued from 16 threads;
+* **whole array through dask** — ``arrayds.from_arrayrecord(url).compute()``,
+  ``dask.array.from_zarr(z).compute()`` (TensorStore: ``from_array`` over its reads):
+  dask chunks = the stored chunks, threaded scheduler with 16 workers;
+* **region through dask** — ``[n/4:3n/4, n/4:3n/4]`` of the same, crossing shards;
+* **whole array, the library's own read** — ``a[...]`` (TensorStore ``read()``);
+* the **transport limit** — every arrayds shard fetched whole, one ranged GET each,
+  16 at a time (s3fs); ``arrayds verify``, and the same passes on a local disk.
 
-Target: arrayds / zarr >= 2x for the random chunk reads (steady state; the cold row
-shows what opening the footers costs).
+Targets (issue 26): dask reads at least 90% of the transport limit and 1.5x the best
+peer; 100 random chunks at least 1.5x the best peer. The last table says whether they
+hold; ``--strict`` makes a miss the exit status 1.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "s3"))
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "tests" / "s3"))
+sys.path.insert(0, str(HERE / "anchors"))
 
+from anchor_runner import AnchorUnavailable, anchor_python, run_anchor  # noqa: E402
+from harness import measure  # noqa: E402
 from s3server import ServerProcess  # noqa: E402
 
 import arrayds  # noqa: E402
@@ -62,7 +81,25 @@ from arrayds.storage import clear_store_cache  # noqa: E402
 from arrayds.verify import verify  # noqa: E402
 
 CHUNK = 256
-TARGET = 2.0
+SHARD_CHUNKS = 16  # chunks per shard: 1024 x 1024 shards
+TARGET = 1.5  # arrayds / best peer, random chunks and dask reads
+TRANSPORT_TARGET = 0.9
+
+WORKLOADS = {  # key: (title, what it reads: "cells", "all" or "region")
+    "cold": ("{n} random chunks, one after another, cold (open + index/footers)", "cells"),
+    "warm": ("{n} random chunks, one after another, warm", "cells"),
+    "threads": ("{n} random chunks, {t} threads, warm", "cells"),
+    "dask": ("whole array through dask ({t} threads)", "all"),
+    "region": ("region [{q}:{q3}, {q}:{q3}] through dask, crossing {s} shards", "region"),
+    "whole": ("whole array, the library's own read (no dask)", "all"),
+}
+ANCHOR_READERS = {  # s3_reads.py reader -> row name (formatted with the versions)
+    "zarr-fsspec": "zarr {zarr} sharded, fsspec",
+    "zarr-obstore": "zarr {zarr} sharded, ObjectStore (obstore {obstore})",
+    "icechunk": "icechunk {icechunk} (zarr {zarr}, sharded)",
+    "tensorstore": "TensorStore {tensorstore} (zarr3, s3 kvstore)",
+}
+LAYOUT = {"icechunk": "icechunk"}  # whose stored bytes a reader reads (default: zarr's)
 
 
 def make_data(n: int) -> np.ndarray:
@@ -73,43 +110,25 @@ def make_data(n: int) -> np.ndarray:
     return np.round(field, 3).astype("f4")
 
 
-def fresh_s3fs() -> None:
+def fresh_readers() -> None:
     """Forget arrayds' cached shard readers (footers) and stores: a cold reader.
-    (The HTTP connection pool stays warm, for both libraries.)"""
+    (fsspec's HTTP connection pool stays warm, as it does for the anchors.)"""
     store_mod.clear_reader_cache()
     clear_store_cache()
 
 
-def write_both(data: np.ndarray, so: dict, bucket: str, chunks_per_shard: int) -> tuple[str, str]:
+def write_arrayds(data: np.ndarray, so: dict, bucket: str) -> str:
     import dask.array as da
-    import zarr
-    from zarr.codecs import BytesCodec, ZstdCodec
 
-    run = uuid.uuid4().hex[:8]
-    ads = f"s3://{bucket}/arrayds-{run}"
-    zurl = f"s3://{bucket}/zarr-{run}.zarr"
-    shard_bytes = chunks_per_shard * CHUNK * CHUNK * data.dtype.itemsize
+    url = f"s3://{bucket}/arrayds-{uuid.uuid4().hex[:8]}"
     arrayds.to_arrayrecord(
         da.from_array(data, chunks=(CHUNK, CHUNK)),
-        ads,
+        url,
         compression="zstd:3",
-        shard_size=shard_bytes,
+        shard_size=SHARD_CHUNKS * CHUNK * CHUNK * data.dtype.itemsize,
         storage_options=so,
     )
-    side = int(round(chunks_per_shard**0.5)) * CHUNK
-    z = zarr.create_array(
-        zurl,
-        shape=data.shape,
-        dtype=data.dtype,
-        chunks=(CHUNK, CHUNK),
-        shards=(side, side),
-        serializer=BytesCodec(),
-        compressors=ZstdCodec(level=3),
-        storage_options=so,
-        zarr_format=3,
-    )
-    z[:] = data
-    return ads, zurl
+    return url
 
 
 def pick(n_chunks_side: int, count: int, seed: int) -> list[tuple[int, int]]:
@@ -119,7 +138,7 @@ def pick(n_chunks_side: int, count: int, seed: int) -> list[tuple[int, int]]:
 
 
 def read_chunks(a, cells: list[tuple[int, int]], threads: int) -> list:
-    """Each cell as its own ``a[r:r+CHUNK, c:c+CHUNK]`` (zarr or arrayds array)."""
+    """Each cell as its own ``a[r:r+CHUNK, c:c+CHUNK]``."""
 
     def one(rc: tuple[int, int]) -> np.ndarray:
         r, c = rc
@@ -131,38 +150,146 @@ def read_chunks(a, cells: list[tuple[int, int]], threads: int) -> list:
         return list(pool.map(one, cells))
 
 
-def open_arrayds(url: str, so: dict, warm: bool, side: int) -> object:
-    """Open the arrayds array; ``warm``: every shard's footer already cached (a
-    process that has been reading for a while)."""
+def open_warm(url: str, so: dict) -> Any:
+    """The arrayds array, every shard's footer already read (a process that has been
+    reading for a while)."""
     a = arrayds.open_array(url, storage_options=so)
-    if warm:
-        for e in a.manifest.shards:
-            r, c = e.start[0] * CHUNK, e.start[1] * CHUNK
-            a[r : r + 1, c : c + 1]
+    for e in a.manifest.shards:
+        r, c = e.start[0] * CHUNK, e.start[1] * CHUNK
+        a[r : r + 1, c : c + 1]
     return a
 
 
-def open_zarr(url: str, so: dict, warm: bool, side: int) -> object:
-    """Open the zarr array (zarr keeps no shard index between reads: nothing to warm)."""
-    import zarr
-
-    return zarr.open_array(url, mode="r", storage_options=so)
-
-
-def timed(fn, repeat: int, server: ServerProcess, setup=None) -> tuple[float, dict]:
-    best, stats = float("inf"), {}
+def timed(fn: Callable[..., Any], repeat: int, server: ServerProcess, setup=None) -> dict[str, Any]:
+    """The fastest of ``repeat`` runs of ``fn`` (given ``setup()``'s result when there
+    is a setup; fresh readers before each): seconds, CPU, peak RSS and the proxy's
+    counters of that run."""
+    best: dict[str, Any] = {"seconds": float("inf")}
     for _ in range(repeat):
-        fresh_s3fs()
+        fresh_readers()
         arg = setup() if setup is not None else None
         server.stats(reset=True)
-        c0 = time.process_time()
-        t0 = time.perf_counter()
-        fn() if setup is None else fn(arg)
-        dt = time.perf_counter() - t0
-        cpu = time.process_time() - c0
-        if dt < best:
-            best, stats = dt, {**server.stats(), "cpu": cpu}
-    return best, stats
+        with measure() as m:
+            fn() if setup is None else fn(arg)
+        if m["seconds"] < best["seconds"]:
+            best = {**m, **server.stats()}
+    return best
+
+
+def measure_arrayds(
+    url: str, so: dict, cells: list, data: np.ndarray, args, server: ServerProcess
+) -> dict[str, dict[str, Any]]:
+    """The six workloads for arrayds opened with ``so``; the reads are checked first."""
+    import dask
+
+    n, q = args.size, args.size // 4
+    for x, (r, c) in zip(
+        read_chunks(arrayds.open_array(url, storage_options=so), cells, 4), cells, strict=True
+    ):
+        np.testing.assert_array_equal(x, data[r : r + CHUNK, c : c + CHUNK])
+
+    def cold() -> None:
+        read_chunks(arrayds.open_array(url, storage_options=so), cells, 1)
+
+    def through_dask(lo: int, hi: int) -> Callable[[], Any]:
+        def run() -> None:
+            with dask.config.set(scheduler="threads", num_workers=args.threads):
+                x = arrayds.from_arrayrecord(url, storage_options=so)
+                got = x[lo:hi, lo:hi].compute()
+            assert got.shape == (hi - lo, hi - lo)
+
+        return run
+
+    fresh_readers()
+    whole = arrayds.open_array(url, storage_options=so)[...]
+    np.testing.assert_array_equal(whole, data)
+    del whole
+    return {
+        "cold": timed(cold, args.repeat, server),
+        "warm": timed(
+            lambda a: read_chunks(a, cells, 1),
+            args.repeat,
+            server,
+            setup=lambda: open_warm(url, so),
+        ),
+        "threads": timed(
+            lambda a: read_chunks(a, cells, args.threads),
+            args.repeat,
+            server,
+            setup=lambda: open_warm(url, so),
+        ),
+        "dask": timed(through_dask(0, n), args.repeat, server),
+        "region": timed(through_dask(q, 3 * q), args.repeat, server),
+        "whole": timed(
+            lambda: arrayds.open_array(url, storage_options=so)[...], args.repeat, server
+        ),
+    }
+
+
+def measure_anchors(
+    job: dict[str, Any], readers: list[str], server: ServerProcess
+) -> tuple[dict[str, dict[str, Any]], dict[str, str], str]:
+    """Write the anchors' data, then each reader's workloads, in the anchor interpreter.
+    Returns the rows by name (each reader's sections and ``stored``, the bytes of the
+    chunk data it reads), the anchors' versions and a note (why they were skipped, or
+    which interpreter ran them)."""
+    try:
+        python = anchor_python()
+    except AnchorUnavailable as e:
+        return {}, {}, f"anchor rows skipped: {e}"
+    written = run_anchor("s3_reads", {**job, "mode": "write"}).info
+    versions = written["versions"]
+    rows = {}
+    for reader in readers:
+        got = run_anchor("s3_reads", {**job, "mode": "read", "reader": reader}, server.stats)
+        stored = written["stored"][LAYOUT.get(reader, "zarr")]
+        rows[ANCHOR_READERS[reader].format(**versions)] = {**got.sections, "stored": stored}
+    return rows, versions, f"anchors run by {python} (Python {versions['python']})"
+
+
+def transport_limit(url: str, so: dict, a, threads: int, repeat: int, server) -> dict:
+    """Every shard whole, one ranged GET each, ``threads`` at a time (s3fs, its
+    connections warm as arrayds' are)."""
+    import s3fs
+
+    keys = list(
+        dict((f"{url[len('s3://') :]}/{e.path}", e.bytes) for e in a.manifest.shards).items()
+    )
+    total = sum(size for _, size in keys)
+    fs = s3fs.S3FileSystem(**so)
+
+    def run() -> None:
+        with ThreadPoolExecutor(threads) as pool:
+            got = list(pool.map(lambda k: fs.cat_file(k[0], start=0, end=k[1]), keys))
+        assert sum(map(len, got)) == total
+
+    return {**timed(run, repeat, server), "bytes": total, "shards": len(keys)}
+
+
+def local_passes(data: np.ndarray, threads: int, repeat: int, server) -> tuple[float, float]:
+    """``arrayds verify`` and a dask read of the same array on a local disk (page cache
+    hot): seconds of each."""
+    import dask
+    import dask.array as da
+
+    local_dir = tempfile.mkdtemp(prefix="bench-s3-local-")
+    try:
+        local = os.path.join(local_dir, "a.ads")
+        arrayds.to_arrayrecord(
+            da.from_array(data, chunks=(CHUNK, CHUNK)),
+            local,
+            shard_size=SHARD_CHUNKS * CHUNK * CHUNK * data.dtype.itemsize,
+        )
+        verify(local)  # warm the page cache
+
+        def read_local() -> None:
+            with dask.config.set(scheduler="threads"):
+                arrayds.from_arrayrecord(local).compute()
+
+        t_v = timed(lambda: verify(local, threads=threads), repeat, server)["seconds"]
+        return t_v, timed(read_local, repeat, server)["seconds"]
+    finally:
+        shutil.rmtree(local_dir, ignore_errors=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -173,220 +300,330 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--reads", type=int, default=100)
     p.add_argument("--threads", type=int, default=16)
     p.add_argument("--repeat", type=int, default=3)
+    p.add_argument(
+        "--anchors",
+        default=",".join([*ANCHOR_READERS, "webdataset"]),
+        help="anchor readers, comma-separated (none: '')",
+    )
+    p.add_argument(
+        "--records", type=int, default=100_000, help="records of 1 KiB (0: no records rows)"
+    )
+    p.add_argument(
+        "--record-batches",
+        type=int,
+        default=40,
+        help="batches of 256 an epoch is measured over (0: the whole epoch)",
+    )
+    p.add_argument(
+        "--strict", action="store_true", help="exit 1 when a target against the peers is missed"
+    )
     args = p.parse_args(argv)
     if args.quick:
-        args.size, args.repeat = 2048, 2
-    try:
-        import s3fs
-        import zarr
-    except ImportError as e:  # pragma: no cover
-        sys.stderr.write(f"bench_s3 needs s3fs, moto[server] and zarr>=3: {e}\n")
-        return 1
+        args.size, args.repeat, args.records = 2048, 2, 20_000
+    if args.size % (4 * CHUNK):
+        p.error(f"--size must be a multiple of {4 * CHUNK}")
+    readers = [r for r in args.anchors.split(",") if r]
+    unknown = sorted(set(readers) - {*ANCHOR_READERS, "webdataset"})
+    if unknown:
+        p.error(f"unknown anchor readers {unknown}; known: {', '.join(ANCHOR_READERS)}, webdataset")
+    import s3fs
+
     t_start = time.perf_counter()
     server = ServerProcess(latency=args.latency_ms / 1000)  # its own process: no shared GIL
+    work = tempfile.mkdtemp(prefix="bench-s3-")
+    try:
+        text, ok = run(args, readers, server, work, s3fs)
+        if args.records:
+            more, more_ok = run_records(args, "webdataset" in readers, server, work, s3fs)
+            text, ok = text + "\n" + more, ok and more_ok
+    finally:
+        server.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    sys.stdout.write(text + f"\ntotal {time.perf_counter() - t_start:.0f} s\n")
+    return 0 if ok or not args.strict else 1
+
+
+def run(args, readers: list[str], server: ServerProcess, work: str, s3fs) -> tuple[str, bool]:
     direct = server.storage_options(through_proxy=False)
     slow = server.storage_options()
     bucket = "bench"
     s3fs.S3FileSystem(**direct).mkdir(bucket)
     data = make_data(args.size)
     side = args.size // CHUNK
-    ads, zurl = write_both(data, direct, bucket, 16)
-    cells = pick(side, min(args.reads, side * side), seed=1)
-    # correctness first: both return the same chunks
-    fresh_s3fs()
-    for x, y, (r, c) in zip(
-        read_chunks(open_arrayds(ads, slow, False, side), cells[:5], 1),
-        read_chunks(open_zarr(zurl, slow, False, side), cells[:5], 1),
-        cells[:5],
-        strict=True,
-    ):
-        np.testing.assert_array_equal(x, data[r : r + CHUNK, c : c + CHUNK])
-        np.testing.assert_array_equal(y, x)
-    rows = []
-    n = len(cells)
-    for label, threads, warm in (
-        (f"{n} random chunks, one after another, cold (open + footers)", 1, False),
-        (f"{n} random chunks, one after another, warm (footers cached)", 1, True),
-        (f"{n} random chunks, {args.threads} threads, warm", args.threads, True),
-    ):
-        if warm:
-            t_a, s_a = timed(
-                lambda a, t=threads: read_chunks(a, cells, t),
-                args.repeat,
-                server,
-                setup=lambda: open_arrayds(ads, slow, True, side),
-            )
-            t_z, s_z = timed(
-                lambda z, t=threads: read_chunks(z, cells, t),
-                args.repeat,
-                server,
-                setup=lambda: open_zarr(zurl, slow, True, side),
-            )
-        else:
-            t_a, s_a = timed(
-                lambda t=threads: read_chunks(open_arrayds(ads, slow, False, side), cells, t),
-                args.repeat,
-                server,
-            )
-            t_z, s_z = timed(
-                lambda t=threads: read_chunks(open_zarr(zurl, slow, False, side), cells, t),
-                args.repeat,
-                server,
-            )
-        rows.append((label, t_a, s_a, t_z, s_z))
-    # verify vs reading every chunk
-    a = arrayds.open_array(ads, storage_options=direct)
-    stored = a.stored_bytes or 0
-    t_v, s_v = timed(
-        lambda: verify(ads, storage_options=slow, threads=args.threads),
-        args.repeat,
-        server,
-    )
-
-    def read_all() -> None:
-        import dask
-
-        with dask.config.set(scheduler="threads", num_workers=args.threads):
-            arrayds.from_arrayrecord(ads, storage_options=slow).compute()
-
-    t_r, s_r = timed(read_all, args.repeat, server)
-    peak = peak_rss_of_read(ads, slow, args.threads)
-    # a region through dask: rows and columns [n/4, 3n/4), a quarter of the array
     q = args.size // 4
-
-    def read_region() -> None:
-        import dask
-
-        with dask.config.set(scheduler="threads", num_workers=args.threads):
-            x = arrayds.from_arrayrecord(ads, storage_options=slow)
-            x[q : 3 * q, q : 3 * q].compute()
-
-    t_g, s_g = timed(read_region, args.repeat, server)
-    touched = {e.path for e in a.manifest.shards if _meets(e, q, 3 * q)}
-    region_chunks = (2 * q // CHUNK) ** 2
-    needed_g = stored * region_chunks / (side * side)  # the touched chunks' stored bytes
-    # the transport limit: every shard whole, one ranged GET each, same concurrency
-    shard_keys = [(f"{ads[len('s3://') :]}/{e.path}", e.bytes) for e in a.manifest.shards]
-    shard_keys = list(dict(shard_keys).items())
-    shard_bytes = sum(size for _, size in shard_keys)
-
-    fs = s3fs.S3FileSystem(**slow)  # its connections stay warm, as arrayds' do
-
-    def transport() -> None:
-        with ThreadPoolExecutor(args.threads) as pool:
-            got = list(pool.map(lambda k: fs.cat_file(k[0], start=0, end=k[1]), shard_keys))
-        assert sum(map(len, got)) == shard_bytes
-
-    t_t, s_t = timed(transport, args.repeat, server)
-    report = verify(ads, storage_options=direct)
-    assert report.ok, report.problems
-    # the same passes on a local disk (page cache hot), for scale
-    import dask.array as da
-
-    local_dir = tempfile.mkdtemp(prefix="bench-s3-local-")
-    try:
-        local = os.path.join(local_dir, "a.ads")
-        arrayds.to_arrayrecord(
-            da.from_array(data, chunks=(CHUNK, CHUNK)),
-            local,
-            shard_size=16 * CHUNK * CHUNK * data.dtype.itemsize,
+    cells = pick(side, min(args.reads, side * side), seed=1)
+    url = write_arrayds(data, direct, bucket)
+    a = arrayds.open_array(url, storage_options=direct)
+    stored = a.stored_bytes or 0
+    touched = sum(_meets(e, q, 3 * q) for e in a.manifest.shards)
+    share = {  # the share of the array's chunks a workload reads
+        "cells": len(cells) / (side * side),
+        "all": 1.0,
+        "region": (2 * q // CHUNK) ** 2 / (side * side),
+    }
+    rows: dict[str, dict[str, Any]] = {
+        "arrayds, fsspec": {
+            **measure_arrayds(url, slow, cells, data, args, server),
+            "stored": stored,
+        },
+        "arrayds, obstore": {
+            **measure_arrayds(url, {**slow, "backend": "obstore"}, cells, data, args, server),
+            "stored": stored,
+        },
+    }
+    np.save(os.path.join(work, "data.npy"), data)
+    job = {
+        "data": os.path.join(work, "data.npy"),
+        "bucket": bucket,
+        "zarr_path": f"zarr-{uuid.uuid4().hex[:8]}.zarr",
+        "icechunk_path": f"icechunk-{uuid.uuid4().hex[:8]}",
+        "direct": direct,
+        "proxy": slow,
+        "chunk": CHUNK,
+        "shard": CHUNK * int(SHARD_CHUNKS**0.5),
+        "level": 3,
+        "cells": [list(rc) for rc in cells],
+        "threads": args.threads,
+        "repeat": args.repeat,
+        "region": [q, 3 * q],
+    }
+    array_readers = [r for r in readers if r in ANCHOR_READERS]
+    anchor_rows, versions, note = (
+        measure_anchors(job, array_readers, server)
+        if array_readers
+        else (
+            {},
+            {},
+            "anchor rows skipped: --anchors ''",
         )
-        verify(local)  # warm the page cache
-        t_vl, _ = timed(lambda: verify(local, threads=args.threads), args.repeat, server)
-
-        def read_local() -> None:
-            import dask
-
-            with dask.config.set(scheduler="threads"):
-                arrayds.from_arrayrecord(local).compute()
-
-        t_rl, _ = timed(read_local, args.repeat, server)
-    finally:
-        shutil.rmtree(local_dir, ignore_errors=True)
+    )
+    rows.update(anchor_rows)
+    tl = transport_limit(url, slow, a, args.threads, args.repeat, server)
+    t_v = timed(
+        lambda: verify(url, storage_options=slow, threads=args.threads), args.repeat, server
+    )
+    report = verify(url, storage_options=direct)
+    assert report.ok, report.problems
+    t_vl, t_rl = local_passes(data, args.threads, args.repeat, server)
+    anchor_versions = ", ".join(f"{k} {v}" for k, v in versions.items() if k != "python")
     out = [
         f"## Object store reads (S3 on loopback, {args.latency_ms:g} ms per request)",
         "",
         f"{args.size} x {args.size} float32, chunks {CHUNK} x {CHUNK} ({side * side} chunks), "
-        f"16 chunks per shard ({side * side // 16} shards), zstd level 3 in both; moto "
-        f"{_version('moto')}, s3fs {_version('s3fs')}, zarr {zarr.__version__}; "
+        f"{SHARD_CHUNKS} chunks per shard ({len(a.manifest.shards)} shards), zstd level 3 in "
+        f"all; moto {_version('moto')}; arrayds side: Python "
+        f"{platform.python_version()}, s3fs {_version('s3fs')}, obstore {_version('obstore')}, "
+        f"dask {_version('dask')}; anchors: {anchor_versions or '-'}; {note}; "
         f"{platform.machine()}, {_cores()} cores; best of {args.repeat}, cold readers.",
         "",
-        "| workload | arrayds | requests | zarr 3 sharded | requests | arrayds / zarr "
-        "| CPU: arrayds | zarr | ratio |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    missed = False
-    for label, t_a, s_a, t_z, s_z in rows:
-        ratio = t_z / t_a
-        if "warm" in label:
-            missed |= ratio < TARGET
-        out.append(
-            f"| {label} | {t_a * 1000:.0f} ms | {s_a['requests']} | {t_z * 1000:.0f} ms | "
-            f"{s_z['requests']} | **{ratio:.1f}x** | {s_a['cpu'] * 1000:.0f} ms | "
-            f"{s_z['cpu'] * 1000:.0f} ms | {s_z['cpu'] / max(s_a['cpu'], 1e-9):.1f}x |"
-        )
-    mb = stored / 1e6
+    verdicts = []
+    n = len(cells)
+    for key, (title, need) in WORKLOADS.items():
+        title = title.format(n=n, t=args.threads, q=q, q3=3 * q, s=touched)
+        out += [
+            f"### {title}",
+            "",
+            "| reader | time | MB/s | of transport limit | requests | fetched / needed | CPU "
+            "| peak RSS added | this / best arrayds: wall | CPU |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        ads = [r[key] for name, r in rows.items() if name.startswith("arrayds")]
+        best_t = min(r["seconds"] for r in ads)
+        best_c = min(r["cpu"] for r in ads)
+        for name, r in rows.items():
+            m = r.get(key)
+            if m is None:
+                continue
+            t = m["seconds"]
+            rss = f"{m['rss_added'] / 1e6:.0f} MB" if m.get("rss_added") is not None else "-"
+            limit = "-" if need == "cells" else f"{share[need] * tl['seconds'] / t:.0%}"
+            fetched = m["bytes_down"] / (share[need] * r["stored"])
+            out.append(
+                f"| {name} | {t * 1000:.0f} ms | {share[need] * data.nbytes / 1e6 / t:.0f} "
+                f"| {limit} | {m['requests']} | {fetched:.2f} | {m['cpu'] * 1000:.0f} ms "
+                f"| {rss} | {t / best_t:.2f}x | {m['cpu'] / best_c:.2f}x |"
+            )
+        peers = {k: r[key] for k, r in rows.items() if not k.startswith("arrayds") and key in r}
+        if peers and key != "whole":
+            peer = min(peers, key=lambda k: peers[k]["seconds"])
+            verdicts.append(
+                (
+                    title.split(" (")[0],
+                    peer,
+                    peers[peer]["seconds"] / best_t,
+                    peers[peer]["cpu"] / best_c,
+                )
+            )
+        out.append("")
     out += [
-        "",
-        "| whole-array pass | time | requests | MB/s (stored bytes) |",
+        "| whole-array pass (arrayds, fsspec) | time | requests | MB/s (stored bytes) |",
         "|---|---:|---:|---:|",
+        f"| transport limit: every shard whole, one ranged GET each ({args.threads} at a time; "
+        f"CPU {tl['cpu'] * 1000:.0f} ms) | {tl['seconds'] * 1000:.0f} ms | {tl['requests']} "
+        f"| {tl['bytes'] / 1e6 / tl['seconds']:.0f} |",
         f"| `arrayds verify` (every checksum, {args.threads} shards at a time) | "
-        f"{t_v * 1000:.0f} ms | {s_v['requests']} | {mb / t_v:.0f} |",
-        f"| `from_arrayrecord(url).compute()` ({args.threads} threads) | {t_r * 1000:.0f} ms | "
-        f"{s_r['requests']} | {mb / t_r:.0f} |",
-        f"| transport limit: every shard whole, one ranged GET each ({args.threads} at a "
-        f"time; CPU {s_t['cpu'] * 1000:.0f} ms) | {t_t * 1000:.0f} ms | {s_t['requests']} | "
-        f"{shard_bytes / 1e6 / t_t:.0f} |",
-        f"| local disk: `arrayds verify` | {t_vl * 1000:.0f} ms | - | {mb / t_vl:.0f} |",
+        f"{t_v['seconds'] * 1000:.0f} ms | {t_v['requests']} | "
+        f"{stored / 1e6 / t_v['seconds']:.0f} |",
+        f"| local disk: `arrayds verify` | {t_vl * 1000:.0f} ms | - | {stored / 1e6 / t_vl:.0f} |",
         f"| local disk: `from_arrayrecord(path).compute()` | {t_rl * 1000:.0f} ms | - | "
-        f"{mb / t_rl:.0f} |",
+        f"{stored / 1e6 / t_rl:.0f} |",
         "",
-        "| dask read (issue 26) | time | CPU | requests | request target | fetched / needed "
-        "| MB/s | of the transport limit (target >= 90%) |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
-        f"| whole array | {t_r * 1000:.0f} ms | {s_r['cpu'] * 1000:.0f} ms | {s_r['requests']} "
-        f"| <= {1.2 * (len(shard_keys) + shard_bytes / (8 << 20)):.0f} "
-        f"| {s_r['bytes_down'] / shard_bytes:.2f} | {mb / t_r:.0f} | **{t_t / t_r:.0%}** |",
-        f"| region [{q}:{3 * q}, {q}:{3 * q}] ({len(touched)} shards) | {t_g * 1000:.0f} ms "
-        f"| {s_g['cpu'] * 1000:.0f} ms | {s_g['requests']} "
-        f"| <= {2 * len(touched) + needed_g / (8 << 20):.0f} "
-        f"| {s_g['bytes_down'] / needed_g:.2f} | {needed_g / 1e6 / t_g:.0f} "
-        f"| **{(needed_g / t_g) / (shard_bytes / t_t):.0%}** |",
+        f"Requests target (issue 26): whole array <= "
+        f"{1.2 * (tl['shards'] + tl['bytes'] / (8 << 20)):.0f}, region <= "
+        f"{2 * touched + share['region'] * stored / (8 << 20):.0f}. "
+        f"MB/s are array bytes read per second (the array is {data.nbytes / 1e6:.0f} MB); "
+        "of transport limit: the time of the transport limit, scaled to the share of the "
+        f"array read, over the read's (target for the dask reads: >= {TRANSPORT_TARGET:.0%}); "
+        "fetched / needed: the bytes the proxy sent (metadata "
+        "included) over the reader's stored chunk bytes that the workload reads (stored: "
+        + ", ".join(f"{k} {v / 1e6:.1f} MB" for k, v in stored_by_layout(rows).items())
+        + "); peak RSS added: over the reading process's resident set before the run.",
         "",
-        f"Peak RSS of the whole-array read (a fresh process; what the compute adds): "
-        f"**{peak:.2f}x** the array's size (target <= 1.5x).",
-        "",
-        "(requests and fetched bytes count everything the proxy saw, manifests included; "
-        "the region's needed bytes are its chunks' share of the stored bytes.)",
-        "",
-        f"verify / read-all throughput: **{t_r / t_v:.2f}x** on S3, **{t_rl / t_vl:.2f}x** "
-        f"on a local disk; target for random chunks: "
-        f">= {TARGET:g}x ({'met' if not missed else 'MISSED'}); "
-        f"total {time.perf_counter() - t_start:.0f} s",
     ]
-    sys.stdout.write("\n".join(out) + "\n")
-    server.stop()
-    return 1 if missed and not args.quick else 0
+    ok = True
+    if verdicts:
+        out += [
+            "| workload | best peer | best peer / best arrayds: wall (target >= "
+            f"{TARGET:g}x) | CPU |",
+            "|---|---|---:|---:|",
+        ]
+        for label, peer, ratio, cpu_ratio in verdicts:
+            ok &= ratio >= TARGET
+            out.append(f"| {label} | {peer} | **{ratio:.2f}x** | {cpu_ratio:.2f}x |")
+        out.append("")
+    return "\n".join(out), ok
 
 
-def peak_rss_of_read(url: str, so: dict, threads: int) -> float:
-    """What a whole-array dask read adds to a fresh process's peak RSS (VmHWM minus
-    the RSS before the compute), as a multiple of the array's size."""
-    code = (
-        "import json, dask, arrayds\n"
-        "def mem(k):\n"
-        "    for line in open('/proc/self/status'):\n"
-        "        if line.startswith(k):\n"
-        "            return int(line.split()[1]) * 1024\n"
-        f"x = arrayds.from_arrayrecord({url!r}, storage_options={so!r})\n"
-        "base = mem('VmRSS:')\n"
-        f"with dask.config.set(scheduler='threads', num_workers={threads}):\n"
-        "    y = x.compute()\n"
-        "print(json.dumps([mem('VmHWM:') - base, y.nbytes]))\n"
+RECORD = 1024  # bytes per record
+RECORD_BATCH = 256
+RECORD_SHARDS = 16
+BLOCK_SIZE, WINDOW_BLOCKS = 256, 8  # the block shuffle (docs/records.md's example)
+ONE_BY_ONE = 256  # records read one request each
+
+
+def run_records(args, webdataset: bool, server: ServerProcess, work: str, s3fs) -> tuple[str, bool]:
+    """The records rows: arrayds' data source (fsspec and obstore) and webdataset on the
+    same records in the same bucket, through the same proxy."""
+    from arrayds import records
+    from arrayds.sampler import BlockShuffleSampler
+
+    direct = server.storage_options(through_proxy=False)
+    slow = server.storage_options()
+    n = args.records
+    data = np.random.default_rng(3).integers(0, 64, (n, RECORD), dtype=np.uint8)
+    url = f"s3://bench/records-{uuid.uuid4().hex[:8]}"
+    records.write_records(
+        [row.tobytes() for row in data], url, num_shards=RECORD_SHARDS, storage_options=direct
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    added, nbytes = json.loads(out.stdout.strip().splitlines()[-1])
-    return added / nbytes
+    stored = s3fs.S3FileSystem(**direct).du(url[len("s3://") :])
+    limit = min(args.record_batches * RECORD_BATCH or n, n)
+    orders = {
+        "sequential scan": np.arange(n),
+        f"block-shuffled epoch (blocks of {BLOCK_SIZE}, windows of {WINDOW_BLOCKS} blocks)": (
+            BlockShuffleSampler(n, BLOCK_SIZE, WINDOW_BLOCKS, seed=0).epoch_order(0)
+        ),
+        "fully shuffled epoch": np.random.default_rng(0).permutation(n),
+    }
+
+    def epoch(so: dict, order: np.ndarray) -> None:
+        src = records.data_source(url, storage_options=so)
+        for i in range(0, limit, RECORD_BATCH):
+            batch = order[i : min(i + RECORD_BATCH, limit)]
+            got = src.__getitems__(batch)
+            assert len(got) == len(batch) and got[-1] == data[batch[-1]].tobytes()
+
+    one_by_one = np.random.default_rng(1).permutation(n)[:ONE_BY_ONE]
+
+    def singles(so: dict) -> None:
+        src = records.data_source(url, storage_options=so)
+        for i in one_by_one:
+            assert src[int(i)] == data[i].tobytes()
+
+    rows: list[tuple[str, str, int, dict[str, Any], int]] = []  # reader, workload, count
+    backends = (("arrayds, fsspec", slow), ("arrayds, obstore", {**slow, "backend": "obstore"}))
+    for name, so in backends:
+        for label, order in orders.items():
+            m = timed(lambda so=so, order=order: epoch(so, order), args.repeat, server)
+            rows.append((name, label, limit, m, stored))
+        m = timed(lambda so=so: singles(so), args.repeat, server)
+        rows.append(
+            (name, f"one record per request ({ONE_BY_ONE} at random)", ONE_BY_ONE, m, stored)
+        )
+    note = ""
+    if webdataset:
+        np.save(os.path.join(work, "records.npy"), data)
+        job = {
+            "data": os.path.join(work, "records.npy"),
+            "bucket": "bench",
+            "path": f"wds-{uuid.uuid4().hex[:8]}",
+            "shards": RECORD_SHARDS,
+            "direct": direct,
+            "proxy": slow,
+            "batch": RECORD_BATCH,
+            "batches": args.record_batches or None,
+            "window": BLOCK_SIZE * WINDOW_BLOCKS,
+            "repeat": args.repeat,
+        }
+        try:
+            written = run_anchor("records_s3", {**job, "mode": "write"})
+        except AnchorUnavailable as e:
+            note = f" webdataset rows skipped: {e}."
+        else:
+            got = run_anchor("records_s3", {**job, "mode": "read"}, server.stats)
+            wds = f"webdataset {written.info['versions']['webdataset']}"
+            note = f" {wds}: {RECORD_SHARDS} tar shards, {written.info['stored'] / 1e6:.1f} MB."
+            shuffle = f"shard shuffle + a shuffle buffer of {BLOCK_SIZE * WINDOW_BLOCKS} records"
+            for key, label in (("scan", "sequential scan"), ("shuffle", shuffle)):
+                rows.append((wds, label, limit, got.sections[key], written.info["stored"]))
+    span = "the whole epoch" if limit >= n else f"the first {limit:,} records of each epoch"
+    out = [
+        f"### Records: {n:,} records of {RECORD} B in {RECORD_SHARDS} shards, batches of "
+        f"{RECORD_BATCH}",
+        "",
+        f"Measured over {span}; arrayds: `records.data_source(url).__getitems__(batch)`, "
+        f"{stored / 1e6:.1f} MB stored.{note}",
+        "",
+        "| reader | workload | records/s | requests | fetched / needed | CPU | peak RSS added |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    rate = {}
+    for name, label, count, m, st in rows:
+        rate[name, label.split(" (")[0]] = count / m["seconds"]
+        rss = f"{m['rss_added'] / 1e6:.0f} MB" if m.get("rss_added") is not None else "-"
+        out.append(
+            f"| {name} | {label} | {count / m['seconds']:,.0f} | {m['requests']} "
+            f"| {m['bytes_down'] / (st * count / n):.2f} | {m['cpu'] * 1000:.0f} ms | {rss} |"
+        )
+    out.append("")
+    ok = True
+    for name, _ in backends:
+        block = rate[name, "block-shuffled epoch"] / rate[name, "sequential scan"]
+        full = rate[name, "fully shuffled epoch"] / rate[name, "one record per request"]
+        ok &= block >= 0.8 and full >= 10
+        out.append(
+            f"{name}: block-shuffled / sequential **{block:.0%}** (target >= 80%); fully "
+            f"shuffled / one record per request **{full:.1f}x** (target >= 10x)."
+        )
+    wds_rates = [r for (name, _), r in rate.items() if name.startswith("webdataset")]
+    if wds_rates:
+        best = max(rate[name, "fully shuffled epoch"] for name, _ in backends)
+        ok &= best >= max(wds_rates)
+        out.append(
+            f"Fully shuffled arrayds / the best webdataset row: **{best / max(wds_rates):.2f}x** "
+            "(target: ahead)."
+        )
+    out.append("")
+    return "\n".join(out), ok
+
+
+def stored_by_layout(rows: dict[str, dict[str, Any]]) -> dict[str, int]:
+    """Each distinct stored size and the first row that has it (arrayds, zarr, icechunk)."""
+    out: dict[str, int] = {}
+    for name, r in rows.items():
+        if r["stored"] not in out.values():
+            out[name.split(",")[0].split(" (")[0]] = r["stored"]
+    return out
 
 
 def _meets(entry, lo: int, hi: int) -> bool:
@@ -405,8 +642,6 @@ def _version(name: str) -> str:
 
 
 def _cores() -> int:
-    import os
-
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
