@@ -76,7 +76,7 @@ from harness import measure  # noqa: E402
 from s3server import ServerProcess  # noqa: E402
 
 import arrayds  # noqa: E402
-from arrayds.nodes import shards as store_mod
+from arrayds.nodes import shards as store_mod  # noqa: E402
 from arrayds.storage import clear_store_cache  # noqa: E402
 from arrayds.verify import verify  # noqa: E402
 
