@@ -115,13 +115,15 @@ def write_datatree(
     progress: bool = False,
     append_dim: Hashable | None = None,
     encoding: Mapping[str, Mapping[Hashable, Mapping[str, Any]]] | None = None,
+    compact: bool | str = "tiered",
 ) -> Any:
     """Write the ``xarray.DataTree`` ``dt`` to the group ``node`` of ``store`` with
     one commit (see the module docstring; ``arrayds.to_arrayrecord`` dispatches
     here). ``encoding``: node path (``"/"``, ``"/a/b"``) -> variable -> encoding, as
     for ``DataTree.to_zarr``; ``attrs``: extra attributes of the tree's root. Returns
     the written :class:`arrayds.Group`, or with ``compute=False`` a
-    ``dask.delayed.Delayed`` that writes and commits."""
+    ``dask.delayed.Delayed`` that writes and commits. ``compact`` is an append's
+    (``to_arrayrecord``'s keyword), which a DataTree refuses with the append."""
     what = f"datatree {store.display(node)!r}"
     if mode in ("a", "r+") or append_dim is not None or region is not None:
         raise NotImplementedError(

@@ -124,7 +124,13 @@ def test_w_minus_refuses_and_w_replaces_the_whole_tree(tmp_path):
 def test_append_modes_and_bad_options_are_refused(tmp_path):
     url = str(tmp_path / "t.ads")
     arrayds.to_arrayrecord(tree(), url)
-    for kw in ({"mode": "a"}, {"mode": "r+"}, {"mode": "a", "append_dim": "x"}):
+    for kw in (
+        {"mode": "a"},
+        {"mode": "r+"},
+        {"mode": "a", "append_dim": "x"},
+        {"mode": "a", "compact": False},
+        {"mode": "a", "compact": True},
+    ):
         with pytest.raises(NotImplementedError, match=r"to_dataset\(inherit=False\)"):
             arrayds.to_arrayrecord(tree(), url, **kw)
     with pytest.raises(ValueError, match="mode must be"):
