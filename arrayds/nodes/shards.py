@@ -8,7 +8,7 @@
   once per process; footers of a node's other shards are prefetched on object stores,
   and reads of remote shards go through the store's planned ranges
   (:mod:`arrayds.storage.coalesce`);
-* :func:`read_records` / :func:`read_records_into` — batched reads of a shard's records;
+* :func:`read_shard_records` / :func:`read_shard_records_into` — batched reads of a shard's records;
 * :func:`io_stats` — counters of reader opens and records read, for tests and
   diagnostics; :func:`io_pool` — the small pool that reads several shards at once.
 
@@ -329,7 +329,7 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_opening.clear)
 
 
-def read_records(reader: ArrayRecordReader, records: Any) -> list[bytes]:
+def read_shard_records(reader: ArrayRecordReader, records: Any) -> list[bytes]:
     """One batched engine read (decoded in parallel), counted in :func:`io_stats`."""
     out = reader.read(records)
     with _stats_lock:
@@ -338,10 +338,10 @@ def read_records(reader: ArrayRecordReader, records: Any) -> list[bytes]:
     return out
 
 
-def read_records_into(
+def read_shard_records_into(
     reader: ArrayRecordReader, records: Any, buffers: Sequence[Any], prefix: Any = None
 ) -> None:
-    """:func:`read_records`, decoding into caller-provided writable buffers (each
+    """:func:`read_shard_records`, decoding into caller-provided writable buffers (each
     record is ``prefix`` + its buffer's bytes; see ``ArrayRecordReader.read_into``)."""
     reader.read_into(records, buffers, prefix)
     with _stats_lock:

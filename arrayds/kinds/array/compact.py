@@ -27,7 +27,7 @@ from ...errors import CorruptionError
 from ...nodes.merge import Box, FileUse, Rewrite, TooFragmentedError, Usage, in_parallel, sized_file
 from ...nodes.names import SHARD_DIR, SHARD_SUFFIX, join_component
 from ...nodes.options import writer_options
-from ...nodes.shards import node_shard_reader, read_records, write_shard
+from ...nodes.shards import node_shard_reader, read_shard_records, write_shard
 from ...storage.base import BaseStore as Store
 from .manifest import ArrayManifest, ShardEntry
 
@@ -265,7 +265,7 @@ def read_old(
             raise CorruptionError(
                 f"{what}: shard {relpath!r} has {n} records, but the manifest needs record {top}"
             )
-        return read_records(reader, recs)
+        return read_shard_records(reader, recs)
     except FileNotFoundError:
         raise FileNotFoundError(
             2, f"{what}: shard {relpath!r} named by the manifest is missing", relpath

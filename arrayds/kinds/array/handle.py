@@ -57,7 +57,13 @@ from ...nodes.names import SHARD_DIR, SHARD_SUFFIX, check_json_value, join_compo
 from ...nodes.options import writer_options
 from ...nodes.read import kind_phrase, missing_node, read_node
 from ...nodes.retry import APPEND_RETRIES, backoff, check_retries
-from ...nodes.shards import io_pool, node_shard_reader, read_records, read_records_into, write_shard
+from ...nodes.shards import (
+    io_pool,
+    node_shard_reader,
+    read_shard_records,
+    read_shard_records_into,
+    write_shard,
+)
 from ...storage import get_store
 from ...storage.base import BaseStore as Store
 from ...storage.coalesce import coalesce_options
@@ -578,7 +584,7 @@ class Array(Node):
         record count checked and errors naming the array and the shard."""
         reader = self._reader_with(relpath, recs)
         try:
-            return read_records(reader, recs)
+            return read_shard_records(reader, recs)
         except CorruptionError as e:
             raise CorruptionError(f"{self.what}: shard {relpath!r} is damaged: {e}") from None
 
@@ -591,7 +597,7 @@ class Array(Node):
         takes the general path, which decodes any valid header or names the damage."""
         reader = self._reader_with(relpath, recs)
         try:
-            read_records_into(reader, recs, buffers, prefix)
+            read_shard_records_into(reader, recs, buffers, prefix)
         except CorruptionError as e:
             raise CorruptionError(f"{self.what}: shard {relpath!r} is damaged: {e}") from None
         except ValueError:

@@ -30,7 +30,7 @@ from ...nodes.names import (
     new_write_id,
 )
 from ...nodes.read import check_version_args, locate, read_pinned
-from ...nodes.shards import io_pool, node_shard_reader, read_records
+from ...nodes.shards import io_pool, node_shard_reader, read_shard_records
 from ...storage import get_store
 from ...storage.base import BaseStore as Store
 from ..array.manifest import MAX_CHUNK_BYTES
@@ -338,7 +338,7 @@ class RaggedArray(Node):
             raise CorruptionError(
                 f"{self.what}: shard {sh.path!r} holds {n} records, the manifest says {sh.records}"
             )
-        (raw,) = read_records(reader, [sh.index_record])
+        (raw,) = read_shard_records(reader, [sh.index_record])
         what = f"{self.what}: index record of shard {sh.path!r}"
         shapes = decode_chunk(raw, np.dtype("<i8"), (sh.items, self._m.ndim), what)
         shapes = np.array(shapes, dtype=np.int64)
@@ -431,7 +431,7 @@ class RaggedArray(Node):
             relpath = m.shards[int(sh[g[0]])].path
             reader = self._reader(relpath)
             try:
-                bufs = read_records(reader, record[g])
+                bufs = read_shard_records(reader, record[g])
             except CorruptionError as e:
                 raise CorruptionError(f"{self.what}: shard {relpath!r} is damaged: {e}") from None
             local: list[tuple[int, int, np.ndarray]] = []
