@@ -18,13 +18,11 @@ from . import xarray as xarray  # xarray writer + accessors; does not import xar
 from .api import from_arrayrecord, to_arrayrecord, versions
 from .dataset import open, open_array, open_group
 from .errors import CommitConflictError, CorruptionError
-from .files.arrayrecord import (
-    ArrayRecordDataSource,
-    ArrayRecordReader,
-    ArrayRecordWriter,
-    codecs,
-)
+from .files.common import codecs
+from .files.data_source import ArrayRecordDataSource
+from .files.reader import ArrayRecordReader
 from .files.tfrecord import read_jsonlines, read_tfrecord
+from .files.writer import ArrayRecordWriter
 from .kinds.array.handle import Array
 from .kinds.group import Group
 from .kinds.ragged.handle import RaggedArray, open_ragged

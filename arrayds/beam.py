@@ -63,14 +63,13 @@ from apache_beam.io.range_trackers import OffsetRangeTracker
 from apache_beam.transforms.window import GlobalWindows
 from fsspec.implementations.local import LocalFileSystem
 
-from arrayds.kinds.records import handle as _records_handle
-from arrayds.kinds.records import manifest as _records_manifest
-from arrayds.kinds.records import write as _records_write
-
 from .errors import CorruptionError
-from .files.arrayrecord import ArrayRecordReader
+from .files.reader import ArrayRecordReader
 from .files.tfrecord import expand_paths, iter_tfrecord
+from .kinds.records import handle as _records_handle
+from .kinds.records import manifest as _records_manifest
 from .kinds.records import serializers as _ser
+from .kinds.records import write as _records_write
 from .kinds.records.handle import RecordsDataset
 from .kinds.records.serializers import SerializerSpec
 from .kinds.records.write import WritePlan

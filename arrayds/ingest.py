@@ -44,7 +44,7 @@ from .api import to_arrayrecord
 from .convert import jsonlines_to_arrayrecord, tfrecord_to_arrayrecord
 from .dataset import open_group
 from .errors import CorruptionError
-from .files.arrayrecord import ArrayRecordReader
+from .files.reader import ArrayRecordReader
 from .kinds.records.write import write_from_sources
 from .nodes.names import MANIFEST, check_component, join_component
 

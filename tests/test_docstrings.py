@@ -20,7 +20,7 @@ MODULES = sorted(
 
 def test_the_package_is_walked():
     assert {
-        "arrayds.files.arrayrecord",
+        "arrayds.files.reader",
         "arrayds.kinds.array.handle",
         "arrayds.records",
         "arrayds.cli",

@@ -251,7 +251,7 @@ def test_no_private_names_imported_across_modules():
 
 @pytest.mark.parametrize("module", ["arrayds.abc.store", "arrayds.storage", "arrayds.errors"])
 def test_storage_knows_nothing_of_nodes(module):
-    """Nor of ArrayRecord files or shards (arrayds.files.arrayrecord, arrayds.nodes.shards)."""
+    """Nor of ArrayRecord files or shards (arrayds.files, arrayds.nodes.shards)."""
     prefixes = [m for m in MODULES if m == module or m.startswith(module + ".")]
     bad = []
     for m in prefixes:

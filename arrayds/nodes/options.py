@@ -8,7 +8,7 @@ options.
 
 from __future__ import annotations
 
-from ..files.arrayrecord import codecs
+from ..files.common import codecs
 
 _LEVELS = {"zstd": (-131072, 22, 3), "brotli": (0, 11, 6), "snappy": (1, 2, None)}
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from ..files.arrayrecord import register_dataset_resolver
+from ..files.data_source import register_dataset_resolver
 from ..storage import get_store, new_store
 from ..storage.base import BaseStore as Store
 from . import commit

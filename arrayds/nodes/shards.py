@@ -34,7 +34,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ..files.arrayrecord import ArrayRecordReader, ArrayRecordWriter
+from ..files.reader import ArrayRecordReader
+from ..files.writer import ArrayRecordWriter
 from ..storage.base import BaseStore as Store
 
 # ----------------------------------------------------------------- shard writes

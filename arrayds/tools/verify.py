@@ -34,7 +34,7 @@ import numpy as np
 
 from ..abc.store import Store
 from ..errors import CorruptionError
-from ..files.arrayrecord import ArrayRecordReader
+from ..files.reader import ArrayRecordReader
 from ..kinds.array.tensor import decode_chunk
 from ..nodes import commit
 from ..nodes import registry as kinds

@@ -11,13 +11,24 @@ from pathlib import Path
 import pytest
 
 import arrayds
-import arrayds.files.arrayrecord
+import arrayds.files.data_source
 import arrayds.files.options
+import arrayds.files.reader
+import arrayds.files.writer
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("module", [arrayds, arrayds.files.arrayrecord, arrayds.files.options])
+@pytest.mark.parametrize(
+    "module",
+    [
+        arrayds,
+        arrayds.files.reader,
+        arrayds.files.writer,
+        arrayds.files.data_source,
+        arrayds.files.options,
+    ],
+)
 def test_docstring_examples(module) -> None:
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS, verbose=False)
     assert result.attempted > 0, f"{module.__name__} has no examples"

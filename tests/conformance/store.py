@@ -29,7 +29,8 @@ import pytest
 from arrayds.abc.store import ABSENT, Keep
 from arrayds.abc.store import Store as StoreProtocol
 from arrayds.errors import PreconditionFailedError
-from arrayds.files.arrayrecord import ArrayRecordReader, ArrayRecordWriter
+from arrayds.files.reader import ArrayRecordReader
+from arrayds.files.writer import ArrayRecordWriter
 from arrayds.storage import new_store
 from arrayds.storage.base import BaseStore as Store
 

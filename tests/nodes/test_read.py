@@ -8,7 +8,7 @@ import pathlib
 import pytest
 
 import arrayds
-from arrayds.files.arrayrecord import _dataset_resolvers
+from arrayds.files.data_source import _dataset_resolvers
 from arrayds.nodes.read import data_source, locate
 from arrayds.storage import get_store, new_store
 

@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import CommitConflictError, CorruptionError
-from ...files.arrayrecord import ArrayRecordReader
+from ...files.reader import ArrayRecordReader
 from ...nodes import commit
 from ...nodes import registry as kinds
 from ...nodes.handle import Node

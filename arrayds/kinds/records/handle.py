@@ -15,11 +15,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ...errors import CorruptionError
-from ...files.arrayrecord import (
-    ArrayRecordDataSource,
-    ResolvedSource,
-    SourceShard,
-)
+from ...files.data_source import ArrayRecordDataSource, ResolvedSource, SourceShard
 from ...nodes import history as log
 from ...nodes import registry as kinds
 from ...nodes.handle import Node

@@ -17,9 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ...files.arrayrecord import (
-    ArrayRecordReader,
-)
+from ...files.reader import ArrayRecordReader
 from ...nodes import commit as node_commit
 from ...nodes.merge import tiered
 from ...nodes.names import (

@@ -1,0 +1,129 @@
+"""What the ArrayRecord reader, writer and data source share: paths and file systems,
+the codecs the engine was built with, index arrays.
+
+>>> codecs()["zstd"], fspath("a/b.array_record", "reader")
+(True, 'a/b.array_record')
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Union
+
+import numpy as np
+
+from .. import _native
+
+if TYPE_CHECKING:  # pragma: no cover
+    import fsspec
+
+    PathLike = Union[str, os.PathLike[str]]  # noqa: UP007
+else:
+    PathLike = Union[str, os.PathLike]  # noqa: UP007
+"""A path or URL of a file: a str or an ``os.PathLike``."""
+
+
+BLOCK = 65536
+
+
+def codecs() -> dict[str, bool]:
+    """Which compression codecs this build of the engine supports.
+
+    ``uncompressed`` and ``zstd`` are always there; ``brotli`` and ``snappy`` depend on
+    the libraries found when the engine was built.
+
+    >>> import arrayds
+    >>> arrayds.codecs()["zstd"]
+    True
+    """
+    return dict(_native.codecs())
+
+
+# --------------------------------------------------------------------------- paths
+
+
+def fspath(path: PathLike, what: str) -> str:
+    try:
+        p = os.fspath(path)
+    except TypeError:
+        raise TypeError(
+            f"{what}: path must be a str or os.PathLike, got {type(path).__name__}"
+        ) from None
+    if not isinstance(p, str):
+        raise TypeError(f"{what}: path must be a str, got {type(p).__name__}")
+    if not p:
+        raise ValueError(f"{what}: path is empty")
+    return p
+
+
+def use_mmap() -> bool:
+    """False when ``ARRAYDS_MMAP`` turns memory-mapping of local files off.
+
+    >>> use_mmap() in (True, False)
+    True
+    """
+    return os.environ.get("ARRAYDS_MMAP", "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def resolve_fs(
+    path: str, storage_options: Mapping[str, Any] | None
+) -> tuple[fsspec.AbstractFileSystem | None, str]:
+    """(None, local path) for local files, else (filesystem, path inside it)."""
+    if "://" not in path and "::" not in path:
+        return None, path
+    import fsspec.core
+    from fsspec.implementations.local import LocalFileSystem
+
+    fs, inner = fsspec.core.url_to_fs(path, **dict(storage_options or {}))
+    if isinstance(fs, LocalFileSystem):
+        return None, inner
+    return fs, inner
+
+
+def index_array(key: Any, n: int, name: str) -> np.ndarray:
+    """A list/tuple/array of indices (or a boolean mask) -> checked int64 array."""
+    if isinstance(key, np.ndarray):
+        arr = key
+    else:
+        if isinstance(key, (str, bytes)):
+            raise TypeError(f"{name}: record indices must be integers, got {type(key).__name__}")
+        arr = np.asarray(key)
+        if arr.size == 0:
+            return np.empty(0, dtype=np.int64)
+    if arr.ndim != 1:
+        raise TypeError(f"{name}: record indices must be a 1-d sequence, got shape {arr.shape}")
+    kind = arr.dtype.kind
+    if kind == "b":
+        if arr.shape[0] != n:
+            raise IndexError(
+                f"{name}: a boolean mask must have one entry per record ({n}), got {arr.shape[0]}"
+            )
+        return np.flatnonzero(arr).astype(np.int64, copy=False)
+    if kind not in "iu":
+        if arr.size == 0:
+            return np.empty(0, dtype=np.int64)
+        raise TypeError(f"{name}: record indices must be integers, got dtype {arr.dtype}")
+    if arr.size == 0:
+        return np.empty(0, dtype=np.int64)
+    if kind == "u":
+        hi = int(arr.max())
+        if hi >= n:
+            raise IndexError(f"{name}: record index {hi} is out of range for {n} records")
+        return arr.astype(np.int64)
+    idx = arr.astype(np.int64, copy=False)
+    lo = int(idx.min())
+    hi = int(idx.max())
+    if hi >= n or lo < -n:
+        bad = hi if hi >= n else lo
+        raise IndexError(f"{name}: record index {bad} is out of range for {n} records")
+    if lo < 0:
+        idx = np.where(idx < 0, idx + n, idx)
+    return idx
+
+
+def raise_closed(what: str) -> Callable[..., Any]:
+    def closed(*args: Any, **kwargs: Any) -> Any:
+        raise ValueError(f"{what} is closed")
+
+    return closed
