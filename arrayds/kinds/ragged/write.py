@@ -483,7 +483,7 @@ def _write_list(
                 for f in futures:
                     f.cancel()
                 raise
-    man = _commit(results, plan, req.mode, req.compression, req.attrs, req.base, req.tiered)
+    man = _commit(results, *req.commit_args(plan))
     return RaggedArray(req.store, req.node, RaggedManifest.from_json(man, where))
 
 
