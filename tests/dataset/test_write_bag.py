@@ -43,18 +43,16 @@ def upper(s: str) -> str:
     return s.upper()
 
 
+def write(bag, folder: Path, name: str = "w", commit_key: str = "c", **kw):
+    """The bag's partitions as files in ``folder``, then the manifest."""
+    return write_bag(
+        bag, write_part, (folder,), commit, (folder,), name=name, commit_key=commit_key, **kw
+    )
+
+
 def test_one_task_per_partition_plus_commit_and_delayed(tmp_path):
     bag = db.from_sequence([f"x{i}" for i in range(10)], npartitions=4).map(upper)
-    d = write_bag(
-        bag,
-        write_part,
-        (tmp_path,),
-        commit,
-        (tmp_path,),
-        name="w-test",
-        commit_key="c-test",
-        compute=False,
-    )
+    d = write(bag, tmp_path, "w-test", "c-test", compute=False)
     assert isinstance(d, Delayed) and d.key == "c-test"
     graph = dict(d.__dask_graph__())
     # the bag's from_sequence and map tasks are fused into the partition tasks: one task
@@ -78,25 +76,16 @@ def test_one_task_per_partition_plus_commit_and_delayed(tmp_path):
 def test_compute_runs_on_the_configured_scheduler_and_returns_the_commit(tmp_path):
     bag = db.from_sequence(["a", "b", "c"], npartitions=3)
     with dask.config.set(scheduler="sync"):
-        man = write_bag(bag, write_part, (tmp_path,), commit, (tmp_path,), name="w", commit_key="c")
+        man = write(bag, tmp_path)
     assert [p["count"] for p in man["parts"]] == [1, 1, 1]
     assert (tmp_path / "manifest.json").exists()
 
 
 def test_failing_partition_leaves_no_manifest(tmp_path):
     bag = db.from_sequence(["a", "b", "boom", "d"], npartitions=4)
+    # on the bag's own scheduler (processes)
     with pytest.raises(ValueError, match="partition 2 has a bad item"):
-        write_bag(
-            bag,
-            write_part,
-            (tmp_path,),
-            commit,
-            (tmp_path,),
-            name="w",
-            commit_key="c",
-            compute=True,
-            progress=False,
-        )
+        write(bag, tmp_path, compute=True, progress=False)
     assert not (tmp_path / "manifest.json").exists()  # the commit never ran
 
 
