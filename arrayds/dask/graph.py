@@ -7,7 +7,8 @@ function is marked with :func:`streams_blocks` (``(function, job, block keys)``)
 its blocks as an iterator that makes each block when it is taken
 (:func:`stream_blocks`), so such a task never holds all its blocks at once.
 :mod:`arrayds.kinds.array.dask` (arrays) and :mod:`arrayds.xarray` (datasets, trees) build
-their shard and commit tasks on these.
+their shard and commit tasks on these. :func:`write_bag` is the graph of a write of a
+dask bag (records, ragged arrays): one shard task per partition, then one commit.
 
 >>> import dask.array as da
 >>> from dask.local import get_sync
@@ -29,6 +30,7 @@ import numpy as np
 __all__ = [
     "Fused",
     "block_keys",
+    "commit_after",
     "flatten_keys",
     "fuse",
     "joint_graph",
@@ -36,6 +38,7 @@ __all__ = [
     "run_fused",
     "stream_blocks",
     "streams_blocks",
+    "write_bag",
     "write_graph",
 ]
 
@@ -292,9 +295,88 @@ def fuse(
     )
 
 
-def run(obj: Any, progress: bool) -> Any:
+def run(obj: Any, progress: bool, scheduler: Any = None) -> Any:
     """Compute ``obj`` under the shared progress rule (:mod:`arrayds.progress`): a bar
-    only on a terminal; dask's ProgressBar locally, distributed's under a Client."""
+    only on a terminal; dask's ProgressBar locally, distributed's under a Client.
+    ``scheduler``: as ``dask.compute``'s (``None``: dask's default for ``obj``)."""
     from ..progress import compute
 
-    return compute(obj, progress=progress)
+    return compute(obj, progress=progress, scheduler=scheduler)
+
+
+def commit_after(
+    writes: Sequence[Any],
+    commit: Callable[..., Any],
+    args: tuple[Any, ...],
+    *,
+    key: str,
+    compute: bool = True,
+    progress: bool = False,
+    scheduler: Any = None,
+) -> Any:
+    """One commit task ``commit(results, *args)`` keyed ``key``, where ``results`` is the
+    list of the results of the ``dask.delayed.Delayed`` values ``writes`` in their
+    order; computed (:func:`run`) and its result returned, or with ``compute=False`` the
+    ``Delayed`` of the commit. The commit runs only once every write succeeded.
+
+    >>> import dask
+    >>> writes = [dask.delayed(len)(s) for s in ("ab", "c")]
+    >>> commit_after(writes, sum, (), key="c", progress=False)
+    3
+    >>> commit_after(writes, sum, (), key="c", compute=False).key
+    'c'
+    """
+    from dask.delayed import delayed
+
+    committed = delayed(commit, pure=False)(list(writes), *args, dask_key_name=key)
+    if not compute:
+        return committed
+    return run(committed, progress, scheduler)
+
+
+def write_bag(
+    bag: Any,
+    write_partition: Callable[..., Any],
+    args: tuple[Any, ...],
+    commit: Callable[..., Any],
+    commit_args: tuple[Any, ...],
+    *,
+    name: str,
+    commit_key: str,
+    compute: bool = True,
+    progress: bool = False,
+) -> Any:
+    """The write of the dask bag ``bag``: task ``(name, k)`` runs
+    ``write_partition(items, k, *args)`` on the items of partition ``k`` (fused with the
+    bag's own tasks, so it is one task per partition and a partition never travels
+    between workers), then one commit task (:func:`commit_after`) gets the list of their
+    results in partition order. Runs on the bag's scheduler; with ``compute=False``
+    returns the ``dask.delayed.Delayed`` of the commit, else the commit's result. A
+    failing partition fails the write before the commit runs.
+
+    >>> import dask, dask.bag as db
+    >>> bag = db.from_sequence(range(6), npartitions=3).map(lambda i: i * 10)
+    >>> def part(items, k):
+    ...     return (k, sum(items))
+    >>> with dask.config.set(scheduler="sync"):
+    ...     write_bag(bag, part, (), list, (), name="w", commit_key="c")
+    [(0, 10), (1, 50), (2, 90)]
+    """
+    import dask.bag as db
+    from dask.base import get_scheduler
+    from dask.highlevelgraph import HighLevelGraph
+
+    total = bag.npartitions
+    layer = {(name, k): (write_partition, (bag.name, k), k, *args) for k in range(total)}
+    graph = HighLevelGraph.from_collections(name, layer, dependencies=[bag])
+    writes = db.Bag(graph, name, total).to_delayed(optimize_graph=True)
+    scheduler = get_scheduler(collections=[bag])
+    return commit_after(
+        writes,
+        commit,
+        commit_args,
+        key=commit_key,
+        compute=compute,
+        progress=progress,
+        scheduler=scheduler,
+    )

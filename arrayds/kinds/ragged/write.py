@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ...dask.graph import commit_after, write_bag
 from ...errors import CommitConflictError
 from ...nodes import commit as node_commit
 from ...nodes import registry as kinds
@@ -194,7 +195,7 @@ def _write_items(
     return out
 
 
-def _write_partition(items: Iterable[Any], plan: _WritePlan, part: int) -> dict[str, Any]:
+def _write_partition(items: Iterable[Any], part: int, plan: _WritePlan) -> dict[str, Any]:
     """Bag task: the items of one partition -> its shard entries."""
     return {"shards": _write_items(items, plan, part), "part": part}
 
@@ -321,19 +322,13 @@ class _Request:
         options = writer_options(self.compression if self.old is None else self.old.compression)
         return _WritePlan(self.store, self.node, self.write_id, lay, options, shard_bytes)
 
-    def commit_task(self, writes: Any, plan: _WritePlan) -> Delayed:
-        from dask.delayed import delayed
+    def commit_args(self, plan: _WritePlan) -> tuple[Any, ...]:
+        """The arguments of :func:`_commit` after the shard results."""
+        return (plan, self.mode, self.compression, self.attrs, self.base, self.tiered)
 
-        return delayed(_commit, pure=False)(
-            writes,
-            plan,
-            self.mode,
-            self.compression,
-            self.attrs,
-            self.base,
-            self.tiered,
-            dask_key_name=f"commit-ragged-{self.write_id}",
-        )
+    @property
+    def commit_key(self) -> str:
+        return f"commit-ragged-{self.write_id}"
 
 
 def _check_write(
@@ -410,10 +405,6 @@ def _write_bag(
 ) -> RaggedArray | Delayed:
     """A bag: one shard-writing task per partition (fused with the bag's own tasks),
     then the commit task."""
-    import dask.bag as db
-    from dask.base import get_scheduler
-    from dask.highlevelgraph import HighLevelGraph
-
     if req.old is None:
         # the layout (dtype, ndim, axis, piece_len) comes from the first item:
         # compute partitions until one has an item (usually just the first)
@@ -422,18 +413,19 @@ def _write_bag(
             raise ValueError(f"ragged array {req.where!r}: the bag has no items")
     lay = req.layout(None if req.old is not None else first, axis, piece_len)
     plan = req.plan(lay, req.shard_bytes)
-    wname = f"write-ragged-{req.write_id}"
-    layer = {
-        (wname, k): (_write_partition, (data.name, k), plan, k) for k in range(data.npartitions)
-    }
-    graph = HighLevelGraph.from_collections(wname, layer, dependencies=[data])
-    writes = db.Bag(graph, wname, data.npartitions).to_delayed(optimize_graph=True)
-    committed = req.commit_task(writes, plan)
+    man = write_bag(
+        data,
+        _write_partition,
+        (plan,),
+        _commit,
+        req.commit_args(plan),
+        name=f"write-ragged-{req.write_id}",
+        commit_key=req.commit_key,
+        compute=compute,
+        progress=progress,
+    )
     if not compute:
-        return committed
-    from ...progress import compute as _compute  # a bar only on a terminal (issue 6)
-
-    man = _compute(committed, progress=progress, scheduler=get_scheduler(collections=[data]))
+        return man
     return RaggedArray(req.store, req.node, RaggedManifest.from_json(man, req.where))
 
 
@@ -477,7 +469,9 @@ def _write_list(
             )
             for k, g in enumerate(groups)
         ]
-        return req.commit_task(writes, plan)
+        return commit_after(
+            writes, _commit, req.commit_args(plan), key=req.commit_key, compute=False
+        )
     if len(groups) <= 1:
         results = [_write_items(g, plan, k) for k, g in enumerate(groups)]
     else:
@@ -489,7 +483,7 @@ def _write_list(
                 for f in futures:
                     f.cancel()
                 raise
-    man = _commit(results, plan, req.mode, req.compression, req.attrs, req.base, req.tiered)
+    man = _commit(results, *req.commit_args(plan))
     return RaggedArray(req.store, req.node, RaggedManifest.from_json(man, where))
 
 

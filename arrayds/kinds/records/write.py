@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ...dask.graph import commit_after, write_bag
 from ...files.reader import ArrayRecordReader
 from ...nodes import commit as node_commit
 from ...nodes.merge import tiered
@@ -439,9 +440,7 @@ def write(
     >>> write([b"a", b"b"], get_store("memory://doc-records-write"), "r").num_records
     2
     """
-    import dask.bag as db
     from dask.delayed import delayed
-    from dask.highlevelgraph import HighLevelGraph
 
     if num_shards is not None and (
         not isinstance(num_shards, int) or isinstance(num_shards, bool) or num_shards < 1
@@ -476,36 +475,27 @@ def write(
         )
         return RecordsDataset.from_committed(plan.store, plan.node, man)
     if is_bag:
-        from dask.base import get_scheduler
-
-        # One task per partition that computes the partition and writes its shard
-        # (fused with the bag's own tasks, so partitions never travel between workers).
-        wname = f"write-records-{token}"
-        layer = {(wname, k): (write_shard, (data.name, k), k, plan) for k in range(total)}
-        graph = HighLevelGraph.from_collections(wname, layer, dependencies=[data])
-        writes = db.Bag(graph, wname, total).to_delayed(optimize_graph=True)
-        scheduler = get_scheduler(collections=[data])
-    else:
-        bounds = [len(items) * k // total for k in range(total + 1)]
-        writes = [
-            delayed(write_shard, pure=False)(
-                delayed(
-                    items[bounds[k] : bounds[k + 1]], name=f"records-{token}-{k}", traverse=False
-                ),
-                k,
-                plan,
-                dask_key_name=f"write-records-{token}-{k}",
-            )
-            for k in range(total)
-        ]
-        scheduler = None
+        # one task per partition that computes the partition and writes its shard
+        return _finish(
+            data, plan, mode, compression, group_size, attrs, expected, compute, None, progress
+        )
+    bounds = [len(items) * k // total for k in range(total + 1)]
+    writes = [
+        delayed(write_shard, pure=False)(
+            delayed(items[bounds[k] : bounds[k + 1]], name=f"records-{token}-{k}", traverse=False),
+            k,
+            plan,
+            dask_key_name=f"write-records-{token}-{k}",
+        )
+        for k in range(total)
+    ]
     return _finish(
-        writes, plan, mode, compression, group_size, attrs, expected, compute, scheduler, progress
+        writes, plan, mode, compression, group_size, attrs, expected, compute, None, progress
     )
 
 
 def _finish(
-    writes: list[Any],
+    writes: dask.bag.Bag | list[Any],
     plan: WritePlan,
     mode: str,
     compression: str,
@@ -516,25 +506,34 @@ def _finish(
     scheduler: Any,
     progress: bool,
 ) -> RecordsDataset | Delayed:
-    """Add the commit task after the shard tasks; compute it unless ``compute=False``."""
-    from dask.delayed import delayed
-
-    committed = delayed(commit_shards, pure=False)(
-        writes,
-        plan,
-        mode,
-        compression,
-        group_size,
-        dict(attrs) if attrs else None,
-        expected,
-        dask_key_name=f"commit-records-{plan.stem}",
-    )
-    if not compute:
-        return committed
-    from ...progress import compute as _compute  # a bar only on a terminal (issue 6)
-
-    man = _compute(committed, progress=progress, scheduler=scheduler)
-    return RecordsDataset.from_committed(plan.store, plan.node, man)
+    """Add the commit task after the shard tasks ``writes`` (or a bag's partitions,
+    each written as a shard by :func:`arrayds.dask.graph.write_bag` on the bag's
+    scheduler); compute it unless ``compute=False``."""
+    args = (plan, mode, compression, group_size, dict(attrs) if attrs else None, expected)
+    key = f"commit-records-{plan.stem}"
+    if _is_bag(writes):
+        man = write_bag(
+            writes,
+            write_shard,
+            (plan,),
+            commit_shards,
+            args,
+            name=f"write-records-{plan.stem}",
+            commit_key=key,
+            compute=compute,
+            progress=progress,
+        )
+    else:
+        man = commit_after(
+            writes,
+            commit_shards,
+            args,
+            key=key,
+            compute=compute,
+            progress=progress,
+            scheduler=scheduler,
+        )
+    return man if not compute else RecordsDataset.from_committed(plan.store, plan.node, man)
 
 
 def _write_from_source(source: Any, args: tuple[Any, ...], partition: int, plan: WritePlan):
