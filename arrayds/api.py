@@ -25,6 +25,7 @@ from .nodes import registry as kinds
 from .nodes.history import VersionInfo
 from .nodes.merge import AUTO_COMPACT_FILES, check_compact
 from .nodes.names import check_component
+from .nodes.options import DEFAULT_COMPRESSION
 from .nodes.read import check_version_args, missing_node, read_node
 from .storage import get_store
 
@@ -37,7 +38,7 @@ def to_arrayrecord(
     component: str | None = None,
     *,
     mode: str = "w-",
-    compression: str = "zstd:3",
+    compression: str = DEFAULT_COMPRESSION,
     shard_size: int | str | None = None,
     region: tuple[slice, ...] | Mapping[str, slice] | None = None,
     attrs: Mapping[str, Any] | None = None,

@@ -74,6 +74,7 @@ from .kinds.records.handle import RecordsDataset
 from .kinds.records.serializers import SerializerSpec
 from .kinds.records.write import WritePlan
 from .nodes import commit as node_commit
+from .nodes.options import DEFAULT_COMPRESSION, WriterOptions
 
 __all__ = ["ReadFromArrayRecord", "WriteToArrayRecord", "tfrecord_to_arrayrecord"]
 
@@ -166,7 +167,7 @@ def _commit_gathered(
     ``num_shards``, a shard index that received no record gets an empty shard, so the
     dataset has exactly that many.  A commit that already happened (a retried commit
     bundle) is not repeated."""
-    mode, compression, group_size, expected, num_shards = settings
+    mode, expected, num_shards = settings
     if node_commit.read(plan.store, plan.node).commit != plan.write_id:
         have = {r.get("index") for r in results}
         results = [
@@ -174,7 +175,7 @@ def _commit_gathered(
             *(_records_write.write_shard([], k, plan) for k in range(num_shards) if k not in have),
         ]
         results.sort(key=lambda r: r["shard"].name)
-        _records_write.commit_shards(results, plan, mode, compression, group_size, None, expected)
+        _records_write.commit_shards(results, plan, mode, None, expected)
     url, component, storage_options = where
     return _records_handle.open_records(url, component, storage_options=storage_options)
 
@@ -233,7 +234,7 @@ class WriteToArrayRecord(beam.PTransform):
         component: str | None = None,
         *,
         serializer: SerializerSpec = "auto",
-        compression: str = "zstd:3",
+        compression: str = DEFAULT_COMPRESSION,
         group_size: int = 1,
         num_shards: int = 0,
         mode: str = "w-",
@@ -255,8 +256,7 @@ class WriteToArrayRecord(beam.PTransform):
             self.url,
             self.component,
             self.mode,
-            self.compression,
-            self.group_size,
+            WriterOptions(self.compression, self.group_size),
             self.serializer,
             self.storage_options,
             self.num_shards or 1,
@@ -271,7 +271,7 @@ class WriteToArrayRecord(beam.PTransform):
             )
         else:
             results = records | "WriteBundles" >> beam.ParDo(_WriteBundleShards(plan))
-        settings = (self.mode, self.compression, self.group_size, expected, self.num_shards)
+        settings = (self.mode, expected, self.num_shards)
         where = (self.url, self.component, self.storage_options)
         return results | "Commit" >> _CommitShards(plan, settings, where)
 
@@ -477,7 +477,7 @@ def tfrecord_to_arrayrecord(
     component: str | None = None,
     num_shards: int | None = None,
     mode: str = "w-",
-    compression: str = "zstd:3",
+    compression: str = DEFAULT_COMPRESSION,
     group_size: int = 1,
     storage_options: Mapping[str, Any] | None = None,
     input_storage_options: Mapping[str, Any] | None = None,
@@ -555,13 +555,12 @@ def _convert(
             )
         )
     plan, expected = _records_write.prepare_write(
-        url, component, mode, compression, group_size, "raw", so, len(files)
+        url, component, mode, WriterOptions(compression, group_size), "raw", so, len(files)
     )
     return (
         p
         | "TFRecordFiles" >> beam.Create(list(enumerate(files)))
         | "Reshuffle" >> beam.Reshuffle()
         | "ConvertFiles" >> beam.ParDo(_ConvertFile(plan, in_so, input_compression, verify))
-        | "Commit"
-        >> _CommitShards(plan, (mode, compression, group_size, expected, 0), (url, component, so))
+        | "Commit" >> _CommitShards(plan, (mode, expected, 0), (url, component, so))
     )

@@ -46,6 +46,7 @@ from .ingest import convert as run_convert
 from .ingest import detect
 from .nodes.commit import NEWEST
 from .nodes.merge import parse_shard_size
+from .nodes.options import DEFAULT_COMPRESSION
 from .storage import get_store
 from .tools.cat import CatRequest, open_node, parse_selection
 from .tools.compact import compact as run_compact
@@ -339,7 +340,7 @@ _SUPPORTED_HELP = "; ".join(
     help="w- create (fail if it exists), w replace, a append.",
 )
 @click.option("--chunks", metavar="N,N,...", help='Chunk shape for arrays, e.g. "100,-1".')
-@click.option("--compression", default="zstd:3", show_default=True, help="Shard compression.")
+@click.option("--compression", default=DEFAULT_COMPRESSION, show_default=True, help="Shard compression.")
 @click.option("--shard-size", metavar="SIZE", help='Target shard size, e.g. "128MiB".')
 @click.option("--num-shards", type=click.IntRange(1), help="Shards of a record set.")
 @click.option(

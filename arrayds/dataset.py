@@ -36,6 +36,7 @@ from .kinds.group import Group, GroupManifest, create_group_node
 from .nodes.commit import check_parents, ensure_parents
 from .nodes.handle import check_mode, open_handle, refuse_existing
 from .nodes.names import check_component
+from .nodes.options import DEFAULT_COMPRESSION
 from .nodes.read import check_version_args, kind_phrase, missing_node, read_pinned
 from .storage import get_store
 
@@ -147,7 +148,7 @@ def open_array(
     dtype: Any = None,
     chunks: Any = None,
     fill_value: Any = 0,
-    compression: str = "zstd:3",
+    compression: str = DEFAULT_COMPRESSION,
     dims: Sequence[str] | None = None,
     attrs: Mapping[str, Any] | None = None,
     version: int | None = None,

@@ -47,6 +47,7 @@ from .errors import CorruptionError
 from .files.reader import ArrayRecordReader
 from .kinds.records.write import write_from_sources
 from .nodes.names import MANIFEST, check_component, join_component
+from .nodes.options import DEFAULT_COMPRESSION
 
 __all__ = ["SUPPORTED", "ConvertResult", "convert", "detect"]
 
@@ -534,7 +535,7 @@ def convert(
     component: str | None = None,
     mode: str = "w-",
     chunks: Any = None,
-    compression: str = "zstd:3",
+    compression: str = DEFAULT_COMPRESSION,
     shard_size: int | str | None = None,
     num_shards: int | None = None,
     storage_options: Mapping[str, Any] | None = None,

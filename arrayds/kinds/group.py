@@ -27,6 +27,7 @@ from ..nodes.names import (
     join_component,
     new_write_id,
 )
+from ..nodes.options import DEFAULT_COMPRESSION
 from ..nodes.read import Pin, missing_node, read_node, read_pinned
 from ..storage import get_store
 from ..storage.base import BaseStore as Store
@@ -252,7 +253,7 @@ class Group(Node, Mapping[str, Any]):
         chunks: Any,
         *,
         fill_value: Any = 0,
-        compression: str = "zstd:3",
+        compression: str = DEFAULT_COMPRESSION,
         dims: Sequence[str] | None = None,
         attrs: Mapping[str, Any] | None = None,
         overwrite: bool = False,

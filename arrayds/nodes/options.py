@@ -1,14 +1,58 @@
-"""Writer options shared by every kind: the compression spec (``"zstd:3"``,
-``"brotli"``, ``"snappy"``, ``"none"``) checked, and turned into the engine's writer
-options.
+"""Writer options shared by every kind: one :class:`WriterOptions` value (the
+compression spec and the group size) from the public keywords of a write down to the
+engine's writer options; :func:`check_compression` for the kinds that store the
+canonical compression spec (arrays, ragged arrays).
 
 >>> check_compression("zstd:5"), writer_options("zstd:5")
 ('zstd:5', 'group_size:1,zstd:5')
+>>> WriterOptions("brotli:9", group_size=8).engine()
+'group_size:8,brotli:9'
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..files.common import codecs
+
+DEFAULT_COMPRESSION = "zstd:3"
+"""What every writer compresses with unless told otherwise."""
+
+
+@dataclass(frozen=True)
+class WriterOptions:
+    """How a write encodes its shards: ``compression`` (a codec spec such as
+    ``"zstd:3"``, ``"brotli:6"``, ``"snappy"``, ``"uncompressed"``, or ``""``: the
+    engine's default) and ``group_size`` (records per chunk: 1 for the chunks of
+    arrays and the pieces of ragged arrays, any positive number for records). One
+    value carries both from a public function's keywords to the shard writer
+    (:meth:`engine`); ``ValueError``/``TypeError`` naming the keyword on bad input.
+
+    >>> WriterOptions().engine(), WriterOptions("snappy", 4).engine()
+    ('group_size:1,zstd:3', 'group_size:4,snappy')
+    >>> WriterOptions(group_size=0)
+    Traceback (most recent call last):
+    ...
+    ValueError: group_size must be a positive integer, got 0
+    """
+
+    compression: str = DEFAULT_COMPRESSION
+    group_size: int = 1
+
+    def __post_init__(self) -> None:
+        g = self.group_size
+        if not isinstance(g, int) or isinstance(g, bool) or g < 1:
+            raise ValueError(f"group_size must be a positive integer, got {g!r}")
+        c = self.compression
+        if not isinstance(c, str):
+            raise TypeError(f"compression must be a str such as 'zstd:3', got {c!r}")
+        if "group_size" in [p.split(":", 1)[0].strip() for p in c.split(",") if p.strip()]:
+            raise ValueError("give the group size with group_size=, not inside compression=")
+
+    def engine(self) -> str:
+        """The engine's writer options (``"group_size:N,<compression>"``)."""
+        return ",".join(p for p in (f"group_size:{self.group_size}", self.compression.strip()) if p)
+
 
 _LEVELS = {"zstd": (-131072, 22, 3), "brotli": (0, 11, 6), "snappy": (1, 2, None)}
 
@@ -104,5 +148,6 @@ def check_compression(compression: str, name: str = "array") -> str:
 
 
 def writer_options(compression: str) -> str:
-    """The ArrayRecord writer options for an array's shards."""
-    return "group_size:1," + compression
+    """The engine's writer options of a shard of chunks or pieces (one record per
+    chunk): :meth:`WriterOptions.engine` with ``group_size`` 1."""
+    return WriterOptions(compression).engine()

@@ -45,6 +45,7 @@ from ..files.tfrecord import (
 from ..kinds.records.handle import RecordsDataset
 from ..kinds.records.serializers import SerializerSpec
 from ..kinds.records.write import write_from_sources, write_records
+from ..nodes.options import DEFAULT_COMPRESSION
 
 if TYPE_CHECKING:  # pragma: no cover
     import fsspec
@@ -113,7 +114,7 @@ def tfrecord_to_arrayrecord(
     *,
     component: str | None = None,
     mode: str = "w-",
-    compression: str = "zstd:3",
+    compression: str = DEFAULT_COMPRESSION,
     group_size: int = 1,
     attrs: Mapping[str, Any] | None = None,
     compute: bool = True,
@@ -183,7 +184,7 @@ def jsonlines_to_arrayrecord(
     component: str | None = None,
     mode: str = "w-",
     serializer: SerializerSpec = "msgpack",
-    compression: str = "zstd:3",
+    compression: str = DEFAULT_COMPRESSION,
     group_size: int = 1,
     attrs: Mapping[str, Any] | None = None,
     compute: bool = True,

@@ -37,7 +37,7 @@ from ..kinds.array.handle import stack_entries
 from ..nodes import commit as node_commit
 from ..nodes.commit import NodeVersion, generation_of
 from ..nodes.names import check_component, join_component
-from ..nodes.options import check_compression
+from ..nodes.options import DEFAULT_COMPRESSION, check_compression
 from ..storage import get_store
 from .attrs import encode_attrs
 from .state import (
@@ -104,7 +104,7 @@ def write_datatree(
     node: str,
     *,
     mode: str = "w-",
-    compression: str = "zstd:3",
+    compression: str = DEFAULT_COMPRESSION,
     shard_size: Any = None,
     region: Any = None,
     attrs: Mapping[str, Any] | None = None,

@@ -49,7 +49,7 @@ from ..kinds.array.tensor import check_dtype
 from ..kinds.group import GroupManifest
 from ..nodes.merge import tiered
 from ..nodes.names import check_component, join_component
-from ..nodes.options import check_compression, writer_options
+from ..nodes.options import DEFAULT_COMPRESSION, check_compression, writer_options
 from ..nodes.registry import parse_node
 from ..storage import get_store
 from ..storage.base import BaseStore as Store
@@ -562,7 +562,7 @@ def write_dataset(
     node: str,
     *,
     mode: str = "w-",
-    compression: str = "zstd:3",
+    compression: str = DEFAULT_COMPRESSION,
     shard_size: Any = None,
     region: Mapping[Hashable, slice] | None = None,
     attrs: Mapping[str, Any] | None = None,
@@ -954,7 +954,7 @@ def plan_encoded(
     dim_chunks: Mapping[Hashable, tuple[int, ...]] | None = None,
     region: Mapping[str, slice] | None = None,
     append_dim: Hashable | None = None,
-    compression: str = "zstd:3",
+    compression: str = DEFAULT_COMPRESSION,
 ) -> WritePlan:
     """The checked :class:`WritePlan` of writing the CF-encoded ``variables`` to the
     group ``node`` (the validation/plan step of :func:`store_encoded`; a DataTree

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from ...nodes.handle import commit_create
+from ...nodes.options import DEFAULT_COMPRESSION
 from ...storage.base import BaseStore as Store
 from .grid import normalize_chunks
 from .handle import Array
@@ -50,7 +51,7 @@ def new_array_manifest(
     chunks: Any,
     *,
     fill_value: Any = 0,
-    compression: str = "zstd:3",
+    compression: str = DEFAULT_COMPRESSION,
     dims: Sequence[str] | None = None,
     attrs: Mapping[str, Any] | None = None,
     name: str = "array",

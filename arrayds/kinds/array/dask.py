@@ -42,7 +42,7 @@ from ...errors import CommitConflictError
 from ...nodes import commit
 from ...nodes.merge import tiered as tiered_merge
 from ...nodes.names import SHARD_DIR, SHARD_SUFFIX, join_component, new_write_id
-from ...nodes.options import check_compression, writer_options
+from ...nodes.options import DEFAULT_COMPRESSION, check_compression, writer_options
 from ...nodes.read import read_node
 from ...nodes.shards import write_shard
 from ...storage import get_store
@@ -355,7 +355,7 @@ def write_array(
     node: str,
     *,
     mode: str = "w-",
-    compression: str = "zstd:3",
+    compression: str = DEFAULT_COMPRESSION,
     shard_size: Any = None,
     region: Any = None,
     attrs: Mapping[str, Any] | None = None,
@@ -401,7 +401,7 @@ def plan_array_write(
     node: str,
     *,
     mode: str = "w-",
-    compression: str = "zstd:3",
+    compression: str = DEFAULT_COMPRESSION,
     region: Any = None,
     attrs: Mapping[str, Any] | None = None,
     dims: Sequence[str] | None = None,

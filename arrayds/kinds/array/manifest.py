@@ -38,7 +38,7 @@ from ...nodes.names import (
     is_reserved_name,
     require_field,
 )
-from ...nodes.options import check_compression
+from ...nodes.options import DEFAULT_COMPRESSION, check_compression
 from .grid import AxisGrid, ChunkGrid
 from .tensor import check_dtype
 
@@ -548,7 +548,7 @@ class ArrayManifest:
     dtype: np.dtype
     grid: ChunkGrid
     fill: np.ndarray
-    compression: str = "zstd:3"
+    compression: str = DEFAULT_COMPRESSION
     dims: tuple[str, ...] | None = None
     attrs: dict[str, Any] = field(default_factory=dict)
     shards: Sequence[ShardEntry] = field(default_factory=list)
@@ -581,7 +581,7 @@ class ArrayManifest:
         chunks: Sequence[Sequence[int]],
         *,
         fill_value: Any = 0,
-        compression: str = "zstd:3",
+        compression: str = DEFAULT_COMPRESSION,
         dims: Sequence[str] | None = None,
         attrs: Mapping[str, Any] | None = None,
         name: str = "array",

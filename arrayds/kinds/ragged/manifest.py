@@ -21,6 +21,7 @@ from ...nodes.names import (
     FORMAT_VERSION,
     is_reserved_name,
 )
+from ...nodes.options import DEFAULT_COMPRESSION
 from ..array.tensor import check_dtype
 
 if TYPE_CHECKING:
@@ -81,7 +82,7 @@ class RaggedManifest:
     ndim: int
     axis: int
     piece_len: int
-    compression: str = "zstd:3"
+    compression: str = DEFAULT_COMPRESSION
     attrs: dict[str, Any] = field(default_factory=dict)
     shards: list[RaggedShard] = field(default_factory=list)
     generation: int = 0

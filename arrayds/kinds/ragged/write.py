@@ -33,7 +33,7 @@ from ...nodes.names import (
     join_component,
     new_write_id,
 )
-from ...nodes.options import check_compression, writer_options
+from ...nodes.options import DEFAULT_COMPRESSION, check_compression, writer_options
 from ...nodes.read import locate
 from ...nodes.shards import write_shard
 from ...storage.base import BaseStore as Store
@@ -493,7 +493,7 @@ def write(
     node: str,
     *,
     mode: str = "w-",
-    compression: str = "zstd:3",
+    compression: str = DEFAULT_COMPRESSION,
     piece_len: int | None = None,
     axis: int | None = None,
     shard_size: int | str | None = None,
@@ -527,7 +527,7 @@ def write_ragged(
     component: str | None = None,
     *,
     mode: str = "w-",
-    compression: str = "zstd:3",
+    compression: str = DEFAULT_COMPRESSION,
     piece_len: int | None = None,
     axis: int | None = None,
     shard_size: int | str | None = None,

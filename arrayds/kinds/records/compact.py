@@ -19,6 +19,7 @@ from dataclasses import replace
 
 from ...nodes.merge import FileUse, Rewrite, Usage, in_parallel, sized_file
 from ...nodes.names import join_component
+from ...nodes.options import WriterOptions
 from ...storage.base import BaseStore as Store
 from ..array.compact import read_old
 from .manifest import RecordsManifest, ShardInfo
@@ -139,7 +140,9 @@ def compact_records(
         if s.num_records
     ]
     groups = cut_runs(runs, shard_size)
-    plan, _ = plan_write(store, node, "w", m.compression, m.group_size, "raw", len(groups))
+    plan, _ = plan_write(
+        store, node, "w", WriterOptions(m.compression, m.group_size), "raw", len(groups)
+    )
     plan = replace(plan, write_id=write_id, stem=plan.stem.replace(plan.write_id, write_id))
     infos: list[ShardInfo] = []
     for k, group in enumerate(groups):

@@ -24,6 +24,7 @@ from ...nodes.merge import tiered
 from ...nodes.names import (
     new_write_id,
 )
+from ...nodes.options import DEFAULT_COMPRESSION, WriterOptions
 from ...nodes.read import locate
 from ...nodes.retry import APPEND_RETRIES, check_retries
 from ...nodes.shards import shard_writer
@@ -69,17 +70,6 @@ def _write_stream(
 # ------------------------------------------------------------------------- writing
 
 
-def _writer_options(compression: str, group_size: int) -> str:
-    if not isinstance(group_size, int) or isinstance(group_size, bool) or group_size < 1:
-        raise ValueError(f"group_size must be a positive integer, got {group_size!r}")
-    if not isinstance(compression, str):
-        raise TypeError(f"compression must be a str such as 'zstd:3', got {compression!r}")
-    keys = [p.split(":", 1)[0].strip() for p in compression.split(",") if p.strip()]
-    if "group_size" in keys:
-        raise ValueError("give the group size with group_size=, not inside compression=")
-    return ",".join(p for p in (f"group_size:{group_size}", compression.strip()) if p)
-
-
 def _shard_stem(store: Store, node: str, write_id: str) -> str:
     base = (node or store.root).rstrip("/").replace("\\", "/").rsplit("/", 1)[-1]
     base = re.sub(r"[^A-Za-z0-9_.-]+", "_", base).strip("._") or "records"
@@ -101,7 +91,7 @@ class WritePlan:
     write_id: str
     stem: str
     total: int
-    options: str
+    writer: WriterOptions
     serializer: Serializer | None  # None: auto, decided per partition
     retries: int = APPEND_RETRIES  # of an append's commit (arrayds.nodes.retry)
     tiered: bool = True  # an append's commit runs the tiered merge (compact="tiered")
@@ -109,6 +99,11 @@ class WritePlan:
     @property
     def where(self) -> str:
         return self.store.display(self.node)
+
+    @property
+    def options(self) -> str:
+        """The engine's writer options of every shard of this write."""
+        return self.writer.engine()
 
 
 def _encode_items(
@@ -195,8 +190,6 @@ def commit_shards(
     results: list[dict[str, Any]],
     plan: WritePlan,
     mode: str,
-    compression: str,
-    group_size: int,
     attrs: dict[str, Any] | None,
     expected_serializer: str | None,
 ) -> dict[str, Any]:
@@ -209,9 +202,11 @@ def commit_shards(
         >>> import os, tempfile
         >>> from arrayds.kinds.records import write as records
         >>> url = os.path.join(tempfile.mkdtemp(), "r")
-        >>> plan, expected = records.prepare_write(url, None, "w-", "", 1, "auto", None, 2)
+        >>> from arrayds.nodes.options import WriterOptions
+        >>> opts = WriterOptions("", group_size=1)
+        >>> plan, expected = records.prepare_write(url, None, "w-", opts, "auto", None, 2)
         >>> results = [records.write_shard(p, k, plan) for k, p in enumerate([[b"a"], [b"b"]])]
-        >>> man = records.commit_shards(results, plan, "w-", "", 1, None, expected)
+        >>> man = records.commit_shards(results, plan, "w-", None, expected)
         >>> from arrayds.records import open_records
         >>> man["serializer"], open_records(url).data_source()[1]
         ('raw', b'b')
@@ -231,7 +226,7 @@ def commit_shards(
             ]
         else:
             ser_name = chosen.pop() if chosen else "msgpack"
-    return _commit_manifest(plan, shards, ser_name, mode, compression, group_size, attrs)
+    return _commit_manifest(plan, shards, ser_name, mode, attrs)
 
 
 def _commit_manifest(
@@ -239,8 +234,6 @@ def _commit_manifest(
     shards: list[ShardInfo],
     ser_name: str,
     mode: str,
-    compression: str,
-    group_size: int,
     attrs: dict[str, Any] | None,
 ) -> dict[str, Any]:
     """Commit the manifest that lists ``shards`` (:func:`arrayds.nodes.commit.commit`):
@@ -274,7 +267,8 @@ def _commit_manifest(
             if attrs:
                 fields["attrs"] = {**head_attrs(head, where), **attrs}
             return node_commit.Extend(fields, [s.to_json() for s in shards])
-        man = RecordsManifest(ser_name, group_size, compression, shards, dict(attrs or {}))
+        w = plan.writer
+        man = RecordsManifest(ser_name, w.group_size, w.compression, shards, dict(attrs or {}))
         return man.to_json()
 
     return node_commit.commit(
@@ -295,8 +289,7 @@ def prepare_write(
     url: str,
     component: str | None,
     mode: str,
-    compression: str,
-    group_size: int,
+    writer: WriterOptions,
     serializer: SerializerSpec,
     storage_options: Mapping[str, Any] | None,
     total: int,
@@ -306,15 +299,14 @@ def prepare_write(
     expects or ``None`` for ``auto``); ``FileExistsError`` for ``mode="w-"`` on an
     existing node (example under :func:`commit_shards`)."""
     store, node = locate(url, component, storage_options, "a records dataset")
-    return plan_write(store, node, mode, compression, group_size, serializer, total)
+    return plan_write(store, node, mode, writer, serializer, total)
 
 
 def plan_write(
     store: Store,
     node: str,
     mode: str,
-    compression: str,
-    group_size: int,
+    writer: WriterOptions,
     serializer: SerializerSpec,
     total: int,
     retries: int = APPEND_RETRIES,
@@ -327,7 +319,6 @@ def plan_write(
         )
     where = store.display(node)
     retries = check_retries(retries, f"records dataset {where!r}")
-    options = _writer_options(compression, group_size)
     ser = _ser.resolve_for_write(serializer)
     node_commit.check_parents(store, node)
     current = node_commit.read(store, node).head
@@ -350,7 +341,7 @@ def plan_write(
         expected = ser.name
     write_id = new_write_id()
     stem = _shard_stem(store, node, write_id)
-    return WritePlan(store, node, write_id, stem, total, options, ser, retries), expected
+    return WritePlan(store, node, write_id, stem, total, writer, ser, retries), expected
 
 
 def write_records(
@@ -359,7 +350,7 @@ def write_records(
     component: str | None = None,
     *,
     mode: str = "w-",
-    compression: str = "zstd:3",
+    compression: str = DEFAULT_COMPRESSION,
     group_size: int = 1,
     serializer: SerializerSpec = "auto",
     num_shards: int | None = None,
@@ -422,7 +413,7 @@ def write(
     node: str,
     *,
     mode: str = "w-",
-    compression: str = "zstd:3",
+    compression: str = DEFAULT_COMPRESSION,
     group_size: int = 1,
     serializer: SerializerSpec = "auto",
     num_shards: int | None = None,
@@ -460,9 +451,8 @@ def write(
         raise TypeError(
             f"write_records needs a dask.bag.Bag or a list of records, got {type(data).__name__}"
         )
-    plan, expected = plan_write(
-        store, node, mode, compression, group_size, serializer, total, retries
-    )
+    writer = WriterOptions(compression, group_size)
+    plan, expected = plan_write(store, node, mode, writer, serializer, total, retries)
     if compact != "tiered":
         plan = replace(plan, tiered=False)
     token = plan.stem
@@ -470,15 +460,11 @@ def write(
         # one shard of records already in memory: its task and the commit task run
         # here, as a graph of two tasks would (a small append costs no scheduler)
         results = [write_shard(items, 0, plan, defer_sync=True)]
-        man = commit_shards(
-            results, plan, mode, compression, group_size, dict(attrs) if attrs else None, expected
-        )
+        man = commit_shards(results, plan, mode, dict(attrs) if attrs else None, expected)
         return RecordsDataset.from_committed(plan.store, plan.node, man)
     if is_bag:
         # one task per partition that computes the partition and writes its shard
-        return _finish(
-            data, plan, mode, compression, group_size, attrs, expected, compute, None, progress
-        )
+        return _finish(data, plan, mode, attrs, expected, compute, None, progress)
     bounds = [len(items) * k // total for k in range(total + 1)]
     writes = [
         delayed(write_shard, pure=False)(
@@ -489,17 +475,13 @@ def write(
         )
         for k in range(total)
     ]
-    return _finish(
-        writes, plan, mode, compression, group_size, attrs, expected, compute, None, progress
-    )
+    return _finish(writes, plan, mode, attrs, expected, compute, None, progress)
 
 
 def _finish(
     writes: dask.bag.Bag | list[Any],
     plan: WritePlan,
     mode: str,
-    compression: str,
-    group_size: int,
     attrs: Mapping[str, Any] | None,
     expected: str | None,
     compute: bool,
@@ -509,7 +491,7 @@ def _finish(
     """Add the commit task after the shard tasks ``writes`` (or a bag's partitions,
     each written as a shard by :func:`arrayds.dask.graph.write_bag` on the bag's
     scheduler); compute it unless ``compute=False``."""
-    args = (plan, mode, compression, group_size, dict(attrs) if attrs else None, expected)
+    args = (plan, mode, dict(attrs) if attrs else None, expected)
     key = f"commit-records-{plan.stem}"
     if _is_bag(writes):
         man = write_bag(
@@ -547,7 +529,7 @@ def write_from_sources(
     component: str | None = None,
     *,
     mode: str = "w-",
-    compression: str = "zstd:3",
+    compression: str = DEFAULT_COMPRESSION,
     group_size: int = 1,
     serializer: SerializerSpec = "raw",
     attrs: Mapping[str, Any] | None = None,
@@ -577,8 +559,9 @@ def write_from_sources(
     sources = list(sources)
     if not sources:
         raise ValueError("write_from_sources needs at least one source")
+    writer = WriterOptions(compression, group_size)
     plan, expected = prepare_write(
-        url, component, mode, compression, group_size, serializer, storage_options, len(sources)
+        url, component, mode, writer, serializer, storage_options, len(sources)
     )
     writes = [
         delayed(_write_from_source, pure=False)(
@@ -586,9 +569,7 @@ def write_from_sources(
         )
         for k, (fn, args) in enumerate(sources)
     ]
-    return _finish(
-        writes, plan, mode, compression, group_size, attrs, expected, compute, scheduler, progress
-    )
+    return _finish(writes, plan, mode, attrs, expected, compute, scheduler, progress)
 
 
 def _is_bag(obj: Any) -> bool:
