@@ -340,7 +340,9 @@ _SUPPORTED_HELP = "; ".join(
     help="w- create (fail if it exists), w replace, a append.",
 )
 @click.option("--chunks", metavar="N,N,...", help='Chunk shape for arrays, e.g. "100,-1".')
-@click.option("--compression", default=DEFAULT_COMPRESSION, show_default=True, help="Shard compression.")
+@click.option(
+    "--compression", default=DEFAULT_COMPRESSION, show_default=True, help="Shard compression."
+)
 @click.option("--shard-size", metavar="SIZE", help='Target shard size, e.g. "128MiB".')
 @click.option("--num-shards", type=click.IntRange(1), help="Shards of a record set.")
 @click.option(
