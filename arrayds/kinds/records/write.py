@@ -8,7 +8,6 @@ task each, plus one commit task); appends add shards under a new write id.
 
 from __future__ import annotations
 
-import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -24,6 +23,8 @@ from ...nodes import commit as node_commit
 from ...nodes.merge import tiered
 from ...nodes.names import (
     new_write_id,
+    shard_name,
+    shard_stem,
 )
 from ...nodes.read import locate
 from ...nodes.retry import APPEND_RETRIES, check_retries
@@ -79,16 +80,6 @@ def _writer_options(compression: str, group_size: int) -> str:
     if "group_size" in keys:
         raise ValueError("give the group size with group_size=, not inside compression=")
     return ",".join(p for p in (f"group_size:{group_size}", compression.strip()) if p)
-
-
-def _shard_stem(store: Store, node: str, write_id: str) -> str:
-    base = (node or store.root).rstrip("/").replace("\\", "/").rsplit("/", 1)[-1]
-    base = re.sub(r"[^A-Za-z0-9_.-]+", "_", base).strip("._") or "records"
-    return f"{base}-{write_id}"
-
-
-def _shard_name(stem: str, index: int, total: int) -> str:
-    return f"{stem}.array_record-{index:05d}-of-{total:05d}"
 
 
 @dataclass(frozen=True)
@@ -166,7 +157,7 @@ def write_shard(
         chosen: str | None = ser.name if items else None
     else:
         chosen = ser.name
-    name = _shard_name(plan.stem, partition, plan.total)
+    name = shard_name(plan.stem, partition, total=plan.total)
     nbytes = 0
 
     def batches() -> Iterable[list[bytes]]:
@@ -350,7 +341,7 @@ def plan_write(
     if ser is not None:
         expected = ser.name
     write_id = new_write_id()
-    stem = _shard_stem(store, node, write_id)
+    stem = shard_stem(node or store.root, write_id)
     return WritePlan(store, node, write_id, stem, total, options, ser, retries), expected
 
 
