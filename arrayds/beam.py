@@ -51,7 +51,6 @@ import bisect
 import dataclasses
 import math
 import os
-import secrets
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -74,6 +73,7 @@ from .kinds.records.handle import RecordsDataset
 from .kinds.records.serializers import SerializerSpec
 from .kinds.records.write import WritePlan
 from .nodes import commit as node_commit
+from .nodes.names import attempt_stem
 from .nodes.options import DEFAULT_COMPRESSION, WriterOptions
 
 __all__ = ["ReadFromArrayRecord", "WriteToArrayRecord", "tfrecord_to_arrayrecord"]
@@ -112,7 +112,7 @@ class _WriteBundleShards(beam.DoFn):
         self._bytes = 0
 
     def _flush(self) -> dict[str, Any]:
-        stem = f"{self._plan.stem}-{secrets.token_hex(6)}"  # unique to this attempt
+        stem = attempt_stem(self._plan.stem)
         items, self._items, self._bytes = self._items, [], 0
         return _records_write.write_shard(
             items, 0, dataclasses.replace(self._plan, stem=stem, total=1)

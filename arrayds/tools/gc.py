@@ -31,7 +31,7 @@ from ..errors import CorruptionError
 from ..nodes import commit
 from ..nodes import history as log
 from ..nodes import registry as kinds
-from ..nodes.names import FORMAT, FORMAT_VERSION, MANIFEST
+from ..nodes.names import FORMAT, FORMAT_VERSION, MANIFEST, parse_shard_name
 from .walk import open_root
 
 __all__ = ["DEFAULT_RETENTION", "GcReport", "collect_garbage", "is_shard_name"]
@@ -94,18 +94,11 @@ class _Scan:
     versions_kept: int = 0
 
 
-# Shard names as the writers produce them (docs/spec.md 6.1, spec-ragged.md and
-# spec-records.md "Shard files"), and the temporary names of local writes: a shard
-# being written is "<shard name>.<12 hex>.tmp", a manifest ".arrayds.json.<12 hex>.tmp".
-_WRITE_ID = r"[0-9a-f]{24}"
-_NUM = r"(?:0|[1-9][0-9]*)"
-_TMP = r"(?:\.[0-9a-f]{12}\.tmp)?"
-_NODE_FOLDER_NAMES = re.compile(
-    rf"[A-Za-z0-9_.-]+-{_WRITE_ID}(?:-[0-9a-f]{{12}})?"  # Beam: one per bundle attempt
-    rf"\.array_record-[0-9]{{5,}}-of-[0-9]{{5,}}{_TMP}"
-    rf"|\.{re.escape(MANIFEST)}\.[0-9a-f]{{12}}\.tmp"
-)
-_SHARD_FOLDER_NAMES = re.compile(rf"{_WRITE_ID}-{_NUM}(?:-{_NUM})?\.array_record{_TMP}")
+# Besides shard names (arrayds.nodes.names.parse_shard_name: docs/spec.md 6.1,
+# spec-ragged.md and spec-records.md "Shard files", and their temporary names
+# "<shard name>.<12 hex>.tmp"), gc removes the temporary manifests of local commits,
+# ".arrayds.json.<12 hex>.tmp", from a node's own folder.
+_MANIFEST_TMP = re.compile(rf"\.{re.escape(MANIFEST)}\.[0-9a-f]{{12}}\.tmp")
 
 
 def is_shard_name(rel: str, kind: kinds.NodeKind) -> bool:
@@ -118,15 +111,10 @@ def is_shard_name(rel: str, kind: kinds.NodeKind) -> bool:
     >>> is_shard_name("c/" + "ab" * 12 + "-0.array_record", array), is_shard_name("c/x", array)
     (True, False)
     """
-    parts = rel.split("/")
-    if len(parts) == 1:
-        return _NODE_FOLDER_NAMES.fullmatch(parts[0]) is not None
-    return (
-        len(parts) == 2
-        and kind.shard_folder is not None
-        and parts[0] == kind.shard_folder
-        and _SHARD_FOLDER_NAMES.fullmatch(parts[1]) is not None
-    )
+    if _MANIFEST_TMP.fullmatch(rel):
+        return True
+    name = parse_shard_name(rel)
+    return name is not None and name.folder in ("", kind.shard_folder)
 
 
 def _parent(key: str) -> str:

@@ -25,7 +25,7 @@ import numpy as np
 
 from ...errors import CorruptionError
 from ...nodes.merge import Box, FileUse, Rewrite, TooFragmentedError, Usage, in_parallel, sized_file
-from ...nodes.names import SHARD_DIR, SHARD_SUFFIX, join_component
+from ...nodes.names import SHARD_DIR, join_component, shard_name
 from ...nodes.options import writer_options
 from ...nodes.shards import node_shard_reader, read_shard_records, write_shard
 from ...storage.base import BaseStore as Store
@@ -292,7 +292,7 @@ def compact_array(
     entries: list[ShardEntry] = []
     total = 0
     for n, boxes in enumerate(plan):
-        relpath = f"{SHARD_DIR}/{write_id}-{n}{SHARD_SUFFIX}"
+        relpath = shard_name(write_id, n, folder=SHARD_DIR)
         written.append(relpath)
         nbytes = write_shard(
             store,

@@ -41,7 +41,7 @@ from ...dask.graph import block_keys, run, streams_blocks, write_graph
 from ...errors import CommitConflictError
 from ...nodes import commit
 from ...nodes.merge import tiered as tiered_merge
-from ...nodes.names import SHARD_DIR, SHARD_SUFFIX, join_component, new_write_id
+from ...nodes.names import SHARD_DIR, join_component, new_write_id, shard_name
 from ...nodes.options import DEFAULT_COMPRESSION, check_compression, writer_options
 from ...nodes.read import read_node
 from ...nodes.shards import write_shard
@@ -584,7 +584,7 @@ def _shard_job(
         url=store.url,
         storage_options=store.storage_options,
         node=node,
-        relpath=f"{SHARD_DIR}/{write_id}-{n}{SHARD_SUFFIX}",
+        relpath=shard_name(write_id, n, folder=SHARD_DIR),
         options=options,
         dtype=dtype.str,
         box_sizes=[

@@ -53,7 +53,7 @@ from ...nodes import registry as kinds
 from ...nodes.handle import Node
 from ...nodes.merge import check_compact, compact_small_files
 from ...nodes.merge import tiered as tiered_merge
-from ...nodes.names import SHARD_DIR, SHARD_SUFFIX, check_json_value, join_component, new_write_id
+from ...nodes.names import SHARD_DIR, check_json_value, join_component, new_write_id, shard_name
 from ...nodes.options import writer_options
 from ...nodes.read import kind_phrase, missing_node, read_node
 from ...nodes.retry import APPEND_RETRIES, backoff, check_retries
@@ -785,7 +785,7 @@ class Array(Node):
 
         axis_runs = [_runs(p.chunks) for p in plan.plans]
         write_id = new_write_id()
-        relpath = f"{SHARD_DIR}/{write_id}-0{SHARD_SUFFIX}"
+        relpath = shard_name(write_id, 0, folder=SHARD_DIR)
         entries: list[ShardEntry] = []
         boxes = list(itertools.product(*axis_runs))
         offset = 0
@@ -941,7 +941,7 @@ class Array(Node):
         if all(gshape[d] > 0 for d in range(ndim)):
             start = tuple(first if d == axis else 0 for d in range(ndim))
             stop = gshape
-            relpath = f"{SHARD_DIR}/{write_id}-0{SHARD_SUFFIX}"
+            relpath = shard_name(write_id, 0, folder=SHARD_DIR)
             sub_axes = [
                 new_axis.sub(first, new_axis.nchunks) if d == axis else grid.axes[d]
                 for d in range(ndim)

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ...nodes.merge import UNWEIGHED, FileUse, Rewrite, Usage, in_parallel, sized_file
-from ...nodes.names import SHARD_DIR, SHARD_SUFFIX, join_component
+from ...nodes.names import SHARD_DIR, join_component, shard_name
 from ...nodes.options import writer_options
 from ...nodes.shards import write_shard
 from ...storage.base import BaseStore as Store
@@ -88,7 +88,7 @@ def compact_ragged(
     total = 0
     for n, group in enumerate(groups):
         items = [units[src] for src, _a, _b in group]
-        relpath = f"{SHARD_DIR}/{write_id}-0-{n}{SHARD_SUFFIX}"
+        relpath = shard_name(write_id, 0, n, folder=SHARD_DIR)
         written.append(relpath)
         index = np.concatenate([shapes[k][j : j + 1] for k, j in items]).reshape(-1, m.ndim)
         npieces = sum(int(pieces[k][j]) for k, j in items)

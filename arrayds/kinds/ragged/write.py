@@ -28,10 +28,10 @@ from ...nodes import registry as kinds
 from ...nodes.merge import tiered as merge_tiered
 from ...nodes.names import (
     SHARD_DIR,
-    SHARD_SUFFIX,
     check_json_value,
     join_component,
     new_write_id,
+    shard_name,
 )
 from ...nodes.options import DEFAULT_COMPRESSION, check_compression, writer_options
 from ...nodes.read import locate
@@ -168,7 +168,7 @@ def _write_items(
         nonlocal batch, size
         if not batch:
             return
-        relpath = f"{SHARD_DIR}/{plan.write_id}-{part}-{len(out)}{SHARD_SUFFIX}"
+        relpath = shard_name(plan.write_id, part, len(out), folder=SHARD_DIR)
         shapes = np.array([a.shape for a in batch], dtype=np.int64).reshape(len(batch), lay.ndim)
         npieces = int(count_pieces(shapes[:, lay.axis], lay.piece_len).sum())
 

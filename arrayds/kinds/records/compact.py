@@ -18,7 +18,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 
 from ...nodes.merge import FileUse, Rewrite, Usage, in_parallel, sized_file
-from ...nodes.names import join_component
+from ...nodes.names import join_component, shard_name, shard_stem
 from ...nodes.options import WriterOptions
 from ...storage.base import BaseStore as Store
 from ..array.compact import read_old
@@ -143,10 +143,10 @@ def compact_records(
     plan, _ = plan_write(
         store, node, "w", WriterOptions(m.compression, m.group_size), "raw", len(groups)
     )
-    plan = replace(plan, write_id=write_id, stem=plan.stem.replace(plan.write_id, write_id))
+    plan = replace(plan, write_id=write_id, stem=shard_stem(node or store.root, write_id))
     infos: list[ShardInfo] = []
     for k, group in enumerate(groups):
-        name = f"{plan.stem}.array_record-{k:05d}-of-{len(groups):05d}"
+        name = shard_name(plan.stem, k, total=plan.total)
         written.append(name)
         info = write_records_shard(
             _copy_records(store, node, m.shards, group, what), k, plan, defer_sync=True

@@ -8,7 +8,6 @@ task each, plus one commit task); appends add shards under a new write id.
 
 from __future__ import annotations
 
-import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -23,6 +22,8 @@ from ...nodes import commit as node_commit
 from ...nodes.merge import tiered
 from ...nodes.names import (
     new_write_id,
+    shard_name,
+    shard_stem,
 )
 from ...nodes.options import DEFAULT_COMPRESSION, WriterOptions
 from ...nodes.read import locate
@@ -68,16 +69,6 @@ def _write_stream(
 
 
 # ------------------------------------------------------------------------- writing
-
-
-def _shard_stem(store: Store, node: str, write_id: str) -> str:
-    base = (node or store.root).rstrip("/").replace("\\", "/").rsplit("/", 1)[-1]
-    base = re.sub(r"[^A-Za-z0-9_.-]+", "_", base).strip("._") or "records"
-    return f"{base}-{write_id}"
-
-
-def _shard_name(stem: str, index: int, total: int) -> str:
-    return f"{stem}.array_record-{index:05d}-of-{total:05d}"
 
 
 @dataclass(frozen=True)
@@ -160,7 +151,7 @@ def write_shard(
         chosen: str | None = ser.name if items else None
     else:
         chosen = ser.name
-    name = _shard_name(plan.stem, partition, plan.total)
+    name = shard_name(plan.stem, partition, total=plan.total)
     nbytes = 0
 
     def batches() -> Iterable[list[bytes]]:
@@ -340,7 +331,7 @@ def plan_write(
     if ser is not None:
         expected = ser.name
     write_id = new_write_id()
-    stem = _shard_stem(store, node, write_id)
+    stem = shard_stem(node or store.root, write_id)
     return WritePlan(store, node, write_id, stem, total, writer, ser, retries), expected
 
 
