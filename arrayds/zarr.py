@@ -58,7 +58,6 @@ from zarr.abc.store import (
 )
 from zarr.codecs import BytesCodec
 from zarr.core.buffer import Buffer, BufferPrototype, default_buffer_prototype
-from zarr.core.chunk_grids import RegularChunkGrid
 from zarr.core.chunk_key_encodings import DefaultChunkKeyEncoding
 from zarr.core.dtype import get_data_type_from_native_dtype
 from zarr.core.metadata.v3 import ArrayV3Metadata
@@ -480,7 +479,9 @@ def _array_json(a: Array, chunk_shape: tuple[int, ...]) -> bytes:
     meta = ArrayV3Metadata(
         shape=m.shape,
         data_type=dtype,
-        chunk_grid=RegularChunkGrid(chunk_shape=chunk_shape),
+        # as its JSON: zarr 3.1 parses it into RegularChunkGrid, 3.4 (which has no such
+        # class) into RegularChunkGridMetadata
+        chunk_grid={"name": "regular", "configuration": {"chunk_shape": chunk_shape}},
         chunk_key_encoding=DefaultChunkKeyEncoding(separator="/"),
         fill_value=m.fill[()],
         codecs=(BytesCodec(endian="little" if m.dtype.itemsize > 1 else None),),
