@@ -13,7 +13,10 @@ so that zarr-python and what reads through it (``zarr.open_group``, xarray's
   written is absent, so zarr fills it;
 * opening the store reads nothing; the first key of a node reads that node's
   manifests only (one consistent snapshot of a group, as ``engine="arrayds"`` reads it);
-  chunks are read in worker threads, so zarr's concurrent gets overlap;
+* each chunk is decoded by the engine straight into the buffer zarr gets (no copy);
+  small chunks of a local dataset are read when zarr asks for them, the others (large
+  or remote) in worker threads, the chunks zarr asks for at once (its concurrent gets,
+  ``get_partial_values``) read together, one engine call per shard file;
 * ``version=`` presents that kept version of the root (its children as of the moment
   it stands for, as :func:`arrayds.open` reads them);
 * writes (``set``, ``delete``) raise ``ValueError`` naming the view as read only.
@@ -33,8 +36,11 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextvars
+import functools
 import itertools
 import json
+import math
 import os
 import threading
 from collections.abc import AsyncIterator, Iterable, Mapping
@@ -52,13 +58,13 @@ from zarr.abc.store import (
 )
 from zarr.codecs import BytesCodec
 from zarr.core.buffer import Buffer, BufferPrototype, default_buffer_prototype
-from zarr.core.chunk_grids import RegularChunkGrid
 from zarr.core.chunk_key_encodings import DefaultChunkKeyEncoding
 from zarr.core.dtype import get_data_type_from_native_dtype
 from zarr.core.metadata.v3 import ArrayV3Metadata
 
 from .kinds.array.handle import Array
 from .kinds.array.manifest import ArrayManifest
+from .kinds.array.tensor import new_buffer, npy_header
 from .nodes.registry import parse_node
 from .storage import get_store
 from .xarray.attrs import decode_attrs
@@ -70,6 +76,10 @@ ZARR_JSON = "zarr.json"
 INTERNAL = "_arrayds"
 """The attribute in which arrayds' xarray writer keeps what xarray does not see
 (arrayds.xarray.backend.INTERNAL): not presented."""
+INLINE_BYTES = 1 << 20
+"""A chunk of a local dataset of at most this many bytes is read on zarr's event loop
+itself, when zarr asks for it (a hop to a worker thread costs more than such a read);
+larger chunks, and those of remote datasets, are read in batches in worker threads."""
 READ_ONLY = "store was opened in read-only mode and does not support writing"
 """zarr's own wording (its store tests match it), followed by the view's reason."""
 
@@ -121,6 +131,15 @@ class _ArrayView:
     error: str | None = None
     meta: bytes | None = None
 
+    @property
+    def chunk_bytes(self) -> int:
+        """The bytes of one chunk as zarr reads it (0 for an irregular grid)."""
+        return math.prod(self.chunk_shape or (0,)) * self.array.dtype.itemsize
+
+
+_Wanted = tuple[_ArrayView, tuple[int, ...], "asyncio.Future[Any]"]
+"""A chunk get waiting for its batch: the array, the chunk coordinate, the future."""
+
 
 class ArraydsZarrStore(Store):
     """The zarr view of an arrayds dataset (see the module docstring); make one with
@@ -159,6 +178,8 @@ class ArraydsZarrStore(Store):
         self._lock = threading.RLock()  # _resolve_root holds it while making views
         self._root: _GroupView | _ArrayView | None = None
         self._chunked: dict[str, _ArrayView] = {}  # node path -> array, for chunk keys
+        # per event loop: the chunk gets of this turn of the loop (see _chunk)
+        self._batches: dict[asyncio.AbstractEventLoop, list[_Wanted]] = {}
 
     def __repr__(self) -> str:
         at = "" if self.version is None else f" version={self.version}"
@@ -303,9 +324,6 @@ class ArraydsZarrStore(Store):
         return None if coord is None else (view, coord)
 
     def _read_key(self, key: str) -> np.ndarray | bytes | None:
-        hit = self._chunk_lookup(key)
-        if hit is not None:
-            return _read_chunk(hit[0].array, hit[1], hit[0].chunk_shape)  # type: ignore[arg-type]
         view, _node, rest = self._find(key)
         if view is None:
             return None
@@ -314,7 +332,7 @@ class ArraydsZarrStore(Store):
         if isinstance(view, _ArrayView) and view.error is None:
             coord = _chunk_coord(rest, view.array)
             if coord is not None:
-                return _read_chunk(view.array, coord, view.chunk_shape)  # type: ignore[arg-type]
+                return _read_one(view, coord)
         return None
 
     async def get(
@@ -325,7 +343,14 @@ class ArraydsZarrStore(Store):
     ) -> Buffer | None:
         """The bytes of ``key`` (a ``zarr.json`` or a chunk), or ``None`` if absent."""
         prototype = prototype or default_buffer_prototype()
-        got = await asyncio.to_thread(self._read_key, key)
+        hit = self._chunk_lookup(key)
+        got: np.ndarray | bytes | None
+        if hit is None:  # a zarr.json, or a key of a node not read yet
+            got = await asyncio.to_thread(self._read_key, key)
+        elif self._store.local and hit[0].chunk_bytes <= INLINE_BYTES:
+            got = _read_one(*hit)
+        else:
+            got = await self._chunk(*hit)
         if got is None:
             return None
         data = np.frombuffer(got, dtype=np.uint8) if isinstance(got, bytes) else got
@@ -336,7 +361,35 @@ class ArraydsZarrStore(Store):
         prototype: BufferPrototype,
         key_ranges: Iterable[tuple[str, ByteRequest | None]],
     ) -> list[Buffer | None]:
+        # the chunks asked for together are read together (one batch, see _chunk)
+        # unless they are read on the event loop (small chunks of a local dataset)
         return list(await asyncio.gather(*(self.get(k, prototype, r) for k, r in key_ranges)))
+
+    # -- chunk batches: the gets of one turn of an event loop, read together
+
+    def _chunk(self, view: _ArrayView, coord: tuple[int, ...]) -> asyncio.Future[Any]:
+        """A future of chunk ``coord`` of ``view`` (its bytes, None if never written).
+        zarr asks for each chunk in a task of its own, many at once: the chunks asked
+        for in one turn of the loop are read after it, as one batch in a worker thread
+        (one engine call per shard file, see :func:`_read_chunks`)."""
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        batch = self._batches.get(loop)
+        if batch is None:  # only this loop's thread touches its batch
+            batch = self._batches[loop] = []
+            loop.call_soon(self._flush, loop, batch)
+        batch.append((view, coord, fut))
+        return fut
+
+    def _flush(self, loop: asyncio.AbstractEventLoop, batch: list[_Wanted]) -> None:
+        if self._batches.get(loop) is batch:
+            del self._batches[loop]
+        batch = [w for w in batch if not w[2].done()]  # a cancelled get wants nothing
+        if not batch:
+            return
+        run = contextvars.copy_context().run  # the reads see the caller's options
+        done = loop.run_in_executor(None, run, _read_batch, batch)
+        done.add_done_callback(functools.partial(_settle_later, batch))
 
     async def exists(self, key: str) -> bool:
         def run() -> bool:
@@ -427,7 +480,9 @@ def _array_json(a: Array, chunk_shape: tuple[int, ...]) -> bytes:
     meta = ArrayV3Metadata(
         shape=m.shape,
         data_type=dtype,
-        chunk_grid=RegularChunkGrid(chunk_shape=chunk_shape),
+        # as its JSON: zarr 3.1 parses it into RegularChunkGrid, 3.4 (which has no such
+        # class) into RegularChunkGridMetadata
+        chunk_grid={"name": "regular", "configuration": {"chunk_shape": chunk_shape}},
         chunk_key_encoding=DefaultChunkKeyEncoding(separator="/"),
         fill_value=m.fill[()],
         codecs=(BytesCodec(endian="little" if m.dtype.itemsize > 1 else None),),
@@ -500,24 +555,117 @@ def _chunk_coord(rest: str, a: Array) -> tuple[int, ...] | None:
     return coord
 
 
-def _read_chunk(
-    a: Array, coord: tuple[int, ...], chunk_shape: tuple[int, ...]
-) -> np.ndarray | None:
-    """Chunk ``coord`` as little-endian bytes of the full chunk shape (an edge chunk
-    padded with the fill value), read through arrayds; None if it was never written."""
+def _read_batch(batch: list[_Wanted]) -> list[np.ndarray | BaseException | None]:
+    """The chunks of ``batch`` (each array's together, see :func:`_read_chunks`), in
+    its order."""
+    by_array: dict[int, list[int]] = {}
+    for i, (view, _coord, _fut) in enumerate(batch):
+        by_array.setdefault(id(view), []).append(i)
+    out: list[np.ndarray | BaseException | None] = [None] * len(batch)
+    for idx in by_array.values():
+        got = _read_chunks(batch[idx[0]][0], [batch[i][1] for i in idx])
+        for i, chunk in zip(idx, got, strict=True):
+            out[i] = chunk
+    return out
+
+
+def _read_one(view: _ArrayView, coord: tuple[int, ...]) -> np.ndarray | None:
+    """Chunk ``coord`` of ``view`` (see :func:`_read_chunks`), an error raised."""
+    got = _read_chunks(view, [coord])[0]
+    if isinstance(got, BaseException):
+        raise got
+    return got
+
+
+def _settle(batch: list[_Wanted], got: list[np.ndarray | BaseException | None]) -> None:
+    for (_view, _coord, fut), chunk in zip(batch, got, strict=True):
+        if fut.done():
+            continue
+        if isinstance(chunk, BaseException):
+            fut.set_exception(chunk)
+        else:
+            fut.set_result(chunk)
+
+
+def _settle_later(batch: list[_Wanted], done: asyncio.Future[Any]) -> None:
+    """:func:`_settle` with the result of a batch read in a worker thread."""
+    if done.cancelled():
+        got: list[Any] = [asyncio.CancelledError()] * len(batch)
+    elif done.exception() is not None:
+        got = [done.exception()] * len(batch)
+    else:
+        got = done.result()
+    _settle(batch, got)
+
+
+def _read_chunks(
+    view: _ArrayView, coords: list[tuple[int, ...]]
+) -> list[np.ndarray | BaseException | None]:
+    """Chunks ``coords`` of ``view`` as little-endian bytes of the full chunk shape (an
+    edge chunk padded with the fill value), None for one never written. The chunks of
+    one shard file are decoded by one engine call straight into their buffers
+    (checksums verified); an error reading a shard is the result of its chunks."""
+    a = view.array
     m = a.manifest
-    if m.table.locate_one(coord)[0] < 0:
-        return None
-    chunk = a[m.grid.chunk_slices(coord)]
-    dtype = _little(m.dtype)
-    if chunk.shape != chunk_shape:
-        full = np.full(chunk_shape, m.fill, dtype=dtype)
-        full[tuple(slice(0, n) for n in chunk.shape)] = chunk
-        chunk = full
-    elif chunk.dtype != dtype or not chunk.flags.c_contiguous:
-        chunk = np.ascontiguousarray(chunk, dtype=dtype)
+    table = m.table
+    if len(coords) == 1:  # zarr's usual get: one chunk
+        e, r = table.locate_one(coords[0])
+        entry, record = [e], np.array([r], dtype=np.int64)
+    else:
+        entry, record = table.locate(np.array(coords, dtype=np.int64).reshape(len(coords), m.ndim))
+        entry = entry.tolist()
+    by_path: dict[int, list[int]] = {}
+    for i, e in enumerate(entry):
+        if e >= 0:
+            by_path.setdefault(int(table.path_ids[e]), []).append(i)
+    out: list[np.ndarray | BaseException | None] = [None] * len(coords)
+    for pid, idx in by_path.items():
+        try:
+            got = _read_shard(view, table.paths[pid], [coords[i] for i in idx], record[idx])
+        except Exception as e:  # the error of these chunks' gets
+            got = [e] * len(idx)
+        for i, chunk in zip(idx, got, strict=True):
+            out[i] = chunk
+    return out
+
+
+def _read_shard(
+    view: _ArrayView, relpath: str, coords: list[tuple[int, ...]], records: np.ndarray
+) -> list[np.ndarray]:
+    """Chunks ``coords`` of ``view``, records ``records`` of shard ``relpath`` (see
+    :func:`_read_chunks`)."""
+    a = view.array
+    m = a.manifest
+    dtype = m.dtype
+    full_shape = view.chunk_shape
+    assert full_shape is not None
+    size = math.prod(full_shape) * dtype.itemsize
+    axes = m.grid.axes
+    bufs: list[np.ndarray] = []
+    dests: list[np.ndarray] = []
+    heads: list[bytes] = []
+    boxes = [[ax.offset_size_int(c) for ax, c in zip(axes, coord, strict=True)] for coord in coords]
+    for box in boxes:
+        shape = tuple(n for _o, n in box)
+        buf = new_buffer(size).view(dtype).reshape(full_shape)
+        dest = buf
+        if shape != full_shape:  # an edge chunk: zarr reads the full chunk shape
+            buf[...] = m.fill
+            dest = buf[tuple(slice(0, n) for n in shape)]
+        bufs.append(buf)
+        dests.append(dest)
+        heads.append(npy_header(dtype, shape))
     # numpy exports no buffer for datetime64/timedelta64: the same bytes as int64
-    return chunk.reshape(-1).view(np.uint8)
+    targets = [d.view("<i8") for d in dests] if dtype.kind in "Mm" else dests
+    if not a.decode_records_into(relpath, records, targets, heads):
+        # a header this writer would not write: arrayds' general path reads any valid
+        # one (or names the damage)
+        for box, dest in zip(boxes, dests, strict=True):
+            dest[...] = a[tuple(slice(o, o + n) for o, n in box)]
+    little = _little(dtype)
+    return [
+        (buf if little == dtype else buf.astype(little)).reshape(-1).view(np.uint8) for buf in bufs
+    ]
 
 
 def _stored(a: Array) -> list[tuple[int, ...]]:

@@ -3,6 +3,7 @@ what they read equals what arrayds reads, on real files and the real engine."""
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 
@@ -11,6 +12,7 @@ import numpy as np
 import pytest
 import xarray as xr
 import zarr
+from zarr.abc.store import RangeByteRequest
 from zarr.core.buffer import default_buffer_prototype
 from zarr.core.sync import sync
 
@@ -20,6 +22,7 @@ from arrayds import CorruptionError
 from arrayds.nodes.shards import clear_reader_cache, io_stats, reset_io_stats
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "xarray"))
+from conformance.servers import load_helper, moto_bucket  # noqa: E402
 from test_xarray import _append_with_pending_roll_forward, climate  # noqa: E402
 
 # zarr warns that the fixed-width str/bytes data types have no Zarr v3 specification yet
@@ -213,3 +216,107 @@ def test_open_errors(tmp_path):
         view(url)
     with pytest.raises(ValueError, match="read_only=False"):
         arrayds.zarr.ArraydsZarrStore(url, read_only=False)
+
+
+def chunk_of(buf, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
+    """The chunk array of the bytes a ``get`` returned."""
+    return np.frombuffer(buf.to_bytes(), dtype=dtype).reshape(shape)
+
+
+def test_large_chunks_are_read_in_worker_threads_with_checksums(tmp_path):
+    # 2 MiB chunks: more than the view reads on zarr's event loop, so these gets take
+    # the batched path in a worker thread (as every get of a remote dataset does)
+    assert 512 * 512 * 8 > arrayds.zarr.INLINE_BYTES
+    url = str(tmp_path / "big")
+    x = np.random.default_rng(1).random((600, 1100))
+    a = arrayds.open_array(url, mode="w", shape=x.shape, dtype="f8", chunks=512, fill_value=-1)
+    a[...] = x
+    z = view(url)
+    np.testing.assert_array_equal(z[...], x)
+    np.testing.assert_array_equal(da.from_zarr(z).compute(), x)
+    store = z.store
+    keys = [
+        ("c/1/2", None),
+        ("zarr.json", None),
+        ("c/0/0", RangeByteRequest(8, 24)),
+        ("c/5/0", None),
+    ]
+    got = sync(store.get_partial_values(default_buffer_prototype(), keys))
+    edge = np.full((512, 512), -1.0)
+    edge[:88, :76] = x[512:, 1024:]  # the corner chunk, padded with the fill value
+    np.testing.assert_array_equal(chunk_of(got[0], "<f8", (512, 512)), edge)
+    assert json.loads(got[1].to_bytes())["chunk_grid"]["configuration"]["chunk_shape"] == [512, 512]
+    assert chunk_of(got[2], "<f8", (2,)).tolist() == x[0, 1:3].tolist()
+    assert got[3] is None  # outside the grid
+    path = a.store.path("", a.manifest.shards[0].path)
+    data = bytearray(open(path, "rb").read())
+    data[100:140] = b"\xff" * 40  # inside the first chunk
+    open(path, "wb").write(bytes(data))
+    clear_reader_cache()
+    z = view(url)
+    with pytest.raises(CorruptionError, match="is damaged"):
+        z[:10, :10]
+    with pytest.raises(CorruptionError, match="is damaged"):
+        da.from_zarr(z).sum().compute()
+
+
+def test_one_batch_mixes_arrays_missing_chunks_and_documents(tmp_path):
+    # memory:// is not a local file system: every chunk get goes through a batch
+    url = f"memory://zarr-batch-{tmp_path.name}"
+    g = arrayds.open(url, mode="w")
+    p = g.create_array("p", shape=(4, 6), dtype=">i4", chunks=(2, 3), fill_value=9)
+    p[:2, :] = np.arange(12).reshape(2, 6)  # chunk row 1 never written
+    q = g.create_array("q", shape=(5,), dtype="M8[s]", chunks=2)
+    q[...] = np.arange(5).astype("M8[s]")
+    store = arrayds.zarr.open_store(url)
+    zg = zarr.open_group(store, mode="r")
+    zp, zq = zg["p"], zg["q"]
+    keys = ["p/c/0/1", "q/c/2", "p/c/1/0", "q/zarr.json", "q/c/0", "p/c/0/0", "p/c/0/1"]
+    got = sync(store.get_partial_values(default_buffer_prototype(), [(k, None) for k in keys]))
+    one_by_one = [sync(store.get(k)) for k in keys]
+    assert [b is None for b in got] == [False, False, True, False, False, False, False]
+    for a, b in zip(got, one_by_one, strict=True):
+        assert (a is None and b is None) or a.to_bytes() == b.to_bytes()
+    assert chunk_of(got[0], "<i4", (2, 3)).tolist() == [[3, 4, 5], [9, 10, 11]]
+    assert chunk_of(got[1], "<i8", (2,)).tolist() == [4, 0]  # the edge chunk, fill 0
+    assert chunk_of(got[4], "<i8", (2,)).tolist() == [0, 1]
+    np.testing.assert_array_equal(zp[...], p[...])
+    np.testing.assert_array_equal(zq[...], q[...])
+
+
+@pytest.fixture(scope="module")
+def s3():
+    with moto_bucket("arrayds-zarr-view") as server:
+        yield server
+
+
+def test_remote_gets_of_a_shard_are_one_batched_read(s3, tmp_path):
+    proxy = load_helper("s3", "s3server").LatencyProxy(("127.0.0.1", s3.port), latency=0.0)
+    proxy.start()
+    try:
+        opts = s3.storage_options(proxy.url)
+        x = np.arange(64.0).reshape(8, 8)
+        own, through = (f"s3://arrayds-zarr-view/{tmp_path.name}-{n}" for n in ("own", "view"))
+        for url in (own, through):  # two copies: each read starts with no open reader
+            arrayds.to_arrayrecord(x, url, chunks=2, storage_options=opts)
+        a = arrayds.open_array(own, storage_options=opts)
+        assert a.nshards == 1  # one shard of 16 chunks
+        proxy.stats.reset()
+        np.testing.assert_array_equal(a[...], x)
+        own_requests = proxy.stats.snapshot()["requests"]
+        store = arrayds.zarr.open_store(through, storage_options=opts)
+        z = zarr.open_array(store, mode="r")
+        keys = [(f"c/{i}/{j}", None) for i in range(4) for j in range(4)]
+        proxy.stats.reset()
+        got = sync(store.get_partial_values(default_buffer_prototype(), keys))
+        # the 16 gets are one engine read of the shard, as arrayds' own read is
+        assert proxy.stats.snapshot()["requests"] == own_requests
+        for (key, _), buf in zip(keys, got, strict=True):
+            i, j = map(int, key.split("/")[1:])
+            assert (
+                chunk_of(buf, "<f8", (2, 2)).tolist()
+                == x[2 * i : 2 * i + 2, 2 * j : 2 * j + 2].tolist()
+            )
+        np.testing.assert_array_equal(z[...], x)
+    finally:
+        proxy.stop()

@@ -588,7 +588,7 @@ class Array(Node):
         except CorruptionError as e:
             raise CorruptionError(f"{self.what}: shard {relpath!r} is damaged: {e}") from None
 
-    def _read_records_into(
+    def decode_records_into(
         self, relpath: str, recs: Any, buffers: list[Any], prefix: Any = None
     ) -> bool:
         """Decode records ``recs`` of shard ``relpath`` into ``buffers`` (one batched
@@ -617,7 +617,7 @@ class Array(Node):
 
         h = len(npy_header(dtype, shape))
         buf = new_buffer(h + math.prod(shape) * dtype.itemsize)
-        if self._read_records_into(relpath, [r], [buf]):
+        if self.decode_records_into(relpath, [r], [buf]):
             return decode_chunk(buf, dtype, shape, what)
         rec = self._read_records(relpath, [r])[0]
         return decode_chunk(rec, dtype, shape, what).copy()
@@ -733,7 +733,7 @@ class Array(Node):
                         heads.append(npy_header(dtype, shape))
                         continue
             rest.append(k)
-        if ks and not self._read_records_into(relpath, plan.record[ks], dests, heads):
+        if ks and not self.decode_records_into(relpath, plan.record[ks], dests, heads):
             return group  # an unexpected header somewhere: the general path decodes all
         return np.asarray(rest, dtype=np.int64)
 
