@@ -273,7 +273,7 @@ def test_retried_bundle_is_not_duplicated_and_its_shard_is_collected(tmp_path):
     first = attempt()
     second = attempt()  # the retry of the same bundle
     assert first[0]["shard"].name != second[0]["shard"].name
-    settings = ("w-", "zstd:3", 1, expected, 0)
+    settings = ("w-", expected, 0)  # mode, expected serializer, num_shards
     ds = abeam._commit_gathered(second, plan, settings, (url, None, None))
     assert sorted(ds) == sorted(bundle)  # every record once
     # a retried commit (the commit bundle run again) neither fails nor removes shards
