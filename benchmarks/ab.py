@@ -6,8 +6,9 @@
 
 Every run is a fresh ``python SCRIPT ARGS --json FILE`` whose ``PYTHONPATH`` is one tree
 (so ``import arrayds`` is that tree's code; the tree is checked before the first run).
-The script is always the after tree's (benchmarks/SCRIPT), so both sides run the same
-workload definition and differ only in the package. The sides alternate by rounds:
+The script is always the one beside this file (benchmarks/SCRIPT; run ab.py of the
+after tree, so that is the after tree's), so both sides run the same workload
+definition and differ only in the package. The sides alternate by rounds:
 before, after, then after, before, and so on, so a drifting load weighs on both alike.
 
 ``--alias NEW=OLD``: when a benchmark imports an internal module that a layout change

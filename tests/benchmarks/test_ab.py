@@ -76,7 +76,7 @@ def test_two_rounds_alternate_and_every_figure_has_both_sides():
 def test_arrays_and_records_scripts_give_their_arrayds_figures():
     got = run_ab(
         "--rounds=1",
-        "--bench=bench_arrays.py --n=256 --chunk=128 --reads=3 --repeat=1 --only=A3",
+        "--bench=bench_arrays.py --n=512 --chunk=128 --reads=3 --repeat=1 --only=A3",
         "--bench=bench_records.py --per-shard=50 --reads=50 --batches=2 --repeat=1 --only=reads",
     )
     assert got.returncode == 0, got.stderr
