@@ -52,6 +52,8 @@ the content written at once.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import os
 import platform
 import shutil
@@ -804,6 +806,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--workdir", default=None)
     p.add_argument("--only", action="append", choices=sorted(WORKLOADS), help="repeatable")
+    p.add_argument("--json", default=None, help="also write the results as JSON here")
     args = p.parse_args(argv)
     defaults = (200, 200, 50) if args.quick else (10_000, 10_000, 2_000)
     for name, default in zip(("appends", "records", "xr_steps"), defaults, strict=True):
@@ -826,6 +829,13 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(workdir, ignore_errors=True)
     text, missed = render(results, args, time.perf_counter() - t0)
     sys.stdout.write(text + "\n")
+    if args.json:  # per workload: every field of both sides' Run (seconds, bytes)
+        with open(args.json, "w") as f:
+            runs = [
+                {"title": t, "arrayds": dataclasses.asdict(o), "zarr": dataclasses.asdict(z)}
+                for t, _, o, z in results
+            ]
+            json.dump({"workloads": runs}, f)
     return 1 if missed and not args.quick else 0
 
 
