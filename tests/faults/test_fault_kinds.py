@@ -1,5 +1,6 @@
 """Faults on the write kinds beyond arrays (records appends, ragged appends, xarray
-``append_dim=``) and on records and xarray reads, through the proxy on moto S3.
+``append_dim=``) and on records and xarray reads, through the proxy on moto S3 and on
+fake-gcs-server (``backend``, from conftest.py).
 
 Each append runs under a seeded schedule of transient faults that includes a lost
 reply to the manifest PUT: it commits exactly once or raises, the node then reads
@@ -17,7 +18,7 @@ import pytest
 
 import arrayds
 from arrayds import store as store_mod
-from arrayds.tools.verify import verify
+from arrayds.verify import verify
 
 from .proxy import Rule
 
@@ -37,8 +38,6 @@ READS = (
     Rule("503", rate=0.1, methods=("GET",), limit=2),
 )
 """A cut shard body, a 503 on a manifest, a reset on a shard, and a few 503s more."""
-
-pytestmark = pytest.mark.parametrize("backend", ["s3"])  # gcsfs's backoff is slow
 
 
 def _attempts(faulty, write: Callable[[int], Any], read: Callable[[], Any], n: int) -> None:
