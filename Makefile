@@ -101,7 +101,7 @@ FLOORS_VENV  := .venv-floors
 FLOORS_PY    := $(FLOORS_VENV)/bin/python
 FLOORS_TESTS := tests/dataset tests/arrayrecord tests/xarray/test_xarray.py \
                 tests/cluster/test_write_locality.py tests/test_floors.py \
-                'tests/test_docstrings.py::test_docstring_examples[arrayds.dask.array]' \
+                'tests/test_docstrings.py::test_docstring_examples[arrayds.kinds.array.dask]' \
                 --ignore=tests/arrayrecord/test_corruption.py --ignore=tests/dataset/test_crash.py \
                 --deselect tests/arrayrecord/test_docs_and_example.py::test_quickstart_runs
 

@@ -10,27 +10,27 @@ The public names of the API contract (docs: shared/design/API.md). ArrayRecord f
 b'hello'
 """
 
-from . import convert as convert  # records datasets (issue 4)
-from . import ragged as ragged  # ragged arrays (issue 5); registers the "ragged" kind
-from . import records as records  # registers the "records" node kind
+from . import convert as convert  # records datasets from other formats
+from . import ragged as ragged  # the public names of ragged arrays
+from . import records as records  # the public names of records datasets
 from . import serializers as serializers
-from . import xarray as xarray  # xarray writer + accessors (issue 5); does not import xarray
+from . import xarray as xarray  # xarray writer + accessors; does not import xarray
 from .api import from_arrayrecord, to_arrayrecord, versions
-from .array import Array  # chunked N-d arrays (issue 3)
-from .arrayrecord import (
+from .dataset import open, open_array, open_group
+from .errors import CommitConflictError, CorruptionError
+from .files.arrayrecord import (
     ArrayRecordDataSource,
     ArrayRecordReader,
     ArrayRecordWriter,
-    CorruptionError,
     codecs,
 )
-from .dataset import Group, open, open_array, open_group
-from .errors import CommitConflictError
-from .nodes.log import VersionInfo  # what versions() lists (issue 12)
-from .ragged import RaggedArray, open_ragged
-from .tfrecord import read_jsonlines, read_tfrecord  # records input (issue 4)
-from .tools.compact import CompactReport, compact  # compaction (issue 12)
-from .tools.upgrade import upgrade  # manifest format versions (issue 12)
+from .files.tfrecord import read_jsonlines, read_tfrecord
+from .kinds.array.handle import Array
+from .kinds.group import Group
+from .kinds.ragged.handle import RaggedArray, open_ragged
+from .nodes.history import VersionInfo
+from .tools.compact import CompactReport, compact
+from .tools.upgrade import upgrade
 
 __version__ = "0.1.0"
 

@@ -2,8 +2,8 @@
 (writing) or by the stored node's kind (reading).
 
 Writing asks the node-kind registry for the first writer that accepts the data
-(:func:`arrayds.nodes.kinds.writer_for`, in the documented order
-:data:`arrayds.nodes.kinds.WRITER_ORDER`); reading asks the stored node's kind for its
+(:func:`arrayds.nodes.registry.writer_for`, in the documented order
+:data:`arrayds.nodes.registry.WRITER_ORDER`); reading asks the stored node's kind for its
 ``to_dask``. This module holds the two array writers (dask arrays, numpy arrays).
 
 >>> import arrayds, numpy as np
@@ -15,19 +15,17 @@ Writing asks the node-kind registry for the first writer that accepts the data
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-import numpy as np
-
-from .manifest import GroupManifest
-from .node import check_version_args, missing_node, read_node
-from .nodes import commit, kinds
-from .nodes.log import VersionInfo
+from .kinds.group import GroupManifest
+from .nodes import commit
+from .nodes import registry as kinds
+from .nodes.history import VersionInfo
+from .nodes.names import check_component
+from .nodes.read import check_version_args, missing_node, read_node
 from .storage import get_store
-from .store import Store, check_component
 
 __all__ = ["from_arrayrecord", "to_arrayrecord", "versions"]
 
@@ -66,14 +64,14 @@ def to_arrayrecord(
     ``compact``: what follows the commit of an append (``mode="a"``, ``append_dim=``).
     ``"tiered"`` (the default): where the newest small shards of a node fill a tier,
     they are merged into one shard, as a log-structured merge tree does
-    (:func:`arrayds.tools.compact.tail_to_merge`: eight shards of one tier make one
+    (:func:`arrayds.nodes.merge.tail_to_merge`: eight shards of one tier make one
     of the next), so a node grown by small appends keeps a few dozen files (its opens
     and reads stay as fast as those of the data written at once) at the price of
     copying each appended byte about log8(appends) times and keeping the merged files
     until ``arrayds gc`` expires the versions that name them. A merge that meets a
     concurrent writer's commit is left to a later append. ``True``: after any write,
     compact the node and those below it if they hold
-    :data:`arrayds.tools.compact.AUTO_COMPACT_FILES` (64) or more small shard files
+    :data:`arrayds.nodes.merge.AUTO_COMPACT_FILES` (64) or more small shard files
     (:func:`arrayds.compact`: everything rewritten into shards of ``shard_size``).
     ``False``: neither (a pipeline that runs ``arrayds compact`` on a schedule).
 
@@ -104,7 +102,7 @@ def to_arrayrecord(
         compute=compute,
         progress=progress,
     )
-    from .tools.compact import check_compact
+    from .nodes.merge import check_compact
 
     check_compact(compact, f"to_arrayrecord({store.display(node)!r})")
     if compact is True and not compute:
@@ -118,7 +116,7 @@ def to_arrayrecord(
         raise TypeError(f"to_arrayrecord({store.display(node)!r}): {e}") from None
     out = writer.write(data, store, node, **options, **kwargs)
     if compact is True:
-        from .tools.compact import AUTO_COMPACT_FILES
+        from .nodes.merge import AUTO_COMPACT_FILES
         from .tools.compact import compact as compact_nodes
 
         compact_nodes(
@@ -137,19 +135,19 @@ def _merge_appended(store: Any, node: str, out: Any) -> Any:
     returned (an array, ragged array or records dataset: from the manifest it
     committed) or of the nodes below ``node`` (an xarray dataset or tree: one walk);
     returns the written node as it is after the merge."""
-    from .array import Array
     from .errors import CommitConflictError
-    from .ragged import RaggedArray
-    from .records import RecordsDataset
+    from .kinds.array.handle import Array
+    from .kinds.ragged.handle import RaggedArray
+    from .kinds.records.handle import RecordsDataset
+    from .nodes.merge import may_merge, merge_appended
     from .tools.compact import compact as compact_nodes
-    from .tools.compact import may_merge, merge_appended
 
     if isinstance(out, (Array, RaggedArray)):
         merged = merge_appended(store, node, out.manifest)
         return out if merged is None else type(out)(store, node, merged)
     if isinstance(out, RecordsDataset):
-        merged = merge_appended(store, node, out._manifest)
-        return out if merged is None else RecordsDataset._from_parsed(store, node, merged)
+        merged = merge_appended(store, node, out.manifest)
+        return out if merged is None else RecordsDataset.from_parsed(store, node, merged)
     snapshot = getattr(getattr(out, "_m", None), "extra", {}).get("snapshot")
     if isinstance(snapshot, dict) and isinstance(snapshot.get("members"), dict):
         # an xarray dataset: its members' lists, as committed, say whether any may merge
@@ -250,93 +248,3 @@ def versions(
     if not found:
         raise missing_node(store, node)
     return found
-
-
-# ------------------------------------------------------------------ arrays
-
-
-def _is_dask_array(x: Any) -> bool:
-    mod = type(x).__module__
-    if not mod.startswith("dask.array"):
-        return False
-    da = sys.modules.get("dask.array")
-    if da is not None and isinstance(x, da.Array):
-        return True
-    return hasattr(x, "chunks") and hasattr(x, "dtype") and hasattr(x, "__dask_graph__")
-
-
-def _array_options(
-    what: str,
-    serializer: str,
-    group_size: int,
-    kwargs: dict[str, Any],
-    allowed: Sequence[str] = ("fill_value",),
-) -> None:
-    if serializer not in ("auto", None):
-        raise ValueError(f"{what}: serializer={serializer!r} applies to records, not arrays")
-    if group_size != 1:
-        raise ValueError(
-            f"{what}: array shards always use group_size 1 (one chunk per record, each "
-            f"independently addressable); got group_size={group_size}"
-        )
-    unknown = sorted(set(kwargs) - set(allowed))
-    if unknown:
-        raise TypeError(f"{what}: unexpected keyword arguments {unknown} for an array")
-
-
-def _write_dask_array(
-    x: Any,
-    store: Store,
-    node: str,
-    *,
-    serializer: str,
-    group_size: int,
-    **options: Any,
-) -> Any:
-    from .dask.array import write_array
-
-    what = f"array {store.display(node)!r}"
-    extra = {k: options.pop(k) for k in list(options) if k not in _WRITE_KEYS}
-    _array_options(what, serializer, group_size, extra)
-    if isinstance(options.get("region"), Mapping):
-        raise TypeError(f"{what}: region as a dict of dimension names is for xarray input")
-    return write_array(x, store, node, **options, **extra)
-
-
-_WRITE_KEYS = (
-    "mode",
-    "compression",
-    "shard_size",
-    "region",
-    "attrs",
-    "dims",
-    "compute",
-    "progress",
-)
-
-
-def _write_numpy(
-    x: np.ndarray,
-    store: Store,
-    node: str,
-    *,
-    chunks: Any = None,
-    **options: Any,
-) -> Any:
-    try:
-        import dask.array as da
-    except ImportError:  # pragma: no cover - dask is a dependency of the [dask] extra
-        raise ImportError("to_arrayrecord needs dask: pip install 'arrayds[dask]'") from None
-    from .grid import normalize_chunks
-    from .tensor import check_dtype
-
-    what = f"array {store.display(node)!r}"
-    dt = check_dtype(x.dtype, what)
-    norm = normalize_chunks("auto" if chunks is None else chunks, x.shape, dt.itemsize, what)
-    return _write_dask_array(da.from_array(x, chunks=norm), store, node, **options)
-
-
-kinds.register_writer(kinds.Writer("dask.array", _is_dask_array, _write_dask_array, "array"))
-kinds.register_writer(
-    kinds.Writer("numpy", lambda x: isinstance(x, np.ndarray), _write_numpy, "array")
-)

@@ -4,7 +4,7 @@ Needs the ``[beam]`` extra (``pip install 'arrayds[beam]'``); ``import arrayds``
 imports Beam.  The guarantees are those of the dask path (:mod:`arrayds.records`):
 shards are written in parallel by the workers, then the manifest entries of the
 shards that succeeded are gathered and committed **once**, with the same
-compare-and-swap commit (:func:`arrayds.records.commit_shards`), so nothing is
+compare-and-swap commit (:func:`arrayds.kinds.records.write.commit_shards`), so nothing is
 visible before every shard is written and a failed pipeline leaves the previous
 state (or nothing) visible.
 
@@ -63,14 +63,18 @@ from apache_beam.io.range_trackers import OffsetRangeTracker
 from apache_beam.transforms.window import GlobalWindows
 from fsspec.implementations.local import LocalFileSystem
 
-from . import records as _records
-from . import serializers as _ser
-from .arrayrecord import ArrayRecordReader
+from arrayds.kinds.records import handle as _records_handle
+from arrayds.kinds.records import manifest as _records_manifest
+from arrayds.kinds.records import write as _records_write
+
 from .errors import CorruptionError
+from .files.arrayrecord import ArrayRecordReader
+from .files.tfrecord import expand_paths, iter_tfrecord
+from .kinds.records import serializers as _ser
+from .kinds.records.handle import RecordsDataset
+from .kinds.records.serializers import SerializerSpec
+from .kinds.records.write import WritePlan
 from .nodes import commit as node_commit
-from .records import RecordsDataset, WritePlan
-from .serializers import SerializerSpec
-from .tfrecord import expand_paths, iter_tfrecord
 
 __all__ = ["ReadFromArrayRecord", "WriteToArrayRecord", "tfrecord_to_arrayrecord"]
 
@@ -110,7 +114,9 @@ class _WriteBundleShards(beam.DoFn):
     def _flush(self) -> dict[str, Any]:
         stem = f"{self._plan.stem}-{secrets.token_hex(6)}"  # unique to this attempt
         items, self._items, self._bytes = self._items, [], 0
-        return _records.write_shard(items, 0, dataclasses.replace(self._plan, stem=stem, total=1))
+        return _records_write.write_shard(
+            items, 0, dataclasses.replace(self._plan, stem=stem, total=1)
+        )
 
     def process(self, item: Any) -> Iterator[dict[str, Any]]:
         self._items.append(item)
@@ -148,7 +154,7 @@ class _ShardKey(beam.DoFn):
 
 def _write_keyed_shard(group: tuple[int, Iterable[Any]], plan: WritePlan) -> dict[str, Any]:
     index, items = group
-    return {**_records.write_shard(items, index, plan), "index": index}
+    return {**_records_write.write_shard(items, index, plan), "index": index}
 
 
 def _commit_gathered(
@@ -166,12 +172,12 @@ def _commit_gathered(
         have = {r.get("index") for r in results}
         results = [
             *results,
-            *(_records.write_shard([], k, plan) for k in range(num_shards) if k not in have),
+            *(_records_write.write_shard([], k, plan) for k in range(num_shards) if k not in have),
         ]
         results.sort(key=lambda r: r["shard"].name)
-        _records.commit_shards(results, plan, mode, compression, group_size, None, expected)
+        _records_write.commit_shards(results, plan, mode, compression, group_size, None, expected)
     url, component, storage_options = where
-    return _records.open_records(url, component, storage_options=storage_options)
+    return _records_handle.open_records(url, component, storage_options=storage_options)
 
 
 class _CommitShards(beam.PTransform):
@@ -246,7 +252,7 @@ class WriteToArrayRecord(beam.PTransform):
         self.storage_options = dict(storage_options) if storage_options else None
 
     def expand(self, pcoll: Any) -> Any:
-        plan, expected = _records.prepare_write(
+        plan, expected = _records_write.prepare_write(
             self.url,
             self.component,
             self.mode,
@@ -418,10 +424,10 @@ class ReadFromArrayRecord(beam.PTransform):
         so = dict(storage_options) if storage_options else None
         if isinstance(url_or_paths, os.PathLike):
             url_or_paths = os.fspath(url_or_paths)
-        if isinstance(url_or_paths, str) and _records.is_records(
+        if isinstance(url_or_paths, str) and _records_manifest.is_records(
             url_or_paths, component, storage_options=so
         ):
-            ds = _records.open_records(
+            ds = _records_handle.open_records(
                 url_or_paths, component, storage_options=so, allow_pickle=allow_pickle
             )
             dec = ds.decoder().decode if decode else None
@@ -457,7 +463,7 @@ class _ConvertFile(beam.DoFn):
         index, url = element
         so, compression, verify = self._args
         recs = iter_tfrecord(url, storage_options=so, compression=compression, verify=verify)
-        yield _records.write_shard(recs, index, self._plan)
+        yield _records_write.write_shard(recs, index, self._plan)
 
 
 def _read_tfrecords(url: str, so: Any, compression: Any, verify: bool) -> Iterator[bytes]:
@@ -494,7 +500,7 @@ def tfrecord_to_arrayrecord(
 
     Example:
         >>> import os, tempfile
-        >>> from arrayds.tfrecord import write_tfrecord
+        >>> from arrayds.files.tfrecord import write_tfrecord
         >>> from arrayds.beam import tfrecord_to_arrayrecord
         >>> d = tempfile.mkdtemp()
         >>> for k in range(2):
@@ -513,7 +519,7 @@ def tfrecord_to_arrayrecord(
         return _convert(pipeline_or_options, *args)
     with beam.Pipeline(options=pipeline_or_options) as p:
         _convert(p, *args)
-    return _records.open_records(url, component, storage_options=storage_options)
+    return _records_handle.open_records(url, component, storage_options=storage_options)
 
 
 def _convert(
@@ -549,7 +555,7 @@ def _convert(
                 storage_options=so,
             )
         )
-    plan, expected = _records.prepare_write(
+    plan, expected = _records_write.prepare_write(
         url, component, mode, compression, group_size, "raw", so, len(files)
     )
     return (

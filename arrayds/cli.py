@@ -20,7 +20,7 @@ Progress bars appear on a terminal only (``--no-progress`` turns them off).
 Built on click; :func:`main` is the console-script entry point. The commands are
 thin: the work is :mod:`arrayds.tools` (``describe``, ``verify``, ``gc``, ``cat``,
 ``compact``), and what a node prints or how it is opened is asked of its kind
-(:mod:`arrayds.nodes.kinds`).
+(:mod:`arrayds.nodes.registry`).
 
 >>> from click.testing import CliRunner
 >>> CliRunner().invoke(cli, ["--version"]).output.startswith("arrayds, version")
@@ -642,8 +642,8 @@ def compact(
     """Rewrite fragmented nodes under URL (many small shard files, data overridden by
     newer writes) into few shards, one atomic commit per node. Reads are unchanged;
     the old files stay until `arrayds gc` removes them."""
+    from .nodes.merge import parse_shard_size
     from .tools.compact import compact as run_compact
-    from .tools.compact import parse_shard_size
 
     size: int | None = None
     if shard_size is not None:

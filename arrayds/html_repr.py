@@ -35,8 +35,9 @@ import numpy as np
 
 from .abc.store import Store
 from .errors import CorruptionError
-from .node import read_pinned
-from .nodes import commit, log
+from .nodes import commit
+from .nodes import history as log
+from .nodes.read import read_pinned
 
 __all__ = ["MAX_CELLS", "MAX_SHARD_BOXES", "MAX_TREE_NODES", "chunk_map", "node_html"]
 
@@ -188,7 +189,7 @@ def chunk_map(m: Any, *, size: float = 240, cells: int = MAX_CELLS, dims: Any = 
     a one-line legend: the last two axes to scale, ``size`` pixels along the longer,
     at most ``cells`` cells per axis.
 
-    >>> from arrayds.manifest import ArrayManifest
+    >>> from arrayds.kinds.array.manifest import ArrayManifest
     >>> svg = chunk_map(ArrayManifest.new((1000, 1000), "u1", ((1,) * 1000, (1,) * 1000)))
     >>> svg.count("<line"), "20 × 20 chunks" in svg
     (102, True)

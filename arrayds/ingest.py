@@ -41,7 +41,7 @@ import numpy as np
 
 from . import progress as _progress
 from .errors import CorruptionError
-from .store import MANIFEST, check_component, join_component
+from .nodes.names import MANIFEST, check_component, join_component
 
 __all__ = ["SUPPORTED", "ConvertResult", "convert", "detect"]
 
@@ -361,7 +361,7 @@ def _h5_nodes(url: str, inner: str, storage_options: Any) -> list[tuple[str, str
 
 def _arrayrecord_file(url: str, storage_options: Mapping[str, Any] | None) -> Iterator[bytes]:
     """The records of one ArrayRecord file, in order (a streaming source)."""
-    from .arrayrecord import ArrayRecordReader
+    from .files.arrayrecord import ArrayRecordReader
 
     with ArrayRecordReader(url, storage_options=storage_options) as r:
         yield from r
@@ -384,9 +384,9 @@ class _Conversion:
     work: list[Any] = field(default_factory=list)
 
     def write_array(self, x: Any, node: str, **kw: Any) -> None:
-        import arrayds
+        from .api import to_arrayrecord
 
-        d = arrayds.to_arrayrecord(
+        d = to_arrayrecord(
             x,
             self.dst,
             node or None,
@@ -508,7 +508,7 @@ def _plan_records(
         )
         conv.records(d, base)
         return
-    from .records import write_from_sources
+    from .kinds.records.write import write_from_sources
 
     if num_shards is not None and num_shards != len(urls):
         raise ValueError(

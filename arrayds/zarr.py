@@ -57,11 +57,12 @@ from zarr.core.chunk_key_encodings import DefaultChunkKeyEncoding
 from zarr.core.dtype import get_data_type_from_native_dtype
 from zarr.core.metadata.v3 import ArrayV3Metadata
 
-from arrayds.array import Array
-from arrayds.manifest import ArrayManifest, parse_node
-from arrayds.storage import get_store
-from arrayds.xarray.attrs import decode_attrs
-from arrayds.xarray.state import DatasetState, read_state
+from .kinds.array.handle import Array
+from .kinds.array.manifest import ArrayManifest
+from .nodes.registry import parse_node
+from .storage import get_store
+from .xarray.attrs import decode_attrs
+from .xarray.state import DatasetState, read_state
 
 __all__ = ["ArraydsZarrStore", "open_store"]
 

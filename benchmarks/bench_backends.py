@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "s3"))
 from s3server import ServerProcess  # noqa: E402
 
 import arrayds  # noqa: E402
-from arrayds import store as store_mod  # noqa: E402
+from arrayds.nodes import shards as store_mod
 from arrayds.storage import clear_store_cache, get_store  # noqa: E402
 
 BACKENDS = ("fsspec", "obstore")

@@ -43,7 +43,7 @@ import bench_records  # noqa: E402 - the records benchmark's data
 import arrayds  # noqa: E402
 from arrayds import beam as abeam  # noqa: E402
 from arrayds.convert import tfrecord_to_arrayrecord  # noqa: E402
-from arrayds.tfrecord import write_tfrecord  # noqa: E402
+from arrayds.files.tfrecord import write_tfrecord
 
 
 def two_workers() -> PipelineOptions:

@@ -28,9 +28,9 @@ import timeit
 import numpy as np
 
 import arrayds
-from arrayds.grid import AxisGrid, ChunkGrid
-from arrayds.manifest import _parse_shards
-from arrayds.records import ShardInfo
+from arrayds.kinds.array.grid import AxisGrid, ChunkGrid
+from arrayds.kinds.array.manifest import _parse_shards
+from arrayds.kinds.records.manifest import ShardInfo
 from arrayds.storage import local
 
 

@@ -40,9 +40,9 @@ from collections.abc import Callable
 import numpy as np
 
 import arrayds
-from arrayds import records
+from arrayds import records as records
 from arrayds.convert import tfrecord_to_arrayrecord
-from arrayds.tfrecord import iter_tfrecord, write_tfrecord
+from arrayds.files.tfrecord import iter_tfrecord, write_tfrecord
 
 BATCH = 256
 OPTIONS = "group_size:1,zstd:3"

@@ -227,7 +227,7 @@ def after_compact(
 def cold_open(open_fn: Callable[[], object]) -> float:
     """Seconds to open with arrayds' per-process cache of manifest segments emptied
     (what a new process pays; the page cache stays warm)."""
-    from arrayds.nodes import log
+    from arrayds.nodes import history as log
 
     def once() -> object:
         log.clear_cache()

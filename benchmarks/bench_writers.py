@@ -10,11 +10,11 @@ dataset at once, while this process reads and runs ``arrayds gc`` beside them.
 Each writer is its own Python process (``--worker``): it opens the node, says
 ``ready``, waits for ``go`` on stdin (all start together), then appends its rows one
 append at a time and prints how many commit races it lost and retried
-(:func:`arrayds.retry.retried`), how many attempts each append took and how long it
-waited between them (:func:`arrayds.retry.slept`). Array and records appends retry
+(:func:`arrayds.nodes.retry.retried`), how many attempts each append took and how long it
+waited between them (:func:`arrayds.nodes.retry.slept`). Array and records appends retry
 with their default ``retries=``; an xarray ``append_dim=`` write takes no ``retries=``,
 so its writer writes again after a ``CommitConflictError``, with the waits and budget
-of :mod:`arrayds.retry`. Row ``j`` of writer ``k`` holds the value ``k * 100_000 + j``
+of :mod:`arrayds.nodes.retry`. Row ``j`` of writer ``k`` holds the value ``k * 100_000 + j``
 (an array append adds two equal rows, a records append one record, an xarray append
 one time step whose coordinate and variable ``v`` both hold it), so the final node
 shows any row lost or duplicated. While they run, this process reads the node again
@@ -61,7 +61,7 @@ import numpy as np
 
 import arrayds
 from arrayds.errors import CommitConflictError, CorruptionError
-from arrayds.retry import APPEND_RETRIES, backoff, retried, slept
+from arrayds.nodes.retry import APPEND_RETRIES, backoff, retried, slept
 from arrayds.verify import collect_garbage, verify
 
 KINDS = ("array", "records", "xarray")
@@ -143,7 +143,7 @@ def _xarray_rows(values: list[int]) -> Any:
 def _append_xarray(url: str, so: dict[str, Any] | None, value: int) -> None:
     """``to_arrayrecord(..., append_dim="time")`` of one row, written again after a
     ``CommitConflictError`` (xarray appends take no ``retries=``), with the waits and
-    the budget of :mod:`arrayds.retry` (``CommitConflictError`` once it is spent)."""
+    the budget of :mod:`arrayds.nodes.retry` (``CommitConflictError`` once it is spent)."""
     row = _xarray_rows([value])
     for attempt in range(APPEND_RETRIES + 1):
         try:
@@ -177,7 +177,7 @@ def read_state(url: str, so: dict[str, Any] | None, kind: str) -> tuple[int, lis
         return node.manifest.generation, [int(v) for v in node[:]]
     if kind == "records":
         values = [int(v) for v in node[:]][1:]  # the first record marks creation
-        return node._manifest.generation, values
+        return node.manifest.generation, values
     import xarray as xr
 
     gen = node._m.generation  # the group; its xarray view as of that version:

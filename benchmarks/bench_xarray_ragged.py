@@ -215,8 +215,8 @@ def bench_ragged(args: argparse.Namespace, workdir: str) -> list[tuple]:
     import pyarrow.parquet as pq
 
     import arrayds
-    from arrayds import ragged
-    from arrayds.store import clear_reader_cache
+    from arrayds.kinds.ragged import handle as ragged
+    from arrayds.nodes.shards import clear_reader_cache
 
     aurl = os.path.join(workdir, "clips.arrayds")
     ppath = os.path.join(workdir, "clips.parquet")

@@ -26,7 +26,7 @@ import dask.bag as db
 import numpy as np
 
 import arrayds
-from arrayds.store import io_stats, reset_io_stats
+from arrayds.nodes.shards import io_stats, reset_io_stats
 
 RATE = 48_000
 

@@ -32,7 +32,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 import arrayds
 from arrayds.beam import ReadFromArrayRecord, WriteToArrayRecord, tfrecord_to_arrayrecord
-from arrayds.tfrecord import write_tfrecord
+from arrayds.files.tfrecord import write_tfrecord
 
 
 def raw_example(i: int) -> bytes:

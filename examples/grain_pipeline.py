@@ -16,7 +16,8 @@ import grain
 import numpy as np
 
 import arrayds
-from arrayds import records, serializers
+from arrayds import records as records
+from arrayds.kinds.records import serializers
 
 SEQ = 32
 

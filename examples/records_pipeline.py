@@ -27,7 +27,8 @@ import dask.bag as db
 import numpy as np
 
 import arrayds
-from arrayds import records, serializers
+from arrayds import records as records
+from arrayds.kinds.records import serializers
 
 VOCAB = 32_000
 _POOL = np.random.default_rng(2024).integers(0, VOCAB, size=1 << 20, dtype=np.int32)

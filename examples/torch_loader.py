@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 import arrayds
-from arrayds import records
+from arrayds import records as records
 
 FEATURES = 8
 

@@ -23,7 +23,7 @@ import pandas as pd
 import xarray as xr
 
 import arrayds
-from arrayds.store import io_stats, reset_io_stats
+from arrayds.nodes.shards import io_stats, reset_io_stats
 
 
 def synthetic(start: str, days: int, lat: np.ndarray, lon: np.ndarray, seed: int) -> xr.Dataset:

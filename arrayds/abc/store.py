@@ -103,7 +103,7 @@ class Store(Protocol):
     def get_ranges(self, key: str, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
         """The bytes of each ``(begin, end)`` range of ``key``, one bytes object per
         range, fetched concurrently (the requests of one coalesced read,
-        :mod:`arrayds.coalesce`); a response may be shorter than asked at the end of
+        :mod:`arrayds.storage.coalesce`); a response may be shorter than asked at the end of
         the object (the caller checks lengths)."""
 
     def exists(self, key: str) -> bool:

@@ -1,7 +1,7 @@
 """Dask collections over datasets: graphs that write shards and read chunks.
 
-``arrayds.dask.array`` holds the array graphs (:func:`~arrayds.dask.array.write_array`,
-:func:`~arrayds.dask.array.array_to_dask`); ``arrayds.dask.graph`` the generic graph
+``arrayds.kinds.array.dask`` holds the array graphs (:func:`~arrayds.kinds.array.dask.write_array`,
+:func:`~arrayds.kinds.array.dask.array_to_dask`); ``arrayds.dask.graph`` the generic graph
 helpers every write uses (fusing source tasks into the shard tasks, running a fused
 task, computing with the progress rule), which know nothing of arrays. The public
 entry points are :func:`arrayds.to_arrayrecord` and :func:`arrayds.from_arrayrecord`

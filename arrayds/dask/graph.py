@@ -6,7 +6,7 @@ own tasks (keyed by strings) on top of the dask collections it reads. A task who
 function is marked with :func:`streams_blocks` (``(function, job, block keys)``) gets
 its blocks as an iterator that makes each block when it is taken
 (:func:`stream_blocks`), so such a task never holds all its blocks at once.
-:mod:`arrayds.dask.array` (arrays) and :mod:`arrayds.xarray` (datasets, trees) build
+:mod:`arrayds.kinds.array.dask` (arrays) and :mod:`arrayds.xarray` (datasets, trees) build
 their shard and commit tasks on these.
 
 >>> import dask.array as da

@@ -24,8 +24,9 @@ ends in :func:`commit`:
 A write that commits again with the same write id (a dask task retried after its
 worker was lost once the commit had landed) finds its own commit and returns it.
 
->>> from arrayds.store import Store
->>> st = Store("memory://commit-doc")
+>>> from arrayds.nodes.shards import Store
+>>> from arrayds.storage import new_store
+>>> st = new_store("memory://commit-doc")
 >>> m = commit(st, "g", lambda base: {"format": "arrayds", "format_version": 1,
 ...                                 "kind": "group", "attrs": {}}, write_id="w1")
 >>> m["generation"], read(st, "g").commit
@@ -40,10 +41,14 @@ from datetime import datetime, timezone
 from functools import cached_property
 from typing import Any
 
-from .. import retry
 from ..abc.store import ABSENT, Keep, Store, Version
 from ..errors import CommitConflictError, CorruptionError, PreconditionFailedError
-from ..store import (
+from . import history as log
+from . import retry
+from .history import Extend
+from .names import (
+    FORMAT,
+    FORMAT_VERSION,
     MANIFEST,
     dump_json,
     is_reserved_name,
@@ -51,8 +56,6 @@ from ..store import (
     new_write_id,
     parse_json,
 )
-from . import log
-from .log import Extend
 
 __all__ = [
     "NEWEST",
@@ -193,8 +196,9 @@ def versions(store: Store, node: str) -> list[log.VersionInfo]:
     """The versions of ``node`` that its history keeps, oldest first, the current one
     last (empty if there is no node). Format 1 nodes keep only their current state.
 
-    >>> from arrayds.store import Store
-    >>> st = Store("memory://commit-versions-doc")
+    >>> from arrayds.nodes.shards import Store
+    >>> from arrayds.storage import new_store
+    >>> st = new_store("memory://commit-versions-doc")
     >>> for i in range(3):
     ...     _ = commit(st, "", lambda b: {"format": "arrayds", "kind": "group",
     ...                                   "attrs": {"i": i}}, write_id=f"w{i}")
@@ -474,7 +478,7 @@ def commit(
     (default: the one it has, :data:`NEWEST` for a new node).
 
     Returns the committed manifest; for an :class:`Extend`, as stored (its shard
-    lists may be logs: :func:`arrayds.nodes.log.resolve` gives their entries).
+    lists may be logs: :func:`arrayds.nodes.history.resolve` gives their entries).
     """
     if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
         raise ValueError(f"retries must be a count (an int >= 0), got {retries!r}")
@@ -521,7 +525,7 @@ def commit(
             store.delete(_key(node, p) for p in staged.segments)
             if attempt < retries:
                 attempt += 1
-                retry.backoff(attempt)  # bounded, counted (arrayds.retry)
+                retry.backoff(attempt)  # bounded, counted (arrayds.nodes.retry)
                 continue
             _discard(store, node, written)
             raise _conflict(label, base, refused) from None
@@ -617,8 +621,9 @@ def upgrade(store: Store, node: str) -> bool:
     Readers of an older arrayds then get a clear "newer format" error: upgrade only
     once every reader of the dataset runs this release.
 
-    >>> from arrayds.store import Store
-    >>> st = Store("memory://commit-upgrade-doc")
+    >>> from arrayds.nodes.shards import Store
+    >>> from arrayds.storage import new_store
+    >>> st = new_store("memory://commit-upgrade-doc")
     >>> _ = commit(st, "", lambda b: {"format": "arrayds", "kind": "group", "attrs": {}},
     ...            write_id="w1", format_version=1)
     >>> read(st, "").format_version, upgrade(st, ""), read(st, "").format_version
@@ -711,8 +716,9 @@ def replace(store: Store, node: str, manifest: Mapping[str, Any]) -> bool:
     empty generation-1 group (a missing parent) over a group writes nothing: the goal
     is met.
 
-    >>> from arrayds.store import Store
-    >>> st = Store("memory://commit-replace-doc")
+    >>> from arrayds.nodes.shards import Store
+    >>> from arrayds.storage import new_store
+    >>> st = new_store("memory://commit-replace-doc")
     >>> replace(st, "", {"kind": "group", "generation": 3, "attrs": {"a": 1}})
     True
     >>> replace(st, "", {"kind": "group", "generation": 2})
@@ -773,9 +779,15 @@ def put_if_newer(store: Store, node: str, manifest: Mapping[str, Any], tries: in
 
 
 def _group_json() -> dict[str, Any]:
-    from ..manifest import GroupManifest
-
-    return GroupManifest().to_json()
+    """The manifest of an empty group (docs/spec.md: the parents of a node are groups)."""
+    return {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "kind": "group",
+        "generation": 0,
+        "commit": "",
+        "attrs": {},
+    }
 
 
 def ensure_parents(store: Store, node: str) -> None:

@@ -4,7 +4,7 @@
 * :class:`~arrayds.storage.fsspec.FsspecStore` — every other fsspec file system
   (``memory://``, S3, GCS, ...);
 * :class:`~arrayds.storage.base.BaseStore` — what both share (naming, node-addressed
-  methods); ``BaseStore(url)`` (also known as ``arrayds.store.Store``) returns the
+  methods); ``BaseStore(url)`` (also known as ``arrayds.storage.base.BaseStore``) returns the
   implementation :func:`store_class` picks.
 
 Which class serves a URL is decided by its protocol (the first one of a chained URL):
@@ -43,6 +43,7 @@ __all__ = [
     "FsspecStore",
     "LocalStore",
     "get_store",
+    "new_store",
     "register_store",
     "store_class",
 ]
@@ -119,6 +120,18 @@ def store_class(
     return FsspecStore
 
 
+def new_store(
+    url: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None
+) -> BaseStore:
+    """A new store of ``url`` (the implementation :func:`store_class` picks), not
+    shared with other callers (:func:`get_store` keeps one per process).
+
+    >>> new_store("memory://doc-new-store").exists("x")
+    False
+    """
+    return store_class(url, storage_options)(url, storage_options)
+
+
 def get_store(
     url: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None
 ) -> BaseStore:
@@ -131,7 +144,7 @@ def get_store(
     key = (key_url, options_token(storage_options))
     st = _instances.get(key)
     if st is None:
-        st = BaseStore(url, storage_options)
+        st = new_store(url, storage_options)
         with _lock:
             st = _instances.setdefault(key, st)
     return st

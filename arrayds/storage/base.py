@@ -7,14 +7,15 @@ name the URL, and the node-addressed methods the dataset layer still calls.
 :class:`arrayds.storage.local.LocalStore` and :class:`arrayds.storage.fsspec.FsspecStore`
 implement reading and writing. ``BaseStore(url, storage_options)`` returns an instance
 of the subclass registered for the URL's protocol (:func:`arrayds.storage.store_class`),
-so ``arrayds.store.Store`` (this class) stays both the type every store is an instance
+so ``arrayds.storage.base.BaseStore`` (this class) stays both the type every store is an instance
 of and the constructor existing code calls.
 
 Every key-addressed method that takes a ``key`` also accepts ``(node, name)``, the
 node-addressed form (``name`` defaults to ``""``): ``exists("a", "b")`` is
 ``exists("a/b")``.
 
->>> st = BaseStore("memory://base-doc")
+>>> from arrayds.storage import new_store
+>>> st = new_store("memory://base-doc")
 >>> type(st).__name__, st.path("a", "b"), st.display("a")
 ('FsspecStore', '/base-doc/a/b', 'memory://base-doc/a')
 """
@@ -58,15 +59,6 @@ class BaseStore:
 
     local: bool = False
     """Whether keys are files of the local file system (the engine then maps them)."""
-
-    def __new__(cls, *args: Any, **kwargs: Any) -> BaseStore:
-        # (url, storage_options) as __init__ takes them; none when unpickled
-        if cls is BaseStore:
-            from . import store_class
-
-            opts = args[1] if len(args) > 1 else kwargs.get("storage_options")
-            cls = store_class(args[0] if args else kwargs.get("url", ""), opts)
-        return super().__new__(cls)
 
     def __init__(
         self, url: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None

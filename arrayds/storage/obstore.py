@@ -223,9 +223,9 @@ class ObstoreStore(BaseStore):
     def get_ranges(self, key: str, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
         """The bytes of each ``(begin, end)`` range of ``key`` (see
         :meth:`arrayds.abc.store.Store.get_ranges`), fetched concurrently with obstore's
-        ``get_ranges`` as planned (:mod:`arrayds.coalesce` merged them already); a range
+        ``get_ranges`` as planned (:mod:`arrayds.storage.coalesce` merged them already); a range
         past the object's end is cut there (the caller checks lengths:
-        :func:`arrayds.coalesce.fetch_spans`), and a reply longer than asked is
+        :func:`arrayds.storage.coalesce.fetch_spans`), and a reply longer than asked is
         :class:`arrayds.CorruptionError`."""
         ranges = [(int(b), int(e)) for b, e in ranges]
         for b, e in ranges:

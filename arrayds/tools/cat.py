@@ -1,4 +1,4 @@
-"""What ``arrayds cat`` prints of each node kind (:attr:`arrayds.nodes.kinds.NodeKind.cat`).
+"""What ``arrayds cat`` prints of each node kind (:attr:`arrayds.nodes.registry.NodeKind.cat`).
 
 :func:`open_node` opens the node ``arrayds cat`` prints (or a version of it); each
 ``cat_<kind>(handle, request)`` prints a selection of one node with ``click.echo``;
@@ -58,7 +58,7 @@ def open_node(
     as_of: datetime | None = None,
 ) -> tuple[Any, Any]:
     """(kind, handle) of the node ``component`` of the dataset at ``url``: what
-    ``arrayds cat`` prints (the kind is an :class:`arrayds.nodes.kinds.NodeKind`, the
+    ``arrayds cat`` prints (the kind is an :class:`arrayds.nodes.registry.NodeKind`, the
     handle what ``arrayds.open(url)[component]`` gives).
 
     ``version=N`` (a generation of that node, see :func:`arrayds.versions`) or
@@ -78,13 +78,13 @@ def open_node(
     >>> kind.name, old.shape, old.version, open_node("memory://doc-cat-open", "x")[1].shape
     ('array', (4,), 1, (6,))
     """
-    import arrayds
-
-    from ..dataset import open_handle
-    from ..node import check_version_args, missing_node, read_pinned
-    from ..nodes import commit, kinds
+    from ..dataset import open as open_dataset
+    from ..nodes import commit
+    from ..nodes import registry as kinds
+    from ..nodes.handle import open_handle
+    from ..nodes.names import check_component
+    from ..nodes.read import check_version_args, missing_node, read_pinned
     from ..storage import get_store
-    from ..store import check_component
 
     url = os.fspath(url)
     store = get_store(url, storage_options)
@@ -97,7 +97,7 @@ def open_node(
         return kinds.get(getattr(m, "kind", None), store.display(node)), open_handle(
             store, node, m, "r", pin
         )
-    g = arrayds.open(url, storage_options=storage_options)  # the errors of no dataset
+    g = open_dataset(url, storage_options=storage_options)  # the errors of no dataset
     kind = kinds.get(commit.read(store, "").kind, store.display(""))
     if not component:
         return kind, g
@@ -260,7 +260,7 @@ def cat_records(node: Any, req: CatRequest) -> None:
                 f"{req.where} stores pickled records; pass --allow-pickle to decode them "
                 f"(only for data you trust) or --raw to see the bytes"
             )
-        from ..records import open_records
+        from ..kinds.records.handle import open_records
 
         handle = open_records(
             req.url,

@@ -35,25 +35,34 @@ before, still use them. ``arrayds gc`` removes them once no manifest names them.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..abc.store import Store
-from ..errors import CommitConflictError
-from ..nodes import commit, kinds
-from ..store import join_component, new_write_id
-from .compact_kinds import (
+from ..nodes import commit
+from ..nodes import registry as kinds
+from ..nodes.merge import (
+    DEFAULT_SHARD_SIZE,
+    MAX_TAIL,
+    MERGE_FACTOR,
+    Fragmentation,
     Rewrite,
     TooFragmentedError,
-    compact_array,
-    compact_ragged,
-    compact_records,
-    compact_tail,
+    commit_merged,
+    commit_rewrite,
     entry_sizes,
-    usage,
+    file_sizes,
+    format_bytes,
+    fragmentation,
+    may_merge,
+    merge_appended,
+    parse_shard_size,
+    rewrite,
+    tail_to_merge,
     whole_files,
 )
+from ..nodes.names import join_component, new_write_id
 from .walk import open_root
 
 __all__ = [
@@ -64,9 +73,6 @@ __all__ = [
     "Fragmentation",
     "NodeReport",
     "compact",
-    "compact_array",
-    "compact_ragged",
-    "compact_records",
     "fragmentation",
     "commit_merged",
     "may_merge",
@@ -75,400 +81,8 @@ __all__ = [
     "tail_to_merge",
 ]
 
-AUTO_COMPACT_FILES = 64
-"""How many small shard files make ``to_arrayrecord(..., compact=True)`` compact a node
-after its write: a node grown by small appends is rewritten once every 64 or so
-appends, so the rewrite costs each append about 1/64 of the node's size, and the node
-never holds more than about 64 small files (opens and reads stay fast)."""
-
-DEFAULT_SHARD_SIZE = 64 << 20
-"""The default target size of a compacted shard: 64 MiB as stored. Large enough that
-the per-file costs (an open, a footer read, on object stores a request of tens of
-milliseconds) vanish against the data moved, small enough that a shard is a sensible
-unit of parallel work and of a ranged download, and the size the writers aim at
-(ragged arrays' ``SHARD_BYTES``)."""
-
-MERGE_FACTOR = 8
-"""Tiered merging of appended shards (:func:`tail_to_merge`): how many small shards of
-about one size the newest end of a node holds before they are merged into one. A node
-grown by ``n`` equal appends then holds at most about ``(MERGE_FACTOR - 1) *
-log_8(n)`` files (35 after 10,000 appends), each appended byte is copied about
-``log_8(n)`` times, and one append in seven (amortized) merges."""
-
-
-def parse_shard_size(shard_size: Any) -> int:
-    """``shard_size`` as a positive number of bytes: an int, or a string such as
-    ``"64MiB"`` (read with ``dask.utils.parse_bytes``); ``None`` is
-    :data:`DEFAULT_SHARD_SIZE`. ``TypeError`` for other types, ``ValueError`` for a
-    size that is not positive; both name ``shard_size``.
-
-    >>> parse_shard_size("1MiB"), parse_shard_size(4096), parse_shard_size(None) >> 20
-    (1048576, 4096, 64)
-    >>> parse_shard_size(0)
-    Traceback (most recent call last):
-    ...
-    ValueError: compact: shard_size must be a positive number of bytes, got 0
-    """
-    if shard_size is None:
-        return DEFAULT_SHARD_SIZE
-    if isinstance(shard_size, str):
-        try:
-            from dask.utils import parse_bytes
-        except ImportError:  # pragma: no cover - dask is part of every array install
-            raise ValueError(
-                f"compact: shard_size {shard_size!r}: sizes as text need dask; give bytes"
-            ) from None
-        try:
-            n = int(parse_bytes(shard_size))
-        except (ValueError, KeyError):
-            raise ValueError(
-                f"compact: shard_size {shard_size!r} is not a size such as '64MiB'"
-            ) from None
-    elif isinstance(shard_size, int) and not isinstance(shard_size, bool):
-        n = shard_size
-    elif type(shard_size).__module__ == "numpy" and hasattr(shard_size, "__index__"):
-        n = int(shard_size)
-    else:
-        raise TypeError(
-            f"compact: shard_size must be an int (bytes) or a size such as '64MiB', got "
-            f"{type(shard_size).__name__}"
-        )
-    if n < 1:
-        raise ValueError(
-            f"compact: shard_size must be a positive number of bytes, got {shard_size!r}"
-        )
-    return n
-
-
-MAX_TAIL = 4 * MERGE_FACTOR
-"""How many small shards the newest end of a node holds before appends of very
-different sizes are merged by the looser rule of :func:`tail_to_merge`."""
-
 
 # ------------------------------------------------------------------ the rule
-
-
-@dataclass(frozen=True)
-class Fragmentation:
-    """The figures :func:`fragmentation` measured of one node, and its verdict."""
-
-    kind: str
-    shard_size: int
-    files: int
-    """Shard files the manifest names."""
-    small_files: int
-    """Of those, files smaller than ``shard_size / 2`` (unknown sizes count as large)."""
-    entries: int
-    """Entries of the manifest's shard list."""
-    live_entries: int
-    """Entries that a reader can still select (an array's others are hidden by newer
-    entries)."""
-    file_bytes: int
-    """The size of the files together (as far as known)."""
-    live_bytes: int
-    """Their live part, estimated: each file's size times the share of its records a
-    reader can still select."""
-    needs_compaction: bool
-    reason: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.__dataclass_fields__}
-
-
-def fragmentation(
-    manifest: Any,
-    shard_size: Any = None,
-    *,
-    sizes: Mapping[str, int] | None = None,
-    min_small_files: int = 2,
-) -> Fragmentation:
-    """Measure one node's manifest (a parsed array, records or ragged manifest) and
-    decide whether it needs compaction. The rule: a node needs compaction if
-
-    * at least ``min_small_files`` (2) of its shard files are smaller than
-      ``shard_size / 2`` (they can be merged into one file of at most ``shard_size``),
-      or
-    * less than half of its stored bytes are live (newer writes override most of what
-      the files hold).
-
-    A compacted node meets neither (all its files but the last are about
-    ``shard_size``, and everything is live), so compacting again does nothing.
-    ``sizes``: file sizes (path relative to the node -> bytes) the manifest does not
-    record; a file of unknown size counts as large.
-
-    >>> import arrayds, numpy as np
-    >>> a = arrayds.open_array("memory://doc-frag", mode="w", shape=(6,), dtype="i4", chunks=1)
-    >>> a[:] = 1
-    >>> a[1:5] = 2
-    >>> a[5] = 3
-    >>> f = fragmentation(a.manifest)
-    >>> f.files, f.entries, f.live_entries, f.live_bytes < f.file_bytes, f.needs_compaction
-    (3, 3, 3, True, True)
-    >>> f.reason
-    '3 of 3 shard files are smaller than half of shard_size (32.0 MiB)'
-    """
-    size = parse_shard_size(shard_size)
-    u = usage(manifest, sizes)
-    known = [f for f in u.files if f.bytes is not None]
-    small = sum(1 for f in known if f.bytes < size / 2)
-    file_bytes = sum(f.bytes for f in known)
-    live_bytes = int(sum(f.bytes * f.live_records / f.records for f in known if f.records))
-    from .describe import format_bytes
-
-    if small >= max(2, min_small_files):
-        needs, reason = (
-            True,
-            f"{small} of {len(u.files)} shard files are smaller than half of shard_size "
-            f"({format_bytes(size / 2)})",
-        )
-    elif file_bytes and 2 * live_bytes < file_bytes:
-        needs, reason = (
-            True,
-            f"only {format_bytes(live_bytes)} of the {format_bytes(file_bytes)} its shard files "
-            f"hold are live",
-        )
-    else:
-        needs, reason = False, ("not fragmented" if u.files else "no shard files")
-    return Fragmentation(
-        getattr(manifest, "kind", "?"),
-        size,
-        len(u.files),
-        small,
-        u.entries,
-        u.live_entries,
-        file_bytes,
-        live_bytes,
-        needs,
-        reason,
-    )
-
-
-def _balanced_run(sizes: Sequence[int], limit: int, least: int, gain: int) -> int:
-    """The longest run of newest shards smaller than ``limit``, of at least ``least``
-    shards, none more than ``1/gain`` of their total (0: none)."""
-    best = total = biggest = 0
-    for count, nbytes in enumerate(reversed(sizes), 1):
-        if nbytes >= limit:
-            break
-        nbytes = max(nbytes, 1)
-        total += nbytes
-        biggest = max(biggest, nbytes)
-        if count >= least and biggest * gain <= total:
-            best = count
-    return best
-
-
-def tail_to_merge(sizes: Sequence[int], limit: int) -> int:
-    """How many of the newest shards (the last of ``sizes``, their payload bytes) the
-    tiered merge of an append rewrites into one; 0 if none.
-
-    The rule, a size-tiered merge as in log-structured merge trees, over the newest
-    shards smaller than ``limit`` (half of ``shard_size``; larger shards are never
-    merged): the longest run of newest shards that holds at least
-    :data:`MERGE_FACTOR` shards none of which is more than ``1/MERGE_FACTOR`` of
-    their total. Equal appends thus merge as a base-8 counter (eight shards of one
-    size make one of the next; a merge that completes eight of the next size takes
-    them along: one rewrite). Appends of very different sizes can leave runs where one
-    shard dominates; once the newest end holds :data:`MAX_TAIL` small shards, the
-    longest run of two or more in which none is more than half of their total is
-    merged as well. Every byte a merge copies lands in a file at least twice (mostly
-    eight times) as large as the one it leaves: it is copied at most
-    ``log_2(total / smallest)`` times, ``log_8`` for equal appends.
-
-    >>> tail_to_merge([1024] * 7, 1 << 25), tail_to_merge([1024] * 8, 1 << 25)
-    (0, 8)
-    >>> tail_to_merge([8192] * 7 + [1024] * 8, 1 << 25)  # the cascade: one rewrite of 15
-    15
-    >>> tail_to_merge([65536] + [8192] * 7 + [1024] * 8, 1 << 25)  # 64 KiB stays
-    15
-    >>> tail_to_merge([1 << 25] + [1024] * 8, 1 << 25)  # a large shard is never merged
-    8
-    """
-    run = _balanced_run(sizes, limit, MERGE_FACTOR, MERGE_FACTOR)
-    if run:
-        return run
-    small = 0
-    for nbytes in reversed(sizes):
-        if nbytes >= limit or small >= MAX_TAIL:
-            break
-        small += 1
-    return _balanced_run(sizes, limit, 2, 2) if small >= MAX_TAIL else 0
-
-
-def may_merge(entries: Any) -> bool:
-    """Whether the shard list of a stored array manifest (its ``"shards"`` JSON: a
-    list, or a log of segments and a tail) may hold newest shards for the tiered merge
-    to take; ``False`` only where it certainly does not (a check that reads nothing:
-    the entries' chunk counts stand for their sizes, which differ from them by one
-    factor per array). A log with segments is always ``True``.
-
-    >>> may_merge([{"records": 1}] * 7), may_merge([{"records": 1}] * 8)
-    (False, True)
-    """
-    if isinstance(entries, dict):
-        if entries.get("segments"):
-            return True
-        entries = entries.get("tail")
-    if not isinstance(entries, list) or len(entries) < MERGE_FACTOR:
-        return False
-    counts = [e.get("records") if isinstance(e, dict) else None for e in entries]
-    if not all(isinstance(c, int) for c in counts):
-        return True
-    return tail_to_merge(counts, limit=1 << 62) > 0
-
-
-def merge_appended(store: Store, node: str, manifest: Any, *, shard_size: Any = None) -> Any | None:
-    """The tiered merge that follows an append (``compact="tiered"``, the default of
-    appends): if the newest small shards of ``node`` fill a tier
-    (:func:`tail_to_merge`), rewrite them into one shard (:func:`compact_tail`, byte
-    for byte) and commit, provided the node is still as ``manifest`` (the parsed
-    manifest the append committed) says. Returns the committed manifest (parsed), or
-    ``None`` if no tier is full or another writer committed meanwhile (the merge is
-    then left to a later append; nothing of it is visible). An append that knows its
-    manifest before it commits folds the merge into its commit instead
-    (:func:`commit_merged`).
-
-    >>> import arrayds, numpy as np
-    >>> a = arrayds.open_array("memory://doc-merge", mode="w", shape=(0,), dtype="i4",
-    ...                        chunks=1)
-    >>> for i in range(7):
-    ...     _ = a.append(np.array([i], "i4"), compact=False)
-    >>> a.nshards, merge_appended(a._store, "", a.manifest)
-    (7, None)
-    >>> _ = a.append(np.array([7], "i4"), compact=False)
-    >>> len(merge_appended(a._store, "", a.manifest).shards)
-    1
-    >>> arrayds.open_array("memory://doc-merge")[:].tolist()
-    [0, 1, 2, 3, 4, 5, 6, 7]
-    """
-    what = f"{kinds.get(manifest.kind).a()} {store.display(node)!r}"
-    try:
-        return commit_merged(
-            store,
-            node,
-            manifest,
-            stamp=(manifest.generation, manifest.commit or ""),
-            write_id=new_write_id(),
-            conflict=lambda now: f"{what}: committed to since",
-            shard_size=shard_size,
-        )
-    except CommitConflictError:
-        return None
-
-
-def commit_merged(
-    store: Store,
-    node: str,
-    manifest: Any,
-    *,
-    stamp: tuple[int, str],
-    write_id: str,
-    conflict: Callable[[commit.NodeVersion], str],
-    appended: Sequence[str] = (),
-    shard_size: Any = None,
-) -> Any | None:
-    """Commit ``manifest`` (parsed) of ``node`` with its newest small shards merged
-    into one, if they fill a tier (:func:`tail_to_merge`); ``None`` (nothing written)
-    if they do not. The one mechanism of the tiered merge: after an append committed
-    (:func:`merge_appended`: ``manifest`` as committed), or folded into the append's
-    own commit (``manifest``: what the append would commit; ``appended``: the shard
-    files it wrote, relative to the node, which the merge copies and which no version
-    then names: they are removed once the commit landed, and a crash before that
-    leaves them to ``arrayds gc``). One commit either way, as ``write_id``, and only if
-    the node is still at ``stamp`` (generation, commit id): else
-    :class:`CommitConflictError` with the message ``conflict(now)``, the merged shard
-    removed and ``appended`` left to the caller. Returns the committed manifest
-    (parsed).
-
-    >>> import arrayds, numpy as np
-    >>> from arrayds.store import new_write_id
-    >>> a = arrayds.open_array("memory://doc-merged", mode="w", shape=(0,), dtype="i4",
-    ...                        chunks=1)
-    >>> for i in range(8):
-    ...     _ = a.append(np.array([i], "i4"), compact=False)
-    >>> m = a.manifest
-    >>> merged = commit_merged(a._store, "", m, stamp=(m.generation, m.commit),
-    ...                        write_id=new_write_id(), conflict=str)
-    >>> len(merged.shards), arrayds.open_array("memory://doc-merged")[:].tolist()
-    (1, [0, 1, 2, 3, 4, 5, 6, 7])
-    """
-    sizes = entry_sizes(manifest)
-    size = parse_shard_size(shard_size)
-    n = tail_to_merge(sizes, size // 2) if sizes else 0
-    if n == 0:
-        return None
-    kind = kinds.get(manifest.kind)
-    what = f"{kind.a()} {store.display(node)!r}"
-    # the merged shard's own name: an append's files are named after its write id
-    rw = _rewrite(store, node, kind, manifest, size, new_write_id(), tail=n)
-    raw = _commit_rewrite(store, node, rw, write_id, stamp, what, conflict)
-    gone = _merged_away(manifest.shards, n, appended)
-    if gone:
-        try:
-            store.delete([join_component(node, p) for p in gone])
-        except Exception:  # noqa: BLE001 - best effort: leftovers are orphans (gc)
-            pass
-    return kind.parse(raw, what)
-
-
-def _merged_away(entries: Sequence[Any], n: int, appended: Sequence[str]) -> list[str]:
-    """The files of ``appended`` (named by the last entries of ``entries`` only) that
-    no entry names once the last ``n`` entries are merged: those whose entries all lie
-    in the merged tail."""
-    if not appended:
-        return []
-    named = set(appended)
-    cut = len(entries) - n
-    tail = {e.path for e in entries[cut:]}
-    kept = set()
-    while cut > 0 and entries[cut - 1].path in named:  # the appended entries left whole
-        cut -= 1
-        kept.add(entries[cut].path)
-    return [p for p in appended if p in tail and p not in kept]
-
-
-def _commit_rewrite(
-    store: Store,
-    node: str,
-    rw: Rewrite,
-    write_id: str,
-    stamp: tuple[int, str] | None,
-    what: str,
-    conflict: Callable[[commit.NodeVersion], str],
-) -> dict[str, Any]:
-    """Commit the manifest of ``rw`` if the node is still at ``stamp`` (else
-    :class:`CommitConflictError` with the message ``conflict(now)`` and the shards of
-    ``rw`` removed)."""
-
-    def check(now: commit.NodeVersion) -> None:
-        if now.stamp != stamp:
-            raise CommitConflictError(conflict(now))
-
-    return commit.commit(
-        store,
-        node,
-        lambda now: rw.manifest.to_json(),
-        write_id=write_id,
-        check=check,
-        written=rw.written,
-        parents=False,
-        what=what,
-    )
-
-
-COMPACT_CHOICES = ("tiered", True, False)
-"""The values of the ``compact=`` keyword of writes (:func:`check_compact`)."""
-
-
-def check_compact(compact: Any, what: str) -> None:
-    """``ValueError`` naming ``what`` unless ``compact`` is ``"tiered"``, ``True`` or
-    ``False``."""
-    if not any(compact is c or (isinstance(c, str) and compact == c) for c in COMPACT_CHOICES):
-        raise ValueError(
-            f"{what}: compact must be 'tiered' (merge the newest small shards of appends "
-            f"by tiers), True (compact a node of {AUTO_COMPACT_FILES} small files) or "
-            f"False, got {compact!r}"
-        )
 
 
 # ------------------------------------------------------------------ reports
@@ -506,8 +120,6 @@ class NodeReport:
 
     def line(self) -> str:
         """One line of ``arrayds compact``'s output."""
-        from .describe import format_bytes
-
         b = self.before
         if self.action == "compacted" and b is not None and self.after is not None:
             a = self.after
@@ -558,18 +170,6 @@ class CompactReport:
 # ------------------------------------------------------------------ the walk
 
 
-def _sizes(store: Store, node: str, m: Any) -> dict[str, int]:
-    """The sizes of the node's files its manifest does not record (asked of the store)."""
-    out: dict[str, int] = {}
-    for f in usage(m).files:
-        if f.bytes is None:
-            try:
-                out[f.path] = store.size(join_component(node, f.path))
-            except (FileNotFoundError, OSError):
-                pass
-    return out
-
-
 def _measure(
     store: Store, node: str, kind: kinds.NodeKind, m: Any, size: int, report: CompactReport
 ) -> NodeReport:
@@ -595,40 +195,13 @@ def _measure(
         # without reading the entries)
         return NodeReport(shown, kind.name, "skipped", f"fewer than {least} shard entries")
     try:
-        frag = fragmentation(m, size, sizes=_sizes(store, node, m), min_small_files=least)
+        frag = fragmentation(m, size, sizes=file_sizes(store, node, m), min_small_files=least)
     except TooFragmentedError as e:
         return NodeReport(shown, kind.name, "skipped", f"too fragmented to map: {e}")
     if not frag.needs_compaction:
         return NodeReport(shown, kind.name, "skipped", frag.reason, before=frag)
     action = "would compact" if report.dry_run else "compacted"
     return NodeReport(shown, kind.name, action, frag.reason, before=frag)
-
-
-def _rewrite(
-    store: Store,
-    node: str,
-    kind: kinds.NodeKind,
-    m: Any,
-    size: int,
-    write_id: str,
-    tail: int = 0,
-) -> Rewrite:
-    """The kind's rewrite of a node (with ``tail``: of its newest ``tail`` entries,
-    :func:`compact_tail`); the shards it wrote go if it fails."""
-    written: list[str] = []
-    assert kind.compact is not None
-    try:
-        if tail:
-            return compact_tail(
-                store, node, m, tail, shard_size=size, write_id=write_id, written=written
-            )
-        return kind.compact(store, node, m, shard_size=size, write_id=write_id, written=written)
-    except BaseException:
-        try:
-            store.delete([join_component(node, p) for p in written])
-        except Exception:  # noqa: BLE001 - best effort: leftovers are orphans (gc)
-            pass
-        raise
 
 
 def _after(rw: Rewrite, size: int, line: NodeReport) -> None:
@@ -649,8 +222,8 @@ def _compact_node(
     if line.action != "compacted":
         return
     write_id = new_write_id()
-    rw = _rewrite(store, node, kind, m, report.shard_size, write_id, line.tail)
-    _commit_rewrite(
+    rw = rewrite(store, node, kind, m, report.shard_size, write_id, line.tail)
+    commit_rewrite(
         store,
         node,
         rw,
@@ -693,7 +266,7 @@ def _compact_dataset(
         try:
             for name in todo:
                 child = join_component(node, name)
-                rw = _rewrite(
+                rw = rewrite(
                     store,
                     child,
                     array,

@@ -19,7 +19,7 @@ Computing uses the active dask scheduler: a ``distributed.Client`` if one is act
 
 Example:
     >>> import os, tempfile
-    >>> from arrayds.tfrecord import write_tfrecord
+    >>> from arrayds.files.tfrecord import write_tfrecord
     >>> from arrayds.tools.convert import tfrecord_to_arrayrecord
     >>> d = tempfile.mkdtemp()
     >>> for k in range(2):
@@ -35,9 +35,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..records import RecordsDataset, write_from_sources, write_records
-from ..serializers import SerializerSpec
-from ..tfrecord import expand_paths, iter_jsonlines, iter_tfrecord, read_jsonlines, read_tfrecord
+from ..files.tfrecord import (
+    expand_paths,
+    iter_jsonlines,
+    iter_tfrecord,
+    read_jsonlines,
+    read_tfrecord,
+)
+from ..kinds.records.handle import RecordsDataset
+from ..kinds.records.serializers import SerializerSpec
+from ..kinds.records.write import write_from_sources, write_records
 
 if TYPE_CHECKING:  # pragma: no cover
     import fsspec
@@ -128,7 +135,7 @@ def tfrecord_to_arrayrecord(
 
     Example:
         >>> import os, tempfile
-        >>> from arrayds.tfrecord import write_tfrecord
+        >>> from arrayds.files.tfrecord import write_tfrecord
         >>> from arrayds.tools.convert import tfrecord_to_arrayrecord
         >>> d = tempfile.mkdtemp()
         >>> for k in range(3):

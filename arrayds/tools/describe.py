@@ -3,7 +3,7 @@
 It reads manifests only (plus, for ragged arrays, each shard's small index record)
 and returns a JSON-ready summary of every node: kind, shape, dtype, chunk grid, shard
 count, bytes stored vs logical, compression ratio, record counts. Each kind gives its
-own fields (:attr:`arrayds.nodes.kinds.NodeKind.describe`, the ``describe_<kind>``
+own fields (:attr:`arrayds.nodes.registry.NodeKind.describe`, the ``describe_<kind>``
 functions here) and its lines of the tree (``info_text``, the ``<kind>_text``
 functions); :func:`node_text` and :func:`totals_text` are what the CLI prints.
 
@@ -25,8 +25,10 @@ from typing import Any
 
 from ..abc.store import Store
 from ..errors import CorruptionError
-from ..nodes import commit, kinds
-from ..store import join_component
+from ..nodes import commit
+from ..nodes import registry as kinds
+from ..nodes.merge import format_bytes
+from ..nodes.names import join_component
 from .walk import Item, open_root, walk
 
 __all__ = [
@@ -44,21 +46,6 @@ __all__ = [
     "stored_bytes",
     "totals_text",
 ]
-
-
-def format_bytes(n: float | None) -> str:
-    """``1536 -> '1.5 KiB'`` (``None`` -> ``'?'``).
-
-    >>> format_bytes(1536), format_bytes(10), format_bytes(None)
-    ('1.5 KiB', '10 B', '?')
-    """
-    if n is None:
-        return "?"
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            return f"{int(n)} B" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n} B"  # pragma: no cover
 
 
 def stored_bytes(store: Store, node: str, sizes: Mapping[str, int | None]) -> int | None:
@@ -134,7 +121,7 @@ def describe_records(store: Store, node: str, m: Any) -> dict[str, Any]:
 def describe_ragged(store: Store, node: str, m: Any) -> dict[str, Any]:
     """A ragged array's fields: items, dtype, variable axis, pieces, shards, sizes
     (the logical size reads each shard's index record)."""
-    from ..ragged import RaggedArray
+    from ..kinds.ragged.handle import RaggedArray
 
     ra = RaggedArray(store, node, m, "r")
     try:

@@ -7,7 +7,7 @@ versions of the history that have expired (format 2 keeps every commit as a vers
 that is still running has uploaded shards (and manifest segments) its commit has not
 referenced yet. Only names the shard grammar produces are removed,
 and only in folders a node owns: its own folder, and the folder its kind keeps its
-shards in (:attr:`arrayds.nodes.kinds.NodeKind.shard_folder`). Everything goes through
+shards in (:attr:`arrayds.nodes.registry.NodeKind.shard_folder`). Everything goes through
 the Store protocol (``list``, ``delete``) and :func:`arrayds.nodes.commit.read`.
 
 >>> import arrayds, numpy as np
@@ -28,9 +28,10 @@ from typing import Any
 
 from ..abc.store import Store
 from ..errors import CorruptionError
-from ..manifest import FORMAT, FORMAT_VERSION
-from ..nodes import commit, kinds, log
-from ..store import MANIFEST
+from ..nodes import commit
+from ..nodes import history as log
+from ..nodes import registry as kinds
+from ..nodes.names import FORMAT, FORMAT_VERSION, MANIFEST
 from .walk import open_root
 
 __all__ = ["DEFAULT_RETENTION", "GcReport", "collect_garbage", "is_shard_name"]

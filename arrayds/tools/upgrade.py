@@ -25,7 +25,7 @@ from typing import Any
 
 from ..abc.store import Store
 from ..nodes import commit
-from ..store import join_component
+from ..nodes.names import join_component
 from .walk import Item, open_root, walk
 
 __all__ = ["upgrade"]

@@ -1,11 +1,11 @@
 """``arrayds verify``: :func:`verify` checks every shard that any manifest names.
 
 It walks every manifest under a URL (:func:`arrayds.tools.walk.walk`) and checks every
-shard file each node's kind names (:attr:`arrayds.nodes.kinds.NodeKind.shards`): the
+shard file each node's kind names (:attr:`arrayds.nodes.registry.NodeKind.shards`): the
 file exists, its size is the one recorded, its footer and index are consistent, every
 chunk's checksums hold (every record is read and decoded by the engine) and the
 record counts agree with the manifest. Each kind adds its own checks
-(:attr:`~arrayds.nodes.kinds.NodeKind.verify_extra`): every array chunk is a ``.npy``
+(:attr:`~arrayds.nodes.registry.NodeKind.verify_extra`): every array chunk is a ``.npy``
 record of the dtype and shape its grid position needs (:func:`array_checks`), every
 ragged piece matches its shard's index (:func:`ragged_checks`). A manifest that names
 the same shard (or the same records of one shard) twice is damage too. Each problem
@@ -33,13 +33,14 @@ from typing import Any
 import numpy as np
 
 from ..abc.store import Store
-from ..arrayrecord import ArrayRecordReader
-from ..coalesce import coalesce_options
 from ..errors import CorruptionError
-from ..nodes import commit, kinds
+from ..files.arrayrecord import ArrayRecordReader
+from ..kinds.array.tensor import decode_chunk
+from ..nodes import commit
+from ..nodes import registry as kinds
+from ..nodes.names import join_component
 from ..progress import bar as progress_bar
-from ..store import join_component
-from ..tensor import decode_chunk
+from ..storage.coalesce import coalesce_options
 from .describe import format_bytes
 from .walk import open_root, walk
 
@@ -397,7 +398,7 @@ def _read_batches(
     becomes one Problem and ``None`` for each of its records."""
     g = max(1, reader.group_size())
     # a reader that holds its whole (small) file reads it in one batch, no request
-    count = n if reader._preloaded is not None else g
+    count = n if reader.holds_whole_file else g
     pos = 0
     while pos < n:
         end = min(n, pos + count)
@@ -427,7 +428,7 @@ def _open_shard(
 ) -> tuple[ArrayRecordReader | None, int, list[Problem]]:
     """(reader, file size, problems): the real size first (on object stores one HEAD;
     the reader then opens with it: one GET, of the whole file when it is at most the
-    coalescing ``max_size``, :mod:`arrayds.coalesce`); no reader if the file does not
+    coalescing ``max_size``, :mod:`arrayds.storage.coalesce`); no reader if the file does not
     open."""
     missing = [Problem(job.url, "file", "missing: the shard file does not exist", job.node)]
     try:
@@ -442,7 +443,7 @@ def _open_shard(
             job.url,
             storage_options=opts,
             file_size=None if store.local else size,
-            _whole_file=not store.local and size <= coalesce_options().max_size,
+            whole_file=not store.local and size <= coalesce_options().max_size,
         )
     except FileNotFoundError:
         return None, 0, missing

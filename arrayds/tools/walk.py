@@ -26,11 +26,12 @@ from typing import Any
 
 from ..abc.store import Store
 from ..errors import CorruptionError
-from ..manifest import parse_node
-from ..node import check_version_args, replaced_at
-from ..nodes import commit, kinds
+from ..nodes import commit
+from ..nodes import registry as kinds
+from ..nodes.names import check_component, join_component
+from ..nodes.read import check_version_args, replaced_at
+from ..nodes.registry import parse_node
 from ..storage import get_store
-from ..store import check_component, join_component
 
 __all__ = ["Item", "open_root", "walk"]
 
@@ -71,7 +72,7 @@ def walk(
     ``version=N`` (a generation) or ``as_of=`` (a datetime; naive means UTC): that
     version of ``node``'s history (a ``ValueError`` naming the versions kept if it is
     not one of them), and below it every node as :func:`arrayds.open` reads the
-    children of a group opened so (:func:`arrayds.node.read_pinned`): as of the moment
+    children of a group opened so (:func:`arrayds.nodes.read.read_pinned`): as of the moment
     the version stands for (``as_of``, or for ``version=N`` just before N + 1 was
     committed; their current state if N is the newest version). A node that had no
     version at that moment (created later) is left out."""
@@ -104,7 +105,7 @@ def _walk(
         for name, member in sorted(kind.members(item.parsed).items()):
             yield _parse(join_component(node, name), member, f"{source}, member {name!r}", source)
     if kind.children:
-        # the children's moment, as arrayds.node.read_pinned pins it for Group.__getitem__
+        # the children's moment, as arrayds.nodes.read.read_pinned pins it for Group.__getitem__
         moment = as_of
         if moment is None and version is not None:
             moment = replaced_at(store, node, nv.generation)
@@ -122,7 +123,7 @@ def open_root(
 ) -> tuple[Store, str]:
     """The store of ``url`` and the checked ``component``; ``FileNotFoundError``
     naming the manifest if no node is there. ``version`` / ``as_of`` are checked
-    (:func:`arrayds.node.check_version_args`: ``ValueError`` for both, ``TypeError``
+    (:func:`arrayds.nodes.read.check_version_args`: ``ValueError`` for both, ``TypeError``
     for a version that is not an int or an ``as_of`` that is not a datetime)."""
     store = get_store(os.fspath(url), storage_options)
     node = check_component(component)

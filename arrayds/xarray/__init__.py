@@ -30,8 +30,8 @@ import threading
 from collections.abc import Hashable, Mapping
 from typing import Any
 
-from ..nodes import kinds
-from ..store import Store
+from ..nodes import registry as kinds
+from ..storage.base import BaseStore as Store
 
 __all__ = ["ArrayDSAccessor", "open_dataset", "register_accessors"]
 

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from ..manifest import decode_fill_value, encode_fill_value
+from ..kinds.array.manifest import decode_fill_value, encode_fill_value
 
 __all__ = ["TAG", "decode_attrs", "decode_value", "encode_attrs", "encode_value"]
 

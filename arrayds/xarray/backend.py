@@ -38,13 +38,15 @@ from xarray.coding import strings
 from xarray.core import indexing
 from xarray.core.utils import FrozenDict
 
-from ..array import Array
 from ..errors import CommitConflictError
-from ..manifest import ArrayManifest, parse_node
-from ..node import check_version_args
+from ..kinds.array.handle import Array
+from ..kinds.array.manifest import ArrayManifest
 from ..nodes import commit as node_commit
-from ..storage import get_store
-from ..store import Store, check_component, join_component
+from ..nodes.names import check_component, join_component
+from ..nodes.read import check_version_args
+from ..nodes.registry import parse_node
+from ..storage import get_store, new_store
+from ..storage.base import BaseStore as Store
 from .attrs import decode_attrs
 from .state import chain_stamps, read_state
 
@@ -363,7 +365,7 @@ class ArrayDSBackendEntrypoint(BackendEntrypoint):
         if url is None:
             return False
         try:
-            store = Store(url)  # not cached: xarray guesses for every file it opens
+            store = new_store(url)  # not cached: xarray guesses for every file it opens
             raw = node_commit.read(store, "").raw
         except Exception:  # noqa: BLE001 - guessing must never fail
             return False

@@ -27,8 +27,9 @@ from typing import Any
 from xarray.backends.common import WritableCFDataStore
 
 from ..errors import CommitConflictError
+from ..nodes.names import check_component
 from ..storage import get_store
-from ..store import Store, check_component
+from ..storage.base import BaseStore as Store
 from .state import read_state
 
 __all__ = ["ArrayDSWritableStore"]

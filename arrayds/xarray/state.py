@@ -26,7 +26,7 @@ therefore resolves its manifest from the root down, at each level the newer of t
 node's own manifest and the copy the level above lists (docs/spec.md section 10.4).
 
 >>> from arrayds.storage import get_store
->>> from arrayds.manifest import ArrayManifest
+>>> from arrayds.kinds.array.manifest import ArrayManifest
 >>> st = get_store("memory://doc-state")
 >>> m = ArrayManifest.new((3,), "i4", ((3,),), dims=("x",))
 >>> _ = commit_snapshot(st, "", expected=read_state(st, ""), members={"v": m},
@@ -50,12 +50,14 @@ from typing import Any
 
 from ..abc.store import ABSENT, Store
 from ..errors import CommitConflictError, CorruptionError
-from ..manifest import FORMAT, FORMAT_VERSION, ArrayManifest, parse_node
-from ..node import read_pinned
+from ..kinds.array.manifest import ArrayManifest
 from ..nodes import commit as node_commit
 from ..nodes.commit import NodeVersion, generation_of
-from ..nodes.log import Appended
-from ..store import io_pool, is_reserved_name, join_component, new_write_id
+from ..nodes.history import Appended
+from ..nodes.names import FORMAT, FORMAT_VERSION, is_reserved_name, join_component, new_write_id
+from ..nodes.read import read_pinned
+from ..nodes.registry import parse_node
+from ..nodes.shards import io_pool
 
 __all__ = [
     "SNAPSHOT",
@@ -232,7 +234,7 @@ def _state_at(
     """The state of version ``version`` (or the one at ``as_of``) of the node: its
     own manifest of then (versions are immutable: one read), the members its
     snapshot lists as listed, the other children as of the moment that version
-    stands for (:func:`arrayds.node.read_pinned`)."""
+    stands for (:func:`arrayds.nodes.read.read_pinned`)."""
     nv = node_commit.read(store, node, version=version, as_of=as_of)
     root, chain = nv.raw, [nv.stamp]
     if root is None or root.get("kind") != "group":
@@ -503,7 +505,7 @@ def commit_snapshot(
     (:func:`forget_histories`). ``appended`` (name -> count): members whose shard
     list is the list of their manifest in ``members`` (its first ``count`` entries)
     followed by new entries; their commit and roll forward then write only the new
-    entries (:class:`arrayds.nodes.log.Appended`), whatever the length of the
+    entries (:class:`arrayds.nodes.history.Appended`), whatever the length of the
     history. Returns the committed group manifest.
     """
     what = f"dataset {store.display(node)!r}"

@@ -32,13 +32,13 @@ from collections.abc import Hashable, Mapping
 from typing import Any
 
 from ..abc.store import Store
-from ..array import stack_entries
 from ..errors import CommitConflictError
-from ..manifest import check_compression
+from ..kinds.array.handle import stack_entries
 from ..nodes import commit as node_commit
 from ..nodes.commit import NodeVersion, generation_of
+from ..nodes.names import check_component, join_component
+from ..nodes.options import check_compression
 from ..storage import get_store
-from ..store import check_component, join_component
 from .attrs import encode_attrs
 from .state import (
     SNAPSHOT,

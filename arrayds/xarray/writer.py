@@ -40,21 +40,18 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..array import stack_entries
-from ..dask.array import normalize_region, shard_tasks, write_shards_now
 from ..dask.graph import joint_graph, run, write_graph
-from ..grid import AxisGrid, ChunkGrid, normalize_chunks
-from ..manifest import (
-    ArrayManifest,
-    GroupManifest,
-    ShardEntry,
-    check_compression,
-    parse_node,
-    writer_options,
-)
+from ..kinds.array.dask import normalize_region, shard_tasks, write_shards_now
+from ..kinds.array.grid import AxisGrid, ChunkGrid, normalize_chunks
+from ..kinds.array.handle import stack_entries
+from ..kinds.array.manifest import ArrayManifest, ShardEntry
+from ..kinds.array.tensor import check_dtype
+from ..kinds.group import GroupManifest
+from ..nodes.names import check_component, join_component
+from ..nodes.options import check_compression, writer_options
+from ..nodes.registry import parse_node
 from ..storage import get_store
-from ..store import Store, check_component, join_component
-from ..tensor import check_dtype
+from ..storage.base import BaseStore as Store
 from .attrs import decode_attrs, encode_attrs
 from .backend import INTERNAL
 from .state import DatasetState, commit_snapshot, new_write_id, read_state, run_all
@@ -369,7 +366,7 @@ def commit_graph(
     variables are optimized together, so a dask input several of them share stays
     one task (optimized one by one, each would fuse its own copy of it); each
     block-producing task is fused into the one shard task that needs it
-    (:func:`arrayds.dask.array.write_graph`). ``job`` is one opaque object, so dask
+    (:func:`arrayds.kinds.array.dask.write_graph`). ``job`` is one opaque object, so dask
     never looks inside it for keys. Returns the written :class:`arrayds.Group` at
     ``node``, or with ``compute=False`` the ``dask.delayed.Delayed`` that writes and
     commits."""
@@ -431,7 +428,7 @@ def _in_memory(plans: Sequence[tuple[str, VariablePlan, str]]) -> bool:
 def _group(store: Store, node: str, doc: Mapping[str, Any]) -> Any:
     """The written :class:`arrayds.Group` at ``node``: the group manifest the write
     committed (``doc``), not read back."""
-    from ..dataset import Group
+    from ..kinds.group import Group
 
     return Group(store, node, GroupManifest.from_json(doc, f"group {store.display(node)!r}"))
 

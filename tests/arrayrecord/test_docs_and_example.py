@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 
 import arrayds
-import arrayds._options
-import arrayds.arrayrecord
+import arrayds.files.arrayrecord
+import arrayds.files.options
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("module", [arrayds, arrayds.arrayrecord, arrayds._options])
+@pytest.mark.parametrize("module", [arrayds, arrayds.files.arrayrecord, arrayds.files.options])
 def test_docstring_examples(module) -> None:
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS, verbose=False)
     assert result.attempted > 0, f"{module.__name__} has no examples"

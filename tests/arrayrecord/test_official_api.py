@@ -538,7 +538,7 @@ def test_grain_checkpoint_of_the_official_source_restores_over_ours(digits) -> N
 
 
 def test_pickle_dataset_through_the_one_class(tmp_path) -> None:
-    from arrayds import records
+    from arrayds import records as records
 
     url = str(tmp_path / "pk")
     items = [{1, 2}, {3}, frozenset("ab")]
@@ -561,7 +561,7 @@ def test_pickle_dataset_through_the_one_class(tmp_path) -> None:
 
 
 def test_user_serializer_dataset_through_the_one_class(tmp_path) -> None:
-    from arrayds import records
+    from arrayds import records as records
 
     url = str(tmp_path / "custom")
     pair = (lambda x: x[::-1].encode(), lambda b: b.decode()[::-1])

@@ -590,7 +590,7 @@ def test_write_many_of_a_generator_holds_a_bounded_batch(tmp_file) -> None:
     8 MiB record is made, at most a batch of the earlier ones is still alive."""
     import weakref
 
-    from arrayds import arrayrecord as ar
+    from arrayds.files import arrayrecord as ar
 
     alive: list[weakref.ref] = []
     most = 0

@@ -21,7 +21,8 @@ from apache_beam.testing.util import assert_that, equal_to
 import arrayds
 from arrayds import beam as abeam
 from arrayds import records
-from arrayds.tfrecord import write_tfrecord
+from arrayds.files.tfrecord import write_tfrecord
+from arrayds.kinds.records import write as records_write
 from arrayds.verify import collect_garbage
 
 MP = PipelineOptions(flags=[], direct_num_workers=2, direct_running_mode="multi_processing")
@@ -257,7 +258,7 @@ def test_retried_bundle_is_not_duplicated_and_its_shard_is_collected(tmp_path):
     """A runner retries a failed bundle and keeps only the retry's output: the first
     attempt's shard file exists but is never named, and gc removes it."""
     url = str(tmp_path / "retry")
-    plan, expected = records.prepare_write(url, None, "w-", "zstd:3", 1, "auto", None, 1)
+    plan, expected = records_write.prepare_write(url, None, "w-", "zstd:3", 1, "auto", None, 1)
     bundle = [b"r%d" % i for i in range(20)]
 
     def attempt() -> list:

@@ -349,7 +349,7 @@ def test_convert_hdf5_file_and_one_dataset(run, tmp_path):
 
 
 def test_convert_records_sources(run, tmp_path):
-    from arrayds.tfrecord import write_tfrecord
+    from arrayds.files.tfrecord import write_tfrecord
 
     src = tmp_path / "src"
     src.mkdir()
@@ -363,7 +363,7 @@ def test_convert_records_sources(run, tmp_path):
     assert run("convert", str(src / "t-*.tfrecord"), dst, "-c", "tf").exit_code == 0
     assert run("convert", str(src / "r-*.array_record"), dst, "-c", "ar").exit_code == 0
     assert run("convert", src / "j.jsonl", dst, "-c", "js").exit_code == 0
-    from arrayds import records
+    from arrayds import records as records
 
     tf = records.open_records(dst, "tf")
     assert tf.serializer == "raw" and tf.num_shards == 2

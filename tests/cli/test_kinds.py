@@ -15,8 +15,8 @@ import pytest
 
 import arrayds
 from arrayds import ArrayRecordWriter
-from arrayds.manifest import FORMAT, FORMAT_VERSION
-from arrayds.nodes import kinds
+from arrayds.nodes import registry as kinds
+from arrayds.nodes.names import FORMAT, FORMAT_VERSION
 from arrayds.tools.describe import node_text
 from arrayds.tools.gc import is_shard_name
 from arrayds.verify import collect_garbage, describe, verify

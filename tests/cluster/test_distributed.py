@@ -28,7 +28,7 @@ import numpy as np
 import pytest
 
 import arrayds
-from arrayds import store as store_mod
+from arrayds.nodes import shards as store_mod
 from arrayds.verify import collect_garbage
 
 N = 8192  # 8192 x 8192 float32 = 256 MiB

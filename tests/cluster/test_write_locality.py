@@ -1,7 +1,7 @@
 """A dask write on a real cluster (two worker processes) moves no block between workers.
 
 The write graph fuses every block-producing task into the one shard task that needs it
-(``arrayds.dask.array.write_graph``), so each shard task computes its blocks in the
+(``arrayds.kinds.array.dask.write_graph``), so each shard task computes its blocks in the
 worker process that writes them. What the workers report is checked, nothing mocked:
 the scheduler's task stream (which tasks ran, and every transfer a task waited for)
 and each worker's log of incoming transfers, before and after the write. The only

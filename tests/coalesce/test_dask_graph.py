@@ -8,7 +8,7 @@ import uuid
 import numpy as np
 
 import arrayds
-from arrayds.dask import array as dask_array
+from arrayds.kinds.array import to_dask as dask_array
 
 
 def _array(url: str, shard_size: int | None = None):

@@ -1,11 +1,11 @@
-"""The range planner (arrayds/coalesce.py): merging, splitting, options, checks."""
+"""The range planner (arrayds/storage/coalesce.py): merging, splitting, options, checks."""
 
 from __future__ import annotations
 
 import pytest
 
 from arrayds import CorruptionError
-from arrayds.coalesce import Coalesce, coalesce_options, fetch_spans, plan_ranges
+from arrayds.storage.coalesce import Coalesce, coalesce_options, fetch_spans, plan_ranges
 
 
 def test_adjacent_and_overlapping_ranges_merge():

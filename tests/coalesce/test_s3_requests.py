@@ -14,7 +14,7 @@ import pytest
 
 import arrayds
 from arrayds import CorruptionError
-from arrayds import store as store_mod
+from arrayds.nodes import shards as store_mod
 
 MIB8 = 8 << 20
 
@@ -86,7 +86,7 @@ def test_slicing_and_oindex_coalesce_per_shard(s3, grid, proxy):
 
 
 def test_records_batches_one_pass_per_shard(s3, s3_url, s3_opts, proxy):
-    from arrayds import records
+    from arrayds import records as records
 
     items = [{"id": i, "x": np.full(50, i, dtype="f4")} for i in range(400)]
     records.write_records(items, s3_url, "train", num_shards=4, storage_options=s3_opts)
@@ -107,7 +107,7 @@ def test_records_batches_one_pass_per_shard(s3, s3_url, s3_opts, proxy):
 
 
 def test_ragged_read_coalesces(s3, s3_url, s3_opts, proxy):
-    from arrayds.ragged import open_ragged
+    from arrayds.kinds.ragged.handle import open_ragged
 
     clips = [np.arange(2 * n, dtype="f4").reshape(2, n) for n in range(100, 160)]
     arrayds.to_arrayrecord(clips, s3_url, "audio", storage_options=s3_opts)
@@ -151,7 +151,7 @@ def test_truncated_shard_is_corruption_naming_shard_and_range(s3, grid, s3_fs, p
 
 
 def test_coalescing_options_per_call_and_in_dask_graphs(s3, grid, proxy, monkeypatch):
-    from arrayds.coalesce import coalescing
+    from arrayds.storage.coalesce import coalescing
 
     url, data, shards = grid
     slow = s3.storage_options(proxy.url)

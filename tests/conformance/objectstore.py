@@ -45,13 +45,13 @@ import numpy as np
 import pytest
 
 import arrayds
-from arrayds import records
-from arrayds import store as store_mod
+from arrayds import records as records
 from arrayds.errors import BlindCommitWarning, CommitConflictError
 from arrayds.nodes import commit
+from arrayds.nodes import shards as store_mod
 from arrayds.storage import fsspec as fsspec_store
-from arrayds.storage import get_store
-from arrayds.store import Store
+from arrayds.storage import get_store, new_store
+from arrayds.storage.base import BaseStore as Store
 
 MISSING_BUCKET = "no-such-bucket-arrayds"
 
@@ -236,7 +236,7 @@ class ObjectStoreConformance:
     def test_ragged_and_xarray_round_trip(self, store_url, store_opts):
         import xarray as xr
 
-        from arrayds.ragged import open_ragged
+        from arrayds.kinds.ragged.handle import open_ragged
 
         clips = [np.arange(2 * n, dtype="f4").reshape(2, n) for n in (5, 300, 17)]
         arrayds.to_arrayrecord(clips, store_url, "audio", storage_options=store_opts)
@@ -264,7 +264,7 @@ class ObjectStoreConformance:
         """Both committers read the node (no manifest, or generation 1) before either
         uploads; the server's precondition (S3: If-None-Match / If-Match; GCS:
         ``ifGenerationMatch=0`` / the generation read) lets exactly one through."""
-        store = Store(store_url, store_opts)  # a private store: its reads are patched
+        store = new_store(store_url, store_opts)  # a private store: its reads are patched
         if existing:
             commit.commit(store, "n", lambda base: group(1), write_id="first")
         both_read = threading.Barrier(2, timeout=20)
@@ -318,7 +318,7 @@ class ObjectStoreConformance:
         """Another writer replaces the manifest right after this committer read its
         version (with a generation number this committer's client-side check would
         accept): the conditional PUT must be refused by the server, not overwrite."""
-        store = Store(store_url, store_opts)
+        store = new_store(store_url, store_opts)
         commit.commit(store, "n", lambda base: group(1), write_id="first")
         raced: list[str] = []
 
@@ -362,7 +362,7 @@ class ObjectStoreConformance:
     def test_conditional_commit_can_be_turned_off(self, store_url, store_opts, monkeypatch):
         """ARRAYDS_CONDITIONAL_COMMIT=0 (servers without preconditions on writes):
         one plain upload, no check, after a BlindCommitWarning."""
-        store = Store(store_url, store_opts)
+        store = new_store(store_url, store_opts)
         commit.replace(store, "", group(3))
         with pytest.raises(CommitConflictError, match="another writer committed generation 3"):
             commit.replace(store, "", group(2, checked=True))

@@ -12,7 +12,7 @@ A store gets the whole suite with a subclass named ``Test...`` that provides the
 A store whose objects other processes see (not ``memory://``) also takes
 :class:`ProcessRaceTests` (``class TestMyStore(StoreTests, ProcessRaceTests)``), which
 races writer processes on the compare-and-swap, each opening the store from its
-``(url, storage_options)`` with ``arrayds.store.Store``.
+``(url, storage_options)`` with ``arrayds.storage.base.BaseStore``.
 """
 
 from __future__ import annotations
@@ -28,16 +28,17 @@ import pytest
 
 from arrayds.abc.store import ABSENT, Keep
 from arrayds.abc.store import Store as StoreProtocol
-from arrayds.arrayrecord import ArrayRecordReader, ArrayRecordWriter
 from arrayds.errors import PreconditionFailedError
-from arrayds.store import Store
+from arrayds.files.arrayrecord import ArrayRecordReader, ArrayRecordWriter
+from arrayds.storage import new_store
+from arrayds.storage.base import BaseStore as Store
 
 _RACER = """
 import json, os, sys, time
 from arrayds.errors import PreconditionFailedError
-from arrayds.store import Store
+from arrayds.storage import new_store
 url, opts, key, version, me, go = sys.argv[1:]
-st = Store(url, json.loads(opts))
+st = new_store(url, json.loads(opts))
 print("ready", flush=True)
 while not os.path.exists(go):
     time.sleep(0.001)
@@ -118,7 +119,7 @@ class StoreTests:
         assert store.get_range("r", 200, 10) == b""
 
     def test_get_ranges(self, store):
-        """The batched range read of coalesced reads (arrayds/coalesce.py)."""
+        """The batched range read of coalesced reads (arrayds/storage/coalesce.py)."""
         data = bytes(range(200))
         store.put("r", data)
         ranges = [(0, 5), (17, 57), (100, 100), (190, 240)]
@@ -317,7 +318,7 @@ class StoreTests:
         url = store.url_of("a/b")
         with fsspec.open(url, "rb", **store.storage_options) as f:
             assert f.read() == b"named"
-        again = Store(store.canonical_url, store.storage_options)
+        again = new_store(store.canonical_url, store.storage_options)
         assert type(again) is type(store) and again.get("a/b") == b"named"
         assert again.canonical_url == store.canonical_url
         if store.local:

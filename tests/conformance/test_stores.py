@@ -15,9 +15,16 @@ import pytest
 
 from arrayds.abc.store import Keep
 from arrayds.errors import BlindCommitWarning
-from arrayds.storage import FsspecStore, LocalStore, get_store, local, register_store, store_class
+from arrayds.storage import (
+    FsspecStore,
+    LocalStore,
+    get_store,
+    local,
+    new_store,
+    register_store,
+    store_class,
+)
 from arrayds.storage import fsspec as fsspec_store
-from arrayds.store import Store
 from conformance.servers import moto_bucket
 from conformance.store import ProcessRaceTests, StoreTests
 
@@ -25,7 +32,7 @@ from conformance.store import ProcessRaceTests, StoreTests
 class TestLocalStore(StoreTests, ProcessRaceTests):
     @pytest.fixture
     def store(self, tmp_path):
-        st = Store(str(tmp_path / "root"))
+        st = new_store(str(tmp_path / "root"))
         assert type(st) is LocalStore
         return st
 
@@ -43,13 +50,13 @@ class TestLocalStoreWithoutFlock(StoreTests):
             raise OSError(38, "Function not implemented")
 
         monkeypatch.setattr(fcntl, "flock", flock)
-        return Store(str(tmp_path / "root"))
+        return new_store(str(tmp_path / "root"))
 
 
 class TestMemoryStore(StoreTests):
     @pytest.fixture
     def store(self):
-        st = Store(f"memory://store-tests-{uuid.uuid4().hex}")
+        st = new_store(f"memory://store-tests-{uuid.uuid4().hex}")
         assert type(st) is FsspecStore
         yield st
         st.delete_prefix("")
@@ -71,7 +78,7 @@ class TestObstoreS3Store(StoreTests, ProcessRaceTests):
     @pytest.fixture
     def store(self, obstore_s3, monkeypatch):
         monkeypatch.setenv("ARRAYDS_STORAGE_BACKEND", "obstore")
-        st = Store(f"s3://arrayds-obstore/{uuid.uuid4().hex}", obstore_s3.storage_options())
+        st = new_store(f"s3://arrayds-obstore/{uuid.uuid4().hex}", obstore_s3.storage_options())
         assert type(st).__name__ == "ObstoreStore"
         return st
 
@@ -80,14 +87,14 @@ class TestObstoreS3Store(StoreTests, ProcessRaceTests):
 
 
 def test_local_put_if_match_leaves_no_lock_or_temporary_file(tmp_path):
-    st = Store(str(tmp_path))
+    st = new_store(str(tmp_path))
     st.put_if_match("n/k", b"1", None)
     st.put_if_match("n/k", b"2", st.get_versioned("n/k")[1])
     assert os.listdir(tmp_path / "n") == ["k"]
 
 
 def test_local_keep_is_a_hard_link_of_the_replaced_file(tmp_path):
-    st = Store(str(tmp_path))
+    st = new_store(str(tmp_path))
     st.put_if_match("n/k", b"gen 1", None)
     before = os.stat(tmp_path / "n" / "k")
     st.put_if_match("n/k", b"gen 2", st.get_versioned("n/k")[1], keep=Keep("n/h/1", b"gen 1"))
@@ -207,7 +214,7 @@ def test_local_deferred_sync_in_a_forked_child(tmp_path):
 
 
 def test_a_local_store_of_a_file_url_is_local(tmp_path):
-    st = Store(f"file://{tmp_path}")
+    st = new_store(f"file://{tmp_path}")
     assert type(st) is LocalStore and st.local and st.root == str(tmp_path)
     assert st.canonical_url == f"file://{tmp_path}" and st.url_of("a") == str(tmp_path / "a")
 
@@ -241,7 +248,7 @@ def test_store_classes_are_picked_by_protocol(tmp_path):
 
     register_store("memory", Custom)
     try:
-        assert type(Store("memory://custom")) is Custom
+        assert type(new_store("memory://custom")) is Custom
     finally:
         register_store("memory", FsspecStore)
     with pytest.raises(TypeError, match="BaseStore subclass"):
@@ -257,6 +264,6 @@ def test_get_store_caches_one_store_per_url_and_options(tmp_path, monkeypatch):
 
 def test_bad_urls_are_errors():
     with pytest.raises(ValueError, match="url is empty"):
-        Store("")
+        new_store("")
     with pytest.raises(TypeError, match="must be a str or os.PathLike"):
-        Store(42)  # type: ignore[arg-type]
+        new_store(42)  # type: ignore[arg-type]

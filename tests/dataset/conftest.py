@@ -10,7 +10,7 @@ import uuid
 import fsspec
 import pytest
 
-from arrayds import store as store_mod
+from arrayds.nodes import shards as store_mod
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -13,9 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import arrayds
-from arrayds.array import Array
+from arrayds.kinds.array.handle import Array
 from arrayds.nodes.commit import manifest_key
-from arrayds.store import node_shard_reader
+from arrayds.nodes.shards import node_shard_reader
 
 DTYPES = [
     "|b1", "|i1", "<i2", "<i4", "<i8", "|u1", "<u2", "<u4", "<u8", "<f2", "<f4", "<f8",
@@ -540,6 +540,6 @@ def test_exact_chunk_reads_take_the_short_path(url, stats):
     assert stats()["records_read"] == 2
     assert (b[4:8, 0:3] == -7).all()  # never written: fill, no read
     assert stats()["records_read"] == 2
-    assert b._read_block((slice(4, 8), slice(3, 6))).tolist() == [[-7] * 3] * 4
-    view = b._read_block((slice(0, 4), slice(0, 3)), zero_copy=True)
+    assert b.read_block((slice(4, 8), slice(3, 6))).tolist() == [[-7] * 3] * 4
+    view = b.read_block((slice(0, 4), slice(0, 3)), zero_copy=True)
     assert view.flags.writeable and view[1, 1] == 7  # decoded into its own buffer

@@ -16,10 +16,11 @@ import numpy as np
 import pytest
 
 import arrayds
-from arrayds import records
+from arrayds import records as records
 from arrayds.errors import CommitConflictError
 from arrayds.nodes import commit
-from arrayds.store import MANIFEST, Store
+from arrayds.nodes.names import MANIFEST
+from arrayds.storage import new_store
 
 
 def _group(gen: int, **attrs: object) -> dict[str, object]:
@@ -27,7 +28,7 @@ def _group(gen: int, **attrs: object) -> dict[str, object]:
 
 
 def test_a_stale_generation_is_refused_and_changes_nothing(tmp_path):
-    st = Store(str(tmp_path / "ds"))
+    st = new_store(str(tmp_path / "ds"))
     commit.replace(st, "n", _group(1))
     commit.replace(st, "n", _group(2, by="first"))
     with pytest.raises(CommitConflictError, match="committed generation 2 while this write"):
@@ -37,7 +38,7 @@ def test_a_stale_generation_is_refused_and_changes_nothing(tmp_path):
 
 
 def test_the_empty_parent_group_does_not_replace_a_group_that_is_there(tmp_path):
-    st = Store(str(tmp_path / "ds"))
+    st = new_store(str(tmp_path / "ds"))
     commit.replace(st, "", _group(3, title="kept"))
     assert not commit.replace(st, "", {"format": "arrayds", "kind": "group", "generation": 1})
     commit.ensure_parents(st, "x")
@@ -48,7 +49,7 @@ def test_the_empty_parent_group_does_not_replace_a_group_that_is_there(tmp_path)
 def test_a_commit_that_lost_the_race_changes_nothing_and_says_so(tmp_path):
     """A writer commits between another commit's read and its conditional put: the
     put is refused and nothing of the late write is visible."""
-    st = Store(str(tmp_path / "ds"))
+    st = new_store(str(tmp_path / "ds"))
     commit.commit(st, "n", lambda base: _group(1), write_id="first")
 
     def build(base):
@@ -76,7 +77,7 @@ _ARRAY_CHILD = """
 import sys, time, os
 import numpy as np
 import arrayds
-from arrayds.manifest import CommitConflictError
+from arrayds.errors import CommitConflictError
 url, who, n, go = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 print("ready", flush=True)
 while not os.path.exists(go):

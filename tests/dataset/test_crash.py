@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 
 import arrayds
-from arrayds.manifest import CommitConflictError
+from arrayds.errors import CommitConflictError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -13,7 +13,7 @@ import pytest
 from dask.delayed import Delayed
 
 import arrayds
-from arrayds.dask.array import group_blocks
+from arrayds.kinds.array.dask import group_blocks
 from arrayds.nodes import commit
 
 from .conftest import run_with_query_planning
@@ -154,7 +154,7 @@ def test_concurrent_commit_is_detected(url):
     arrayds.to_arrayrecord(np.zeros((4,)), url, mode="w", chunks=2)
     d = arrayds.to_arrayrecord(da.ones(2, chunks=2), url, mode="a", compute=False)
     arrayds.open_array(url, mode="r+")[0] = 5  # another writer commits first
-    from arrayds.manifest import CommitConflictError
+    from arrayds.errors import CommitConflictError
 
     with pytest.raises(CommitConflictError, match="another writer committed"):
         d.compute()

@@ -12,10 +12,10 @@ import pytest
 
 import arrayds
 from arrayds import ArrayRecordReader, ArrayRecordWriter
-from arrayds.array import _Plan
-from arrayds.grid import parse_selection
-from arrayds.store import clear_reader_cache, node_shard_reader
-from arrayds.tensor import decode_chunk
+from arrayds.kinds.array.grid import parse_selection
+from arrayds.kinds.array.handle import _Plan
+from arrayds.kinds.array.tensor import decode_chunk
+from arrayds.nodes.shards import clear_reader_cache, node_shard_reader
 
 from .test_array import CHUNKS, DTYPES, SHAPES, sample
 

@@ -200,9 +200,11 @@ def test_xarray_write_is_durable(rec, tmp_path):
 
 # ------------------------------------------------- locks and compare-and-swap (item 7)
 
-from arrayds.manifest import CommitConflictError  # noqa: E402
+from arrayds.errors import BlindCommitWarning, CommitConflictError, CommitLockError  # noqa: E402
 from arrayds.nodes import commit  # noqa: E402
-from arrayds.store import BlindCommitWarning, CommitLockError, Store, new_write_id  # noqa: E402
+from arrayds.nodes.names import new_write_id  # noqa: E402
+from arrayds.storage import new_store  # noqa: E402
+from arrayds.storage.base import BaseStore as Store  # noqa: E402
 
 
 def _commit(store: Store, node: str, doc: dict) -> None:
@@ -271,7 +273,7 @@ def _race(store: Store, node: str, n: int) -> tuple[list[str], list[BaseExceptio
 def test_local_commits_stay_compare_and_swap(request, tmp_path, flock):
     if flock == "fails":
         request.getfixturevalue("no_flock")
-    store = Store(str(tmp_path / "ds"))
+    store = new_store(str(tmp_path / "ds"))
     for attempt in range(5):
         node = f"n{attempt}"
         _commit(store, node, _group(1))
@@ -287,7 +289,7 @@ def test_lock_file_held_by_a_live_commit_is_waited_for(no_flock, tmp_path, monke
     import socket
 
     monkeypatch.setenv("ARRAYDS_LOCK_TIMEOUT", "0.3")
-    store = Store(str(tmp_path / "ds"))
+    store = new_store(str(tmp_path / "ds"))
     _commit(store, "a", _group(1))
     lock = tmp_path / "ds" / "a" / ".arrayds.json.lock"
     lock.write_text(f"{os.getpid()} {socket.gethostname()} 0123456789abcdef")  # alive
@@ -318,7 +320,7 @@ def test_stale_lock_file_of_a_dead_process_is_broken(no_flock, tmp_path, monkeyp
         text=True,
         check=True,
     )
-    store = Store(str(tmp_path / "ds"))
+    store = new_store(str(tmp_path / "ds"))
     _commit(store, "a", _group(1))
     lock = tmp_path / "ds" / "a" / ".arrayds.json.lock"
     lock.write_text(f"{dead.stdout.strip()} {socket.gethostname()} 0123456789abcdef")
@@ -352,7 +354,7 @@ def test_memory_commits_are_compare_and_swap(fresh_warnings):
     import uuid
     import warnings
 
-    store = Store(f"memory://cas-{uuid.uuid4().hex}")
+    store = new_store(f"memory://cas-{uuid.uuid4().hex}")
     with warnings.catch_warnings():
         warnings.simplefilter("error", BlindCommitWarning)
         _commit(store, "a", _group(1))

@@ -11,7 +11,8 @@ import pytest
 import arrayds
 from arrayds import CorruptionError
 from arrayds.nodes import commit
-from arrayds.store import MANIFEST, Store, check_component, new_write_id
+from arrayds.nodes.names import MANIFEST, check_component, new_write_id
+from arrayds.storage import new_store
 
 
 def make(url, name="x"):
@@ -42,7 +43,7 @@ def test_missing_dataset_names_the_url(tmp_path):
 )  # fmt: skip
 def test_damaged_manifest_is_a_corruption_error_naming_the_node(url, content, error, message):
     make(url)
-    st = Store(url)
+    st = new_store(url)
     st.fs.pipe_file(st.path("x", MANIFEST), content)
     with pytest.raises(error, match=message) as e:
         arrayds.open_array(url, "x")
@@ -54,7 +55,7 @@ def test_missing_shard_names_array_and_shard(url):
     a = make(url)
     st = a.store
     st.fs.rm(st.path("x", a.manifest.shards[0].path))
-    from arrayds.store import clear_reader_cache
+    from arrayds.nodes.shards import clear_reader_cache
 
     clear_reader_cache()
     b = arrayds.open_array(url, "x")  # opening reads the manifest only
@@ -71,7 +72,7 @@ def test_damaged_shard_is_a_corruption_error(local_url):
     data = bytearray(open(path, "rb").read())
     data[100:140] = b"\xff" * 40  # inside the first chunk
     open(path, "wb").write(bytes(data))
-    from arrayds.store import clear_reader_cache
+    from arrayds.nodes.shards import clear_reader_cache
 
     clear_reader_cache()
     b = arrayds.open_array(local_url, "x")
@@ -137,7 +138,7 @@ def test_stale_handle_cannot_overwrite_a_newer_commit(url):
     h1 = arrayds.open_array(url, "x", mode="r+")
     h2 = arrayds.open_array(url, "x", mode="r+")
     h1[0, 0] = 100
-    from arrayds.manifest import CommitConflictError
+    from arrayds.errors import CommitConflictError
 
     with pytest.raises(CommitConflictError, match="another writer committed generation"):
         h2[1, 1] = 200
@@ -181,7 +182,7 @@ def test_manifest_shard_paths_cannot_escape_the_node(local_url):
 
 def test_unknown_kind_and_future_version(local_url):
     make(local_url)
-    st = Store(local_url)
+    st = new_store(local_url)
     raw = commit.read(st, "x").raw
     raw["format_version"] = 99
     raw["generation"] += 1

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from arrayds.grid import (
+from arrayds.kinds.array.grid import (
     AxisGrid,
     AxisSelection,
     ChunkGrid,

@@ -12,18 +12,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from arrayds import CorruptionError
-from arrayds.manifest import (
+from arrayds.kinds.array.manifest import (
     ArrayManifest,
-    GroupManifest,
     ShardEntry,
     ShardTable,
-    check_compression,
     decode_fill_value,
     encode_fill_value,
     make_fill_value,
-    parse_node,
 )
-from arrayds.tensor import check_dtype, decode_chunk, encode_chunk, npy_header
+from arrayds.kinds.array.tensor import check_dtype, decode_chunk, encode_chunk, npy_header
+from arrayds.kinds.group import GroupManifest
+from arrayds.nodes.options import check_compression
+from arrayds.nodes.registry import parse_node
 
 DTYPES = [
     "|b1", "|i1", "<i2", "<i4", "<i8", "|u1", "<u2", "<u4", "<u8", "<f2", "<f4", "<f8",
@@ -232,7 +232,7 @@ def test_bad_manifests_are_corruption_errors(change, message):
 def test_shard_entries_parse_the_same_on_the_quick_and_the_checked_path(entry):
     """Entries of the writers' form take a quick path; every other accepted entry the
     field-by-field one: both give the same entry."""
-    from arrayds.manifest import _parse_entry, _plain_entry
+    from arrayds.kinds.array.manifest import _parse_entry, _plain_entry
 
     d = _valid()
     d["shards"] = [entry]

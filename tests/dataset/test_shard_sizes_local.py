@@ -10,7 +10,7 @@ import os
 import numpy as np
 
 import arrayds
-from arrayds import store as store_mod
+from arrayds.nodes import shards as store_mod
 from arrayds.verify import verify
 
 

@@ -1,4 +1,4 @@
-"""The task graph of a dask write (arrayds.dask.array.write_graph).
+"""The task graph of a dask write (arrayds.kinds.array.dask.write_graph).
 
 Every source task that only one shard task needs is fused into that shard task, so a
 write of generated data is exactly one task per shard plus the commit, and on a

@@ -13,16 +13,16 @@ import pytest
 import arrayds
 import arrayds.ragged as rg
 from arrayds import CorruptionError
-from arrayds.manifest import MAX_CHUNK_BYTES, ArrayManifest
+from arrayds.kinds.array.manifest import MAX_CHUNK_BYTES, ArrayManifest
+from arrayds.kinds.array.tensor import MAX_HEADER_BYTES, decode_chunk, encode_chunk
 from arrayds.nodes import commit
-from arrayds.store import Store
-from arrayds.tensor import MAX_HEADER_BYTES, decode_chunk, encode_chunk
+from arrayds.storage import new_store
 
 from .work import bounded
 
 
 def _rewrite_manifest(url: str, name: str, change) -> None:  # noqa: ANN001
-    st = Store(url)
+    st = new_store(url)
     raw = commit.read(st, name).raw
     change(raw)
     raw["generation"] += 1

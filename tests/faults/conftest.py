@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from conformance.servers import fake_gcs_bucket, load_helper
 
-from arrayds import store as store_mod
+from arrayds.nodes import shards as store_mod
 
 from .proxy import FaultProxy
 

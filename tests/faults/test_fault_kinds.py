@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import arrayds
-from arrayds import store as store_mod
+from arrayds.nodes import shards as store_mod
 from arrayds.verify import verify
 
 from .proxy import Rule

@@ -16,10 +16,10 @@ import pytest
 from conformance.servers import load_helper
 
 import arrayds
-from arrayds import store as store_mod
 from arrayds.errors import CommitConflictError
 from arrayds.nodes import commit as commit_mod
-from arrayds.store import Store
+from arrayds.nodes import shards as store_mod
+from arrayds.storage import new_store
 from arrayds.tools.verify import verify
 
 from .proxy import FaultProxy, Rule, key_kind
@@ -130,7 +130,7 @@ def test_rule_and_proxy_errors() -> None:
 
 def test_retry_budget_is_checked() -> None:
     """A retry budget that is negative or not a count is a ValueError naming it."""
-    st = Store("memory://faults-retries")
+    st = new_store("memory://faults-retries")
     for bad in (-1, 1.5, "3", True):
         with pytest.raises(ValueError, match="retries"):
             commit_mod.commit(st, "", lambda b: {"kind": "group"}, write_id="w", retries=bad)

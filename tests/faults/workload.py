@@ -21,7 +21,7 @@ import dask.array as da
 import numpy as np
 
 import arrayds
-from arrayds import store as store_mod
+from arrayds.nodes import shards as store_mod
 from arrayds.tools.gc import collect_garbage
 from arrayds.tools.verify import verify
 

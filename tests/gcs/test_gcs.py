@@ -18,7 +18,8 @@ from conformance.objectstore import ObjectStoreConformance, group
 
 from arrayds.nodes import commit
 from arrayds.storage import gcs as gcs_requests
-from arrayds.store import Store
+from arrayds.storage import new_store
+from arrayds.storage.base import BaseStore as Store
 
 
 class TestGCS(ObjectStoreConformance):
@@ -58,7 +59,7 @@ class TestGCS(ObjectStoreConformance):
 def test_a_commit_retried_after_a_lost_reply_is_not_a_conflict(gcs_url, gcs_opts, monkeypatch):
     """The client resends an upload that had landed (its reply was lost): the server
     refuses the resend (the generation moved on); the commit still succeeds."""
-    store = Store(gcs_url, gcs_opts)
+    store = new_store(gcs_url, gcs_opts)
     commit.commit(store, "n", lambda base: group(1), write_id="first")
     real_put = gcs_requests.gcs_put
     refused: list[BaseException] = []

@@ -7,13 +7,12 @@ from __future__ import annotations
 import pytest
 from conformance.store import ProcessRaceTests, StoreTests
 
-from arrayds.storage import FsspecStore
-from arrayds.store import Store
+from arrayds.storage import FsspecStore, new_store
 
 
 class TestGCSStore(StoreTests, ProcessRaceTests):
     @pytest.fixture
     def store(self, gcs_url, gcs_opts):
-        st = Store(gcs_url, gcs_opts)
+        st = new_store(gcs_url, gcs_opts)
         assert type(st) is FsspecStore
         return st

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import arrayds
-from arrayds import arrayrecord as ar_mod
+from arrayds.files import arrayrecord as ar_mod
 
 
 def _records(n_mib: int) -> list[bytes]:

@@ -12,7 +12,8 @@ import pytest
 
 from arrayds.abc.store import ABSENT
 from arrayds.errors import CommitConflictError
-from arrayds.nodes import commit, log
+from arrayds.nodes import commit
+from arrayds.nodes import history as log
 from arrayds.storage import get_store
 
 

@@ -25,7 +25,9 @@ import numpy as np
 import pytest
 
 import arrayds
-from arrayds.nodes import commit, kinds, log
+from arrayds.nodes import commit
+from arrayds.nodes import history as log
+from arrayds.nodes import registry as kinds
 from arrayds.storage import get_store
 from arrayds.verify import verify
 

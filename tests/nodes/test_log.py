@@ -1,4 +1,4 @@
-"""Manifest format 2 (arrayds/nodes/log.py) on real stores: the shard log encoding
+"""Manifest format 2 (arrayds/nodes/history.py) on real stores: the shard log encoding
 reads back every list it stored, at every step and at every retained version; its
 segment count stays within the binary-counter bound; a change that is not an append
 writes a fresh list; damaged or forged segments and version files are
@@ -24,9 +24,10 @@ from conformance.servers import moto_bucket
 
 import arrayds
 from arrayds.errors import CorruptionError
-from arrayds.nodes import commit, log
+from arrayds.nodes import commit
+from arrayds.nodes import history as log
+from arrayds.nodes.names import dump_json
 from arrayds.storage import get_store
-from arrayds.store import dump_json
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 

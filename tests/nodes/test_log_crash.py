@@ -23,8 +23,10 @@ import numpy as np
 import pytest
 
 import arrayds
-from arrayds import store as store_mod
-from arrayds.nodes import commit, kinds, log
+from arrayds.nodes import commit
+from arrayds.nodes import history as log
+from arrayds.nodes import registry as kinds
+from arrayds.nodes import shards as store_mod
 from arrayds.storage import get_store
 from arrayds.tools.gc import collect_garbage
 from arrayds.tools.verify import verify

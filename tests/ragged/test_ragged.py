@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 import arrayds
 from arrayds import ragged as rg
-from arrayds.store import clear_reader_cache, io_stats, reset_io_stats
+from arrayds.kinds.ragged import handle as rg_handle
+from arrayds.nodes.shards import clear_reader_cache, io_stats, reset_io_stats
 
 
 def clips(n: int = 12, seed: int = 0, ch: int = 2, dtype: str = "f4") -> list[np.ndarray]:
@@ -315,7 +316,7 @@ def test_corrupt_manifest_and_missing_shard(tmp_path, items):
         rg.open_ragged(tmp_path / "c1")[0]
     (tmp_path / "c1" / ra.manifest.shards[0].path).unlink()
     clear_reader_cache()
-    rg._indexes.clear()
+    rg_handle._indexes.clear()
     with pytest.raises(FileNotFoundError, match="missing"):
         rg.open_ragged(tmp_path / "c1")[0]
     man["shards"][0]["items"] = [1, 3]

@@ -15,10 +15,10 @@ import pytest
 
 import arrayds
 from arrayds import ragged as rg
-from arrayds import records
+from arrayds import records as records
 from arrayds.errors import CommitConflictError
+from arrayds.nodes.shards import shard_writer, write_shard
 from arrayds.storage import get_store
-from arrayds.store import shard_writer, write_shard
 
 
 def _manifest(url: str) -> dict:

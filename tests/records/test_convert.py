@@ -11,7 +11,7 @@ import pytest
 from dask.delayed import Delayed
 
 import arrayds
-from arrayds import records
+from arrayds import records as records
 from arrayds.convert import jsonlines_to_arrayrecord, tfrecord_to_arrayrecord
 
 from .conftest import write_independent_tfrecord

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import arrayds
-from arrayds import records
+from arrayds import records as records
 
 from .conftest import assert_example_equal, example
 

@@ -15,8 +15,9 @@ import pytest
 from dask.delayed import Delayed
 
 import arrayds
-from arrayds import records, serializers
-from arrayds.store import io_stats, reset_io_stats
+from arrayds import records as records
+from arrayds.kinds.records import serializers
+from arrayds.nodes.shards import io_stats, reset_io_stats
 
 from .conftest import assert_example_equal, example
 

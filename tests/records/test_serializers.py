@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from arrayds import serializers as S
+from arrayds.kinds.records import serializers as S
 
 MSGPACK = S.get("msgpack")
 

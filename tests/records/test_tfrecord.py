@@ -13,7 +13,7 @@ import pytest
 import tfrecord.writer
 
 import arrayds
-from arrayds.tfrecord import (
+from arrayds.files.tfrecord import (
     expand_paths,
     iter_jsonlines,
     iter_tfrecord,
@@ -153,7 +153,7 @@ def test_corrupt_file_in_bag_raises_on_compute(tmp_path):
 
 
 def test_large_records_cross_read_blocks(tmp_path, monkeypatch):
-    import arrayds.tfrecord as mod
+    import arrayds.files.tfrecord as mod
 
     monkeypatch.setattr(mod, "_BLOCK", 1000)
     recs = make_records(200, 7)

@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 
 import arrayds
-from arrayds import ragged, records
+from arrayds import ragged as ragged
+from arrayds import records as records
 
 EVIL = "<script>alert(1)</script>"
 

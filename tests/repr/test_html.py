@@ -10,8 +10,10 @@ import numpy as np
 import pytest
 
 import arrayds
-from arrayds import html_repr, ragged, records
-from arrayds.manifest import ArrayManifest, ShardEntry
+from arrayds import html_repr
+from arrayds import ragged as ragged
+from arrayds import records as records
+from arrayds.kinds.array.manifest import ArrayManifest, ShardEntry
 
 from .pages import EVIL, Elements, make_dataset
 

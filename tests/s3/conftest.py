@@ -12,7 +12,7 @@ import uuid
 
 import pytest
 
-from arrayds import store as store_mod
+from arrayds.nodes import shards as store_mod
 
 from .s3server import LatencyProxy, MotoS3, start_moto
 

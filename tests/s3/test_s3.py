@@ -20,8 +20,9 @@ import pytest
 from conformance.objectstore import ObjectStoreConformance, objects
 
 import arrayds
-from arrayds import store as store_mod
-from arrayds.store import MANIFEST, Store
+from arrayds.nodes import shards as store_mod
+from arrayds.nodes.names import MANIFEST
+from arrayds.storage.base import BaseStore as Store
 
 
 class TestS3(ObjectStoreConformance):

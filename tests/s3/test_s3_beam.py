@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from arrayds import records
+from arrayds import records as records
 
 beam = pytest.importorskip("apache_beam", reason="needs apache-beam (arrayds[beam])")
 abeam = pytest.importorskip("arrayds.beam", reason="needs apache-beam (arrayds[beam])")

@@ -16,7 +16,7 @@ import pytest
 
 import arrayds
 from arrayds import CorruptionError
-from arrayds import store as store_mod
+from arrayds.nodes import shards as store_mod
 from arrayds.verify import verify
 
 
@@ -59,8 +59,8 @@ def test_array_reads_issue_no_head(s3, s3_url, s3_opts, proxy):
 def test_records_ragged_and_xarray_reads_issue_no_head(s3, s3_url, s3_opts, proxy):
     import xarray as xr
 
-    from arrayds import records
-    from arrayds.ragged import open_ragged
+    from arrayds import records as records
+    from arrayds.kinds.ragged.handle import open_ragged
 
     slow = s3.storage_options(proxy.url)
     items = [{"id": i, "x": np.full(3, i, dtype="f4")} for i in range(40)]
@@ -156,8 +156,8 @@ def test_manifest_with_a_wrong_size_is_corruption_and_verify_says_so(
 
 
 def test_records_and_ragged_shards_of_another_size_are_corruption(s3_url, s3_opts, s3_fs):
-    from arrayds import records
-    from arrayds.ragged import open_ragged
+    from arrayds import records as records
+    from arrayds.kinds.ragged.handle import open_ragged
 
     records.write_records([{"i": i} for i in range(10)], s3_url, "r", storage_options=s3_opts)
     arrayds.to_arrayrecord([np.arange(5.0), np.arange(7.0)], s3_url, "g", storage_options=s3_opts)

@@ -7,13 +7,12 @@ from __future__ import annotations
 import pytest
 from conformance.store import ProcessRaceTests, StoreTests
 
-from arrayds.storage import FsspecStore
-from arrayds.store import Store
+from arrayds.storage import FsspecStore, new_store
 
 
 class TestS3Store(StoreTests, ProcessRaceTests):
     @pytest.fixture
     def store(self, s3_url, s3_opts):
-        st = Store(s3_url, s3_opts)
+        st = new_store(s3_url, s3_opts)
         assert type(st) is FsspecStore
         return st

@@ -10,7 +10,7 @@ import pytest
 import s3fs
 
 import arrayds
-from arrayds import arrayrecord as ar_mod
+from arrayds.files import arrayrecord as ar_mod
 
 from .conftest import BUCKET
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import arrayds
-from arrayds import records
+from arrayds import records as records
 from arrayds.sampler import BlockShuffleSampler, block_shuffle
 
 

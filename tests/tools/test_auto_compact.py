@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 import arrayds
-from arrayds.tools.compact import AUTO_COMPACT_FILES, compact
+from arrayds.nodes.merge import AUTO_COMPACT_FILES
+from arrayds.tools.compact import compact
 
 
 def test_records_appends_are_compacted_once_enough_small_files_gather(tmp_path):

@@ -25,10 +25,11 @@ import numpy as np
 import pytest
 
 import arrayds
-from arrayds import ragged, records
+from arrayds import ragged as ragged
+from arrayds import records as records
 from arrayds.nodes import commit
+from arrayds.nodes.shards import shard_reader
 from arrayds.storage import get_store
-from arrayds.store import shard_reader
 from arrayds.tools.compact import fragmentation
 from arrayds.tools.gc import collect_garbage
 from arrayds.tools.verify import verify

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 import arrayds
-from arrayds import records
+from arrayds import records as records
 from arrayds.tools.gc import collect_garbage
 from arrayds.tools.verify import verify
 

@@ -25,16 +25,10 @@ import pytest
 
 import arrayds
 from arrayds.errors import CommitConflictError
-from arrayds.manifest import ShardEntry
+from arrayds.kinds.array.manifest import ShardEntry
 from arrayds.nodes import commit
+from arrayds.nodes.merge import MAX_TAIL, MERGE_FACTOR, _merged_away, merge_appended, tail_to_merge
 from arrayds.storage import get_store
-from arrayds.tools.compact import (
-    MAX_TAIL,
-    MERGE_FACTOR,
-    _merged_away,
-    merge_appended,
-    tail_to_merge,
-)
 from arrayds.tools.gc import collect_garbage
 from arrayds.tools.verify import verify
 
@@ -185,7 +179,7 @@ def test_ragged_appends_merge_in_order(where):
 def test_ragged_shards_of_unrecorded_size_are_left_to_compaction(tmp_path):
     from dataclasses import replace
 
-    from arrayds.tools.compact_kinds import UNWEIGHED, entry_sizes
+    from arrayds.nodes.merge import UNWEIGHED, entry_sizes
 
     url = str(tmp_path / "clips")
     for i in range(MERGE_FACTOR):
@@ -301,7 +295,7 @@ def test_bad_compact_values(tmp_path, bad):
 
 
 def test_array_append_with_compact_true_compacts_the_handle_s_node(tmp_path):
-    from arrayds.tools.compact import AUTO_COMPACT_FILES
+    from arrayds.nodes.merge import AUTO_COMPACT_FILES
 
     url = str(tmp_path / "a")
     a = arrayds.open_array(url, mode="w", shape=(0,), dtype="i4", chunks=1)

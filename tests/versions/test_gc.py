@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 import arrayds
-from arrayds import records
-from arrayds.nodes import commit, log
+from arrayds import records as records
+from arrayds.nodes import commit
+from arrayds.nodes import history as log
 from arrayds.storage import get_store
 from arrayds.tools.gc import DEFAULT_RETENTION, collect_garbage
 
@@ -193,7 +194,7 @@ def test_xarray_dataset_versions_survive_gc_of_the_others(quick):
 
 
 def test_format_1_nodes_collect_as_before(quick):
-    from arrayds.dataset import new_array_manifest
+    from arrayds.kinds.array.create import new_array_manifest
 
     st = get_store(quick.url, None)
     m = new_array_manifest((4,), "i4", 2).to_json()

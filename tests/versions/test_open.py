@@ -14,7 +14,7 @@ import pytest
 
 import arrayds
 from arrayds import ragged as rg
-from arrayds import records
+from arrayds import records as records
 
 
 def _array_history(w):
@@ -248,7 +248,7 @@ def test_mode_w_starts_a_new_history(quick):
 
 
 def test_format_1_nodes_keep_only_their_current_version(quick):
-    from arrayds.dataset import new_array_manifest
+    from arrayds.kinds.array.create import new_array_manifest
     from arrayds.nodes import commit
     from arrayds.storage import get_store
 

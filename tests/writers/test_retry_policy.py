@@ -1,4 +1,4 @@
-"""The retry policy of appends (arrayds.retry): full-jitter waits that double up to a
+"""The retry policy of appends (arrayds.nodes.retry): full-jitter waits that double up to a
 ceiling, a budget that outlasts a long run of lost races, and bad input.
 
 The long run of lost races is an exact interleaving, not a race: the writer under test
@@ -17,7 +17,7 @@ import pytest
 from faults.proxy import FaultProxy, Rule
 
 import arrayds
-from arrayds import retry
+from arrayds.nodes import retry
 from arrayds.verify import verify
 
 from .conftest import BUCKET

@@ -6,7 +6,7 @@ up, reads see committed states in increasing order and never pair an xarray
 coordinate with another row's value, every retained version opens and verifies). The
 array and records writers retry with the default ``retries=``; xarray appends take no
 ``retries=``, so their writers write again after a ``CommitConflictError`` with the
-waits of arrayds.retry. Then the retry knob's bad input and the conflict it turns into
+waits of arrayds.nodes.retry. Then the retry knob's bad input and the conflict it turns into
 a retry, in one process."""
 
 from __future__ import annotations
@@ -19,8 +19,9 @@ import numpy as np
 import pytest
 
 import arrayds
-from arrayds import records, retry
+from arrayds import records
 from arrayds.errors import CommitConflictError
+from arrayds.nodes import retry
 from arrayds.verify import collect_garbage, verify
 
 
@@ -96,7 +97,7 @@ def test_records_append_retries_must_be_a_count(tmp_path, bad):
 def test_a_stale_append_whose_merge_conflicts_retries_and_keeps_every_row(tmp_path):
     # the folded tiered merge of a stale handle meets the other writer's merge: the
     # retry reads the node again, so the other writer's rows are never merged away
-    from arrayds.tools.compact import MERGE_FACTOR
+    from arrayds.nodes.merge import MERGE_FACTOR
 
     url = str(tmp_path / "a")
     a = arrayds.open_array(url, mode="w", shape=(0,), dtype="i2", chunks=1)

@@ -26,7 +26,7 @@ def conformance_s3(request, xr_s3):
 @pytest.fixture
 def s3_proxy(xr_s3):
     """A counting proxy in front of the server (no added latency)."""
-    from arrayds import store as store_mod
+    from arrayds.nodes import shards as store_mod
 
     p = load_helper("s3", "s3server").LatencyProxy(("127.0.0.1", xr_s3.port), latency=0.0).start()
     store_mod.clear_reader_cache()

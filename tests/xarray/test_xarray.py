@@ -17,8 +17,8 @@ import xarray as xr
 from dask.delayed import Delayed
 
 import arrayds
-from arrayds.manifest import CommitConflictError
-from arrayds.store import clear_reader_cache, io_stats, reset_io_stats
+from arrayds.errors import CommitConflictError
+from arrayds.nodes.shards import clear_reader_cache, io_stats, reset_io_stats
 
 
 def climate(nt: int = 12, chunks: dict | None = None, seed: int = 0) -> xr.Dataset:

@@ -5,7 +5,7 @@
   stored units, calendar and dtype.
 * The commit of an append (the group snapshot, then the roll forward of each member)
   extends the stored shard logs without resolving or comparing the entries before
-  the new ones (:class:`arrayds.nodes.log.Appended`); a list that is not the one
+  the new ones (:class:`arrayds.nodes.history.Appended`); a list that is not the one
   the writer extended is still compared and written anew.
 * Small in-memory steps run without a dask graph; dask data still goes through one.
 """
@@ -21,7 +21,7 @@ import pytest
 import xarray as xr
 
 import arrayds
-from arrayds.nodes import log
+from arrayds.nodes import history as log
 from arrayds.storage import get_store
 
 GRID = (4, 5)

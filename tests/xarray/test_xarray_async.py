@@ -12,7 +12,7 @@ import pytest
 import xarray as xr
 
 import arrayds
-from arrayds.store import clear_reader_cache
+from arrayds.nodes.shards import clear_reader_cache
 
 pytest.importorskip("s3fs")
 

@@ -12,7 +12,7 @@ import pytest
 import xarray as xr
 
 import arrayds
-from arrayds.manifest import CommitConflictError
+from arrayds.errors import CommitConflictError
 from arrayds.xarray.datastore import ArrayDSWritableStore
 
 

@@ -18,9 +18,10 @@ import xarray as xr
 
 import arrayds
 import arrayds.xarray.tree as xtree
-from arrayds.manifest import ArrayManifest, CommitConflictError
+from arrayds.errors import CommitConflictError
+from arrayds.kinds.array.manifest import ArrayManifest
 from arrayds.nodes.commit import read
-from arrayds.store import Store
+from arrayds.storage import new_store
 
 DataTree = pytest.importorskip("xarray").DataTree
 
@@ -72,7 +73,7 @@ def test_round_trip_identical_and_like_zarr(tmp_path):
     dt.to_zarr(zst, consolidated=False)
     xr.testing.assert_identical(back, xr.open_datatree(zst, engine="zarr", consolidated=False))
     # the roll forward brought every own manifest up to date: node-by-node readers agree
-    st = Store(url)
+    st = new_store(url)
     for path in ("set1", "set1/b", "set1/set2", "set1/set2/d", "empty"):
         own = read(st, path).raw
         assert own is not None and own["commit"] == read(st, "").raw["commit"]
@@ -145,7 +146,7 @@ def test_per_node_encoding(tmp_path):
     arrayds.to_arrayrecord(tree(), url, encoding=enc)
     back = xr.open_datatree(url, engine="arrayds")
     xr.testing.assert_identical(back, tree())
-    m = ArrayManifest.from_json(read(Store(url), "set1/set2/d").raw, "d")
+    m = ArrayManifest.from_json(read(new_store(url), "set1/set2/d").raw, "d")
     assert m.dtype == np.dtype("int16") and m.chunk_shape == (1,)
 
 
@@ -247,7 +248,7 @@ def test_crash_after_the_commit_reads_the_new_tree(tmp_path, no_roll_forward, mo
     url = str(tmp_path / "t.ads")
     with pytest.raises(no_roll_forward):
         arrayds.to_arrayrecord(tree(), url, "data")
-    st = Store(url)
+    st = new_store(url)
     assert read(st, "data/set1").raw is None  # only the commit point was written
     back = xr.open_datatree(url, engine="arrayds", group="data")
     xr.testing.assert_identical(back, tree())
@@ -263,11 +264,11 @@ def test_crash_after_replacing_commit_reads_the_new_tree(tmp_path, no_roll_forwa
     with pytest.MonkeyPatch.context() as mp:  # a first tree, fully rolled forward
         mp.setattr(xtree, "roll_forward", _real_roll_forward)
         arrayds.to_arrayrecord(other_tree(), url)
-    old_own = read(Store(url), "set1").raw
+    old_own = read(new_store(url), "set1").raw
     with pytest.raises(no_roll_forward):
         arrayds.to_arrayrecord(tree(), url, mode="w")
     # every own manifest below the root is still the old tree's
-    assert read(Store(url), "set1").raw == old_own
+    assert read(new_store(url), "set1").raw == old_own
     xr.testing.assert_identical(xr.open_datatree(url, engine="arrayds"), tree())
     xr.testing.assert_identical(
         xr.open_dataset(url, engine="arrayds", group="set1"),
@@ -286,7 +287,7 @@ def test_crash_after_replacing_commit_reads_the_new_tree(tmp_path, no_roll_forwa
         mp.setattr(xtree, "roll_forward", _real_roll_forward)
         arrayds.to_arrayrecord(tree(3.0), url, mode="w")
     xr.testing.assert_identical(xr.open_datatree(url, engine="arrayds"), tree(3.0))
-    assert read(Store(url), "set1").raw["commit"] == read(Store(url), "").raw["commit"]
+    assert read(new_store(url), "set1").raw["commit"] == read(new_store(url), "").raw["commit"]
 
 
 def test_dataset_write_to_a_tree_root_keeps_the_groups(tmp_path, no_roll_forward):

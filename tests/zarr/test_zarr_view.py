@@ -17,7 +17,7 @@ from zarr.core.sync import sync
 import arrayds
 import arrayds.zarr
 from arrayds import CorruptionError
-from arrayds.store import clear_reader_cache, io_stats, reset_io_stats
+from arrayds.nodes.shards import clear_reader_cache, io_stats, reset_io_stats
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "xarray"))
 from test_xarray import _append_with_pending_roll_forward, climate  # noqa: E402

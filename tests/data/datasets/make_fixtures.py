@@ -142,7 +142,7 @@ def main(argv: list[str]) -> None:
     if os.path.exists(out):
         raise SystemExit(f"{out} exists: remove it first")
     if version == "v2":
-        from arrayds.manifest import FORMAT_VERSION
+        from arrayds.nodes.names import FORMAT_VERSION
 
         assert FORMAT_VERSION == 2, FORMAT_VERSION
         build(out)
@@ -153,7 +153,7 @@ def main(argv: list[str]) -> None:
         # an editable install's import hook would find this release's sources first
         sys.meta_path[:] = [f for f in sys.meta_path if "editable" not in type(f).__module__]
         sys.path.insert(0, os.environ["ARRAYDS_FIXTURE_V1"])
-        from arrayds.manifest import FORMAT_VERSION
+        from arrayds.nodes.names import FORMAT_VERSION
 
         assert FORMAT_VERSION == 1, FORMAT_VERSION
         build(out)

@@ -1,29 +1,68 @@
-"""What every opened dataset node shares: where it lives and how it was opened.
-
-:class:`Array`, :class:`Group` and :class:`RaggedArray` are handles on one node of a
-dataset (docs/spec.md section 2); this base class holds their common identity so each
-of them only adds what its kind means.
+"""Reading a node's manifest: the head or a kept version (``version=``/``as_of=``),
+parsed by its kind; the URL of a dataset located; the data source of a dataset URL
+(registered with the file layer's :class:`~arrayds.ArrayRecordDataSource`).
 
 >>> import arrayds
->>> a = arrayds.open_array("memory://doc-node", mode="w", shape=(2,), dtype="i1", chunks=1)
->>> a.url, a.path, a.name, a.mode, a.read_only
-('memory://doc-node', '', '/', 'r+', False)
+>>> _ = arrayds.open_array("memory://doc-nodes-read", mode="w", shape=(2,), dtype="i1",
+...                        chunks=1)
+>>> store, node = locate("memory://doc-nodes-read", None, None)
+>>> read_node(store, node).kind
+'array'
 """
 
 from __future__ import annotations
 
 import errno
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, ClassVar
+from typing import Any
 
-from .manifest import parse_node
-from .nodes import commit
-from .store import Store
+from ..files.arrayrecord import register_dataset_resolver
+from ..storage import get_store, new_store
+from ..storage.base import BaseStore as Store
+from . import commit
+from .names import check_component
+from .registry import get, parse_node
+
+
+def data_source(
+    url: str,
+    storage_options: Mapping[str, Any] | None,
+    *,
+    allow_pickle: bool,
+    serializer: Any,
+    version: int | None = None,
+    as_of: Any = None,
+) -> Any:
+    """For ``ArrayRecordDataSource(url)``: the shards and decoder of the dataset at
+    ``url`` if its kind reads as a data source (records), else ``None`` (then ``url``
+    is an ArrayRecord file). ``allow_pickle`` and ``serializer`` are the data
+    source's arguments: the consent to unpickle and the user's serializer;
+    ``version``/``as_of``: that version of the dataset's history (a ``ValueError``
+    naming the versions kept if it is not one of them)."""
+    try:
+        store = new_store(url, storage_options)  # not get_store: plain files come through here
+        base = commit.read(store, "")
+    except (OSError, ValueError):
+        return None
+    if base.raw is None:
+        return None
+    try:
+        kind = get(base.kind)
+    except NotImplementedError:
+        return None
+    if kind.data_source is None:
+        return None
+    if version is not None or as_of is not None:  # errors here are the user's to see
+        base = commit.read(store, "", version=version, as_of=as_of)
+        assert base.raw is not None
+    m = kind.parse(base.raw, store.display(""))
+    return kind.data_source(store, "", m, allow_pickle=allow_pickle, serializer=serializer)
+
 
 __all__ = [
-    "WRITABLE_MODES",
-    "Node",
     "Pin",
     "check_version_args",
     "kind_phrase",
@@ -32,60 +71,6 @@ __all__ = [
     "read_pinned",
     "replaced_at",
 ]
-
-WRITABLE_MODES = ("r+", "a", "w", "w-")
-"""Open modes that allow changes; ``"r"`` is read only."""
-
-
-class Node:
-    """Identity of an opened node: its store, node name and open mode."""
-
-    _store: Store
-    _node: str
-    _mode: str
-    _kind: ClassVar[str] = "node"
-    """What error messages call this kind of node (``"array"``, ``"group"``, …)."""
-    _pin: Pin | None = None
-    """Set on a handle opened at a version of its node's history (read only)."""
-
-    @property
-    def store(self) -> Store:
-        return self._store
-
-    @property
-    def url(self) -> str:
-        """The dataset root URL this node was opened from."""
-        return self._store.url
-
-    @property
-    def path(self) -> str:
-        """The node name inside the dataset (``""`` for the root)."""
-        return self._node
-
-    @property
-    def name(self) -> str:
-        """``"/"`` plus the node name."""
-        return "/" + self._node
-
-    @property
-    def mode(self) -> str:
-        return self._mode
-
-    @property
-    def read_only(self) -> bool:
-        return self._pin is not None or self._mode not in WRITABLE_MODES
-
-    @property
-    def version(self) -> int | None:
-        """The version (generation) of the node's history this handle was opened at
-        with ``version=`` or ``as_of=`` (always read only), ``None`` for a handle on
-        the current state."""
-        return self._pin.generation if self._pin is not None else None
-
-    @property
-    def _what(self) -> str:
-        at = f" at version {self._pin.generation}" if self._pin is not None else ""
-        return f"{self._kind} {self._store.display(self._node)!r}{at}"
 
 
 @dataclass(frozen=True)
@@ -213,3 +198,26 @@ def kind_phrase(kind: str) -> str:
     ('an array', 'a group')
     """
     return f"an {kind}" if kind[:1] in "aeiou" else f"a {kind}"
+
+
+register_dataset_resolver(data_source)
+
+
+def locate(
+    url: str | os.PathLike[str],
+    component: str | None,
+    storage_options: Mapping[str, Any] | None,
+    what: str = "a dataset",
+) -> tuple[Store, str]:
+    """-> (the store of the dataset root at ``url``, the node name ``component`` inside
+    it); ``TypeError`` naming ``what`` if ``url`` is not a str or path.
+
+    >>> store, node = locate("memory://doc-locate", "a/b", None)
+    >>> node
+    'a/b'
+    """
+    if isinstance(url, os.PathLike):
+        url = os.fspath(url)
+    if not isinstance(url, str):
+        raise TypeError(f"{what} URL must be a str or path, got {type(url).__name__}")
+    return get_store(url, storage_options), check_component(component)

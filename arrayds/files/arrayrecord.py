@@ -17,7 +17,7 @@ then only the chunk ranges each read needs (``fs.cat_ranges``). Remote files are
 written in memory and uploaded with one whole-object write at ``close()``.
 
 Dataset URLs: :class:`ArrayRecordDataSource` asks the node-kind registry
-(:func:`arrayds.nodes.kinds.data_source`, the one call from this file layer up into the
+(through :func:`register_dataset_resolver`, the hook by which the dataset layer reads the
 dataset layer) whether a path is the URL of a dataset whose kind reads as a data source
 (records; API.md section 3). Its kind returns the dataset's shard files (with their
 record counts, so nothing needs to be opened) and its item decoder. Any other path is
@@ -44,10 +44,10 @@ from typing import TYPE_CHECKING, Any, Protocol, SupportsIndex, Union
 
 import numpy as np
 
-from . import _native
-from ._options import ReaderOptions, parse_reader_options
-from .coalesce import fetch_spans
-from .errors import CorruptionError
+from .. import _native
+from ..errors import CorruptionError
+from ..storage.coalesce import fetch_spans
+from .options import ReaderOptions, parse_reader_options
 
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Buffer  # Python >= 3.12
@@ -560,7 +560,13 @@ class ArrayRecordReader:
     manifest records the size of every shard). A remote file then opens with one
     ranged GET of its tail instead of a size request (HEAD) and the GET; a file of
     another size raises :class:`CorruptionError` naming the file, never reads wrong
-    data. A local file's size is checked against the file system.
+    data. A local file's size is checked against the file system. With
+    ``whole_file=True`` (and ``file_size``) a remote file is fetched whole by that one
+    GET and its first read needs no request (for small files read whole, such as the
+    shards of a dataset). ``get_ranges``: a function that fetches a list of byte ranges
+    ``[(begin, end), ...]`` of this file (a dataset's store passes its own, which
+    may plan them, :mod:`arrayds.storage.coalesce`); ``None``: the file system's
+    ``cat_ranges``.
 
     Local files are memory-mapped (read-only) and decoded straight from the mapping;
     special files, or all files when the environment variable ``ARRAYDS_MMAP`` is
@@ -602,9 +608,14 @@ class ArrayRecordReader:
         storage_options: Mapping[str, Any] | None = None,
         file_size: int | None = None,
         file_reader_buffer_size: int | None = None,
-        _whole_file: bool = False,
+        whole_file: bool = False,
+        get_ranges: Callable[[list[tuple[int, int]]], Sequence[Any]] | None = None,
     ) -> None:
         self._path = _fspath(path, "ArrayRecordReader")
+        if get_ranges is not None and not callable(get_ranges):
+            raise TypeError(
+                f"ArrayRecordReader: get_ranges must be callable, got {type(get_ranges).__name__}"
+            )
         for key, value in (
             ("file_size", file_size),
             ("file_reader_buffer_size", file_reader_buffer_size),
@@ -618,9 +629,9 @@ class ArrayRecordReader:
                 )
         self._buffer_size = file_reader_buffer_size or 0
         self._window: tuple[int, bytes] | None = None  # remote: the last range fetched
-        # remote, opened with _whole_file: the whole file, kept for the first read only
+        # remote, opened with whole_file: the whole file, kept for the first read only
         self._preloaded: bytes | None = None
-        self._get_ranges: Callable[[list[tuple[int, int]]], Sequence[Any]] | None = None
+        self._get_ranges = get_ranges
         self._closed = True
         self._n = 0
         self._inflight: set[Future[list[bytes]]] = set()
@@ -634,7 +645,7 @@ class ArrayRecordReader:
             if file_size is not None:
                 self._check_local_size(file_size)
         else:
-            self._open_remote(file_size, whole=_whole_file and file_size is not None)
+            self._open_remote(file_size, whole=whole_file and file_size is not None)
         self._closed = False
         self._n = int(self._native.num_records())
 
@@ -718,6 +729,12 @@ class ArrayRecordReader:
         self._read_one = self._remote_read_one
         self._read_range = self._remote_read_range
 
+    @property
+    def holds_whole_file(self) -> bool:
+        """Whether the reader holds its whole (small, remote) file from the open: its
+        first read needs no request."""
+        return self._preloaded is not None
+
     def _remote_read_many(self, indices: np.ndarray | Sequence[int]) -> list[bytes]:
         native = self._native
         return native.decode_spans(indices, self._fetch_spans(native.chunk_spans(indices)))
@@ -792,7 +809,7 @@ class ArrayRecordReader:
     def _remote_read_range(self, start: int, stop: int) -> list[bytes]:
         return self._remote_read_many(np.arange(start, stop, dtype=np.int64))
 
-    def _read_into(
+    def read_into(
         self, indices: np.ndarray | Sequence[int], buffers: Sequence[Any], prefix: Any = None
     ) -> None:
         """Decode records ``indices`` (non-negative) into the writable ``buffers``
@@ -1144,6 +1161,28 @@ class ResolvedSource:
     decoder: Callable[[bytes], Any] | None = None
 
 
+DatasetResolver = Callable[..., ResolvedSource | None]
+"""``resolve(path, storage_options, *, allow_pickle, serializer, version, as_of)`` ->
+the shards and decoder of the dataset at ``path``, or ``None`` if ``path`` is not one
+(then it is read as an ArrayRecord file)."""
+
+_dataset_resolvers: list[DatasetResolver] = []
+
+
+def register_dataset_resolver(resolve: DatasetResolver) -> DatasetResolver:
+    """Let :class:`ArrayRecordDataSource` read the URL of a dataset through
+    ``resolve``: the dataset layer (:mod:`arrayds.nodes.read`) registers itself here,
+    so this file layer never imports it.
+
+    >>> from arrayds.files.arrayrecord import _dataset_resolvers
+    >>> len(_dataset_resolvers) >= 1  # arrayds.nodes.read's, registered on import
+    True
+    """
+    if resolve not in _dataset_resolvers:
+        _dataset_resolvers.append(resolve)
+    return resolve
+
+
 class FileInstruction(Protocol):
     """What a TFDS file instruction has (``tfds``' own class, or any look-alike)."""
 
@@ -1224,16 +1263,17 @@ def _expand_paths(
         p = _fspath(item, "ArrayRecordDataSource")
         resolved = None
         if not _GLOB_CHARS.search(p):
-            from .nodes.kinds import data_source  # the dataset layer, above this one
-
-            resolved = data_source(
-                p,
-                storage_options,
-                allow_pickle=allow_pickle,
-                serializer=serializer,
-                version=version,
-                as_of=as_of,
-            )
+            for resolve_dataset in _dataset_resolvers:
+                resolved = resolve_dataset(
+                    p,
+                    storage_options,
+                    allow_pickle=allow_pickle,
+                    serializer=serializer,
+                    version=version,
+                    as_of=as_of,
+                )
+                if resolved is not None:
+                    break
         if resolved is None and (version is not None or as_of is not None):
             raise ValueError(
                 f"ArrayRecordDataSource: version=/as_of= need the URL of a records dataset; "

@@ -18,7 +18,7 @@ partition (one task) per input file, in sorted file order.
 
 Example:
     >>> import os, tempfile, arrayds
-    >>> from arrayds.tfrecord import write_tfrecord, iter_tfrecord
+    >>> from arrayds.files.tfrecord import write_tfrecord, iter_tfrecord
     >>> path = os.path.join(tempfile.mkdtemp(), "x.tfrecord")
     >>> write_tfrecord(path, [b"a", b"bc"])
     2
@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 import crc32c as _crc32c
 import fsspec
 
-from .errors import CorruptionError
+from ..errors import CorruptionError
 
 if TYPE_CHECKING:
     import dask.bag
@@ -64,7 +64,7 @@ def masked_crc32c(data: bytes | bytearray | memoryview) -> int:
     """The masked CRC-32C TFRecord stores after the length and after the data.
 
     Example:
-        >>> from arrayds.tfrecord import masked_crc32c
+        >>> from arrayds.files.tfrecord import masked_crc32c
         >>> hex(masked_crc32c(b""))
         '0xa282ead8'
     """
@@ -82,7 +82,7 @@ def expand_paths(
 
     Example:
         >>> import os, tempfile
-        >>> from arrayds.tfrecord import expand_paths
+        >>> from arrayds.files.tfrecord import expand_paths
         >>> d = tempfile.mkdtemp()
         >>> for n in ("b", "a"):
         ...     open(os.path.join(d, n + ".tfrecord"), "wb").close()
@@ -210,7 +210,7 @@ def iter_tfrecord(
 
     Example:
         >>> import os, tempfile
-        >>> from arrayds.tfrecord import write_tfrecord, iter_tfrecord
+        >>> from arrayds.files.tfrecord import write_tfrecord, iter_tfrecord
         >>> p = os.path.join(tempfile.mkdtemp(), "a.tfrecord")
         >>> write_tfrecord(p, [b"x" * 3])
         1
@@ -236,7 +236,7 @@ def write_tfrecord(
 
     Example:
         >>> import os, tempfile
-        >>> from arrayds.tfrecord import write_tfrecord
+        >>> from arrayds.files.tfrecord import write_tfrecord
         >>> write_tfrecord(os.path.join(tempfile.mkdtemp(), "t.tfrecord"), [b"a", b""])
         2
     """
@@ -266,7 +266,7 @@ def iter_jsonlines(
 
     Example:
         >>> import os, tempfile
-        >>> from arrayds.tfrecord import iter_jsonlines
+        >>> from arrayds.files.tfrecord import iter_jsonlines
         >>> p = os.path.join(tempfile.mkdtemp(), "a.jsonl")
         >>> _ = open(p, "w").write('{"a": 1}\\n\\n[2]\\n')
         >>> list(iter_jsonlines(p))
@@ -331,7 +331,7 @@ def read_tfrecord(
 
     Example:
         >>> import os, tempfile, arrayds
-        >>> from arrayds.tfrecord import write_tfrecord
+        >>> from arrayds.files.tfrecord import write_tfrecord
         >>> d = tempfile.mkdtemp()
         >>> for i in range(3):
         ...     _ = write_tfrecord(os.path.join(d, f"part-{i}.tfrecord"), [b"r%d" % i] * 2)

@@ -30,8 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from . import _native
-from .errors import CorruptionError
+from ... import _native
+from ...errors import CorruptionError
 
 __all__ = [
     "ALIGN",

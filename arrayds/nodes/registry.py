@@ -4,23 +4,22 @@ A node's manifest names its ``kind``; everything arrayds does with a node goes t
 that kind's :class:`NodeKind`: how its manifest is parsed, how ``arrayds.open`` wraps
 it, how ``from_arrayrecord`` and ``ArrayRecordDataSource`` read it, where its shards
 live (what ``arrayds gc`` may remove), which shard files it names (:class:`ShardRef`),
-its own checks (:class:`ShardCheck`) and how ``arrayds info``/``cat`` show it; the
-functions of :mod:`arrayds.tools` that a record names are imported only when called
-(:func:`lazy`), so this registry never imports the tools. The
-inputs ``to_arrayrecord`` accepts are :class:`Writer` records, tried in the documented
-order :data:`WRITER_ORDER` (the first whose ``accepts`` is true writes).
+its own checks (:class:`ShardCheck`), how ``arrayds info``/``cat`` show it, and how it
+is compacted and merged (:mod:`arrayds.nodes.merge`); the functions of
+:mod:`arrayds.tools` that a record names are imported only when called (:func:`lazy`),
+so this registry never imports the tools. The inputs ``to_arrayrecord`` accepts are
+:class:`Writer` records, tried in the documented order :data:`WRITER_ORDER`.
 
 The built-in kinds and writers live in the modules of :data:`HOMES`; they are imported
-on the first lookup, so what a lookup finds never depends on which module the caller
-imported first. Another package adds a kind with :func:`register` (and a writer with
-:func:`register_writer`, after the built-in ones unless it names a place).
+on the first lookup. Another package adds a kind with :func:`register` (and a writer
+with :func:`register_writer`).
 
->>> from arrayds.nodes import kinds
->>> [k.name for k in kinds.all_kinds()]
+>>> from arrayds.nodes import registry
+>>> [k.name for k in registry.all_kinds()]
 ['group', 'array', 'records', 'ragged']
->>> [w.name for w in kinds.writers()]
+>>> [w.name for w in registry.writers()]
 ['xarray', 'ragged', 'dask.array', 'numpy', 'records']
->>> kinds.writer_for([b"a", b"b"]).name, kinds.get("array").shard_folder
+>>> registry.writer_for([b"a", b"b"]).name, registry.get("array").shard_folder
 ('records', 'c')
 """
 
@@ -28,9 +27,13 @@ from __future__ import annotations
 
 import importlib
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from dataclasses import replace as dataclass_replace
 from typing import Any
+
+from ..errors import CorruptionError
+from .names import FORMAT, FORMAT_VERSION
 
 __all__ = [
     "HOMES",
@@ -40,7 +43,6 @@ __all__ = [
     "ShardRef",
     "Writer",
     "all_kinds",
-    "data_source",
     "get",
     "get_writer",
     "kind_names",
@@ -126,10 +128,24 @@ class NodeKind:
     (``request``: :class:`arrayds.tools.cat.CatRequest`); ``None``: not printable."""
     compact: Callable[..., Any] | None = None
     """``compact(store, node, manifest, *, shard_size, write_id, written)`` -> an
-    :class:`arrayds.tools.compact_kinds.Rewrite`: the node's live data copied into new
+    :class:`arrayds.nodes.merge.Rewrite`: the node's live data copied into new
     shards of about ``shard_size`` bytes (their paths appended to ``written`` as they
     start) and the manifest naming only them, not committed (``arrayds compact``
     commits it); ``None``: the kind is not compacted."""
+    usage: Callable[[Any, Mapping[str, int] | None], Any] | None = None
+    """``usage(manifest, sizes)`` -> an :class:`arrayds.nodes.merge.Usage`: the shard
+    files the manifest names and their live parts (``sizes``: file sizes the manifest
+    does not record); what compaction weighs. ``None``: not compacted."""
+    tail_sizes: Callable[[Any], list[int]] | None = None
+    """``tail_sizes(manifest)`` -> the payload bytes of each entry of its shard list
+    (what the tiered merge of appended shards weighs); ``None``: no tiered merge."""
+    with_shards: Callable[[Any, list[Any]], Any] = field(
+        default=lambda m, shards: dataclass_replace(m, shards=shards)
+    )
+    """``with_shards(manifest, entries)`` -> the parsed manifest with another shard list."""
+    place_tail: Callable[[Sequence[Any], list[Any]], list[Any]] | None = None
+    """``place_tail(old_tail, new_entries)`` -> the entries of a rewritten tail of the
+    shard list, placed where ``old_tail`` was (``None``: as they are)."""
     totals: str = ""
     """The key of ``arrayds info --json``'s totals that counts nodes of this kind."""
     plural: str = ""
@@ -180,11 +196,10 @@ class Writer:
 
 
 HOMES: tuple[str, ...] = (
-    "arrayds.dataset",  # group
-    "arrayds.array",  # array
-    "arrayds.records",  # records
-    "arrayds.ragged",  # ragged
-    "arrayds.api",  # the dask.array, numpy and records writers
+    "arrayds.kinds.group",  # group
+    "arrayds.kinds.array.kind",  # array, and the dask.array and numpy writers
+    "arrayds.kinds.records.kind",  # records, and its writer
+    "arrayds.kinds.ragged.kind",  # ragged, and its writer
     "arrayds.xarray",  # the xarray writer (xarray itself is imported only when used)
 )
 """The modules that register the built-in kinds and writers."""
@@ -249,6 +264,12 @@ def get(name: str | None, what: str = "node") -> NodeKind:
     return kind
 
 
+def find(name: str | None) -> NodeKind | None:
+    """The record of kind ``name``, or ``None`` if there is none."""
+    _load()
+    return _kinds.get(name) if isinstance(name, str) else None
+
+
 _BUILTIN_KINDS = ("group", "array", "records", "ragged")
 
 
@@ -264,44 +285,6 @@ def kind_names() -> list[str]:
     """The names of every registered kind, sorted."""
     _load()
     return sorted(_kinds)
-
-
-def data_source(
-    url: str,
-    storage_options: Mapping[str, Any] | None,
-    *,
-    allow_pickle: bool,
-    serializer: Any,
-    version: int | None = None,
-    as_of: Any = None,
-) -> Any:
-    """For ``ArrayRecordDataSource(url)``: the shards and decoder of the dataset at
-    ``url`` if its kind reads as a data source (records), else ``None`` (then ``url``
-    is an ArrayRecord file). ``allow_pickle`` and ``serializer`` are the data
-    source's arguments: the consent to unpickle and the user's serializer;
-    ``version``/``as_of``: that version of the dataset's history (a ``ValueError``
-    naming the versions kept if it is not one of them)."""
-    from ..store import Store
-    from .commit import read
-
-    try:
-        store = Store(url, storage_options)  # not get_store: plain files come through here
-        base = read(store, "")
-    except (OSError, ValueError):
-        return None
-    if base.raw is None:
-        return None
-    try:
-        kind = get(base.kind)
-    except NotImplementedError:
-        return None
-    if kind.data_source is None:
-        return None
-    if version is not None or as_of is not None:  # errors here are the user's to see
-        base = read(store, "", version=version, as_of=as_of)
-        assert base.raw is not None
-    m = kind.parse(base.raw, store.display(""))
-    return kind.data_source(store, "", m, allow_pickle=allow_pickle, serializer=serializer)
 
 
 def writers() -> list[Writer]:
@@ -330,3 +313,26 @@ def writer_for(data: Any) -> Writer:
         f"cannot write data of type {type(data).__module__}.{type(data).__qualname__} "
         f"(writers, in order: {', '.join(w.name for w in found)})"
     )
+
+
+# ------------------------------------------------------------- kind dispatch
+
+
+def parse_node(d: Mapping[str, Any], what: str) -> Any:
+    """Check the common header of a manifest and parse it by ``kind``."""
+    if d.get("format") != FORMAT:
+        raise CorruptionError(
+            f"{what}: not an arrayds manifest (format is {d.get('format')!r}, expected {FORMAT!r})"
+        )
+    version = d.get("format_version")
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise CorruptionError(f"{what}: manifest format_version {version!r} is not an integer")
+    if version > FORMAT_VERSION:
+        raise NotImplementedError(
+            f"{what}: dataset format version {version} is newer than this arrayds supports "
+            f"({FORMAT_VERSION}); upgrade arrayds"
+        )
+    if version < 1:
+        raise CorruptionError(f"{what}: manifest format_version {version} is invalid")
+
+    return get(d.get("kind"), what).parse(d, what)

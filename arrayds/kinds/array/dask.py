@@ -37,31 +37,25 @@ from typing import Any
 
 import numpy as np
 
-from ..array import Array, stack_entries
-from ..coalesce import Coalesce, coalescing, explicit_options
-from ..errors import CommitConflictError
-from ..grid import AxisGrid, ChunkGrid
-from ..manifest import ArrayManifest, ShardEntry, check_compression, writer_options
-from ..node import read_node
-from ..nodes import commit
-from ..storage import get_store
-from ..store import SHARD_DIR, SHARD_SUFFIX, Store, join_component, new_write_id, write_shard
-from ..tensor import check_dtype, encode_chunk
-from .graph import (
-    block_keys,
-    run,
-    streams_blocks,
-    write_graph,
-)
+from ...dask.graph import block_keys, run, streams_blocks, write_graph
+from ...errors import CommitConflictError
+from ...nodes import commit
+from ...nodes.names import SHARD_DIR, SHARD_SUFFIX, join_component, new_write_id
+from ...nodes.options import check_compression, writer_options
+from ...nodes.read import read_node
+from ...nodes.shards import write_shard
+from ...storage import get_store
+from ...storage.base import BaseStore as Store
+from .grid import AxisGrid, ChunkGrid
+from .handle import Array, stack_entries
+from .manifest import ArrayManifest, ShardEntry
+from .tensor import check_dtype, encode_chunk
 
 __all__ = [
     "AUTO_SHARD_BYTES",
-    "ArraySource",
     "ArrayWritePlan",
-    "array_to_dask",
     "group_blocks",
     "plan_array_write",
-    "read_chunks",
     "shard_tasks",
     "write_array",
     "write_shards_now",
@@ -71,11 +65,6 @@ __all__ = [
 AUTO_SHARD_BYTES = 16 << 20
 """Default shard target: a block this large is its own shard; smaller blocks are
 grouped up to this size."""
-
-ZERO_COPY_BLOCKS = False
-"""Kept for compatibility; no effect. A dask block that is exactly one stored chunk is
-always decoded by the engine into a new writable buffer and returned without a copy."""
-
 
 # ------------------------------------------------------------------- grouping
 
@@ -183,7 +172,7 @@ def _write_shard_task(
 ) -> dict[str, Any]:
     """Encode a box of blocks (C order; a list, or an iterator that makes each block
     when it is taken) as one shard; return its manifest entry. ``defer_sync``: the
-    caller commits the shard in this process (:func:`arrayds.store.shard_writer`)."""
+    caller commits the shard in this process (:func:`arrayds.nodes.shards.shard_writer`)."""
     store = get_store(job.url, job.storage_options)
     dtype = np.dtype(job.dtype)
     what = job.what
@@ -669,190 +658,3 @@ def write_shards_now(
 
 
 # ----------------------------------------------------------------------- read
-
-
-class ArraySource:
-    """What ``dask.array.from_array`` slices: reads a box of whole chunks with one
-    batched engine read per shard. Pickles as the array's URL plus its manifest
-    snapshot; a worker process rebuilds it once and reuses its cached shard readers.
-    """
-
-    __slots__ = ("_a", "_coalesce", "shape", "dtype", "ndim")
-
-    def __init__(self, a: Array, coalesce: Coalesce | None = None) -> None:
-        self._a = a
-        # the coalescing block the graph was made in (its tasks run elsewhere)
-        self._coalesce = coalesce if coalesce is not None else explicit_options()
-        self.shape = a.shape
-        self.dtype = a.dtype
-        self.ndim = a.ndim
-
-    def __getitem__(self, key: tuple[slice, ...]) -> np.ndarray:
-        opts = self._coalesce
-        if opts is None:
-            return self._a._read_block(key, zero_copy=ZERO_COPY_BLOCKS)
-        with coalescing(opts.gap, opts.max_size):
-            return self._a._read_block(key, zero_copy=ZERO_COPY_BLOCKS)
-
-    def __dask_tokenize__(self) -> tuple[Any, ...]:
-        a = self._a
-        return ("arrayds", a.store.canonical_url, a.path, a.generation, a.manifest.commit)
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (ArraySource, (self._a, self._coalesce))
-
-    def __repr__(self) -> str:
-        return f"ArraySource({self._a!r})"
-
-
-def _snap(bounds: np.ndarray, stored: np.ndarray) -> np.ndarray:
-    idx = np.searchsorted(stored, bounds, side="right") - 1
-    return np.unique(np.concatenate([[stored[0]], stored[idx], [stored[-1]]]))
-
-
-def read_chunks(a: Array, chunks: Any = None) -> tuple[tuple[int, ...], ...]:
-    """The dask chunks for reading ``a``: the stored grid (``None``), one block per
-    shard box (``"shards"``), ``"auto"`` (dask's size target, snapped to whole
-    stored chunks) or an explicit spec whose boundaries must be stored chunk
-    boundaries (``ValueError`` naming the expected boundaries otherwise)."""
-    grid = a.grid
-    what = a._what
-    if chunks is None:
-        return grid.chunks
-    if any(ax.length == 0 for ax in grid.axes):
-        return grid.chunks
-    if isinstance(chunks, str) and chunks == "shards":
-        out = []
-        table = a.manifest.table
-        for d, ax in enumerate(grid.axes):
-            cb = np.unique(np.concatenate([table.starts[:, d], table.stops[:, d], [0, ax.nchunks]]))
-            eb = np.unique(np.concatenate([ax.offset_of(cb[cb < ax.nchunks]), [ax.length]]))
-            out.append(tuple(int(s) for s in np.diff(eb)))
-        return tuple(out)
-    from dask.array.core import normalize_chunks
-
-    if isinstance(chunks, str) and chunks == "auto":
-        req = normalize_chunks(
-            "auto", a.shape, dtype=a.dtype, previous_chunks=tuple(max(1, c) for c in a.chunk_shape)
-        )
-        out = []
-        for ax, cs in zip(grid.axes, req, strict=False):
-            bounds = np.concatenate([[0], np.cumsum(cs)])
-            eb = _snap(bounds, ax.boundaries())
-            out.append(tuple(int(s) for s in np.diff(eb)))
-        return tuple(out)
-    req = normalize_chunks(chunks, a.shape, dtype=a.dtype)
-    for d, (ax, cs) in enumerate(zip(grid.axes, req, strict=False)):
-        bounds = np.cumsum(cs)[:-1]
-        for b in bounds.tolist():
-            if not ax.is_boundary(int(b)):
-                c = int(ax.chunk_of(np.array(b)))
-                lo = int(ax.offset_of(np.array(c)))
-                hi = lo + int(ax.size_of(np.array(c)))
-                raise ValueError(
-                    f"{what}: chunks={chunks!r} puts a block boundary at {b} on axis {d}, inside "
-                    f"the stored chunk [{lo}, {hi}); blocks must be whole multiples of the stored "
-                    f"chunks {a.chunk_shape} (boundaries such as {lo} or {hi})"
-                )
-    return tuple(tuple(int(s) for s in cs) for cs in req)
-
-
-READ_TASK_BYTES = 64 << 20
-"""On object stores, the most (decoded) bytes one read task of a dask array reads
-(see :func:`io_chunks`)."""
-
-
-def io_chunks(a: Array, dchunks: tuple[tuple[int, ...], ...]) -> tuple[tuple[int, ...], ...]:
-    """The blocks the read tasks of a dask array over a remote ``a`` read: one box per
-    shard (a shard's chunks in one task, so its byte ranges coalesce into few
-    requests), cut along the first axes at stored chunk boundaries where a box would
-    hold more than :data:`READ_TASK_BYTES`. ``dchunks`` (the user's blocks) when they
-    are not a refinement of those boxes, or the store is local (the engine reads
-    local chunks at memory speed: a task per block keeps them parallel)."""
-    if a.store.local or any(len(c) == 0 or 0 in c for c in dchunks):
-        return dchunks
-    boxes = list(read_chunks(a, "shards"))
-    itemsize = a.dtype.itemsize
-    for d, ax in enumerate(a.grid.axes):
-        other = itemsize * math.prod(max(c) for k, c in enumerate(boxes) if k != d)
-        if max(boxes[d]) * other <= READ_TASK_BYTES:
-            continue
-        # cut this axis's boxes into runs of stored chunks within the budget
-        ends = set(np.cumsum(boxes[d]).tolist())
-        out: list[int] = []
-        pos = run = 0
-        for size in np.diff(ax.boundaries()).tolist():
-            if run and (run + size) * other > READ_TASK_BYTES:
-                out.append(run)
-                run = 0
-            run += size
-            pos += size
-            if pos in ends:
-                out.append(run)
-                run = 0
-        boxes[d] = tuple(out)
-    io = tuple(tuple(int(s) for s in c) for c in boxes)
-    for c, b in zip(dchunks, io, strict=True):
-        if not set(np.cumsum(b).tolist()) <= set(np.cumsum(c).tolist()):
-            return dchunks  # the user's blocks span several boxes: read them as asked
-    return io
-
-
-def array_to_dask(a: Array, chunks: Any = None, name: str | None = None) -> Any:
-    """A ``dask.array.Array`` over ``a`` whose blocks are ``chunks``
-    (:func:`read_chunks`). Locally one ``from_array`` task reads each block. On
-    object stores one task reads each shard's box (:func:`io_chunks`: all its
-    chunks at once, their byte ranges coalesced) and the user's blocks are slices
-    of it (cheap ``getitem`` tasks)."""
-    import operator
-
-    import dask.array as da
-    from dask.base import tokenize
-    from dask.highlevelgraph import HighLevelGraph
-
-    dchunks = read_chunks(a, chunks)
-    src = ArraySource(a)
-    if name is None:
-        name = "from-arrayrecord-" + tokenize(src, dchunks)
-    io = io_chunks(a, dchunks)
-    if io == dchunks:
-        return _from_source(src, dchunks, name)
-    reads = _from_source(src, io, "arrayds-read-" + tokenize(src, io))
-    # each user block lies in one read box: its index and its slice there
-    where = []
-    for c, b in zip(dchunks, io, strict=True):
-        starts = np.concatenate([[0], np.cumsum(c)[:-1]])
-        bstarts = np.concatenate([[0], np.cumsum(b)])
-        box = np.searchsorted(bstarts, starts, side="right") - 1
-        where.append(
-            [
-                (int(j), slice(int(s - bstarts[j]), int(s - bstarts[j] + n)))
-                for j, s, n in zip(box, starts, c, strict=True)
-            ]
-        )
-    dsk: dict[Any, Any] = {}
-    for idx in np.ndindex(*(len(c) for c in dchunks)):
-        parts = [where[d][i] for d, i in enumerate(idx)]
-        dsk[(name, *idx)] = (
-            operator.getitem,
-            (reads.name, *(j for j, _ in parts)),
-            tuple(sl for _, sl in parts),
-        )
-    graph = HighLevelGraph.from_collections(name, dsk, dependencies=[reads])
-    return da.Array(graph, name, dchunks, meta=np.empty((0,) * a.ndim, dtype=a.dtype))
-
-
-def _from_source(src: ArraySource, dchunks: tuple[tuple[int, ...], ...], name: str) -> Any:
-    import dask.array as da
-
-    a = src._a
-    return da.from_array(
-        src,
-        chunks=dchunks,
-        name=name,
-        lock=False,
-        asarray=False,
-        fancy=False,
-        inline_array=False,
-        meta=np.empty((0,) * a.ndim, dtype=a.dtype),
-    )

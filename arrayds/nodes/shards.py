@@ -8,7 +8,7 @@ the dataset layer adds, for every store:
 * :class:`Store` — the common base class of every store
   (:class:`arrayds.storage.base.BaseStore`). It is kept under this name because it is
   both the type of every store and the constructor existing code calls:
-  ``Store(url, storage_options)`` returns the implementation that serves the URL
+  ``new_store(url, storage_options)`` returns the implementation that serves the URL
   (:func:`arrayds.storage.store_class`); a factory function could not also be the
   type that annotations and ``isinstance`` checks name.
 * :func:`check_component`, :func:`join_component`, :func:`is_reserved_name`,
@@ -28,7 +28,11 @@ Phase-B compatibility, removed at merge: ``local_shard``, ``make_folders``,
 ``BlindCommitWarning`` and ``CommitLockError`` (in :mod:`arrayds.errors`) and
 ``options_token`` (in :mod:`arrayds.storage.base`) are imported here too.
 
->>> st = Store("memory://doc-store")
+
+>>> from arrayds.storage import new_store
+
+
+>>> st = new_store("memory://doc-store")
 >>> size = write_shard(st, "a/c/x.array_record", [b"r0", b"r1"], "")
 >>> st.exists("a/c/x.array_record"), shard_reader(st, st.path("a/c/x.array_record")).num_records()
 (True, 2)
@@ -39,138 +43,16 @@ from __future__ import annotations
 import atexit
 import contextlib
 import functools
-import json
 import os
 import queue
-import secrets
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from .arrayrecord import ArrayRecordReader, ArrayRecordWriter
-from .errors import BlindCommitWarning, CommitLockError
-from .storage.base import BaseStore as Store
-from .storage.base import options_token
-from .storage.local import local_file as local_shard
-from .storage.local import make_folders, sync_file, sync_folder
-
-__all__ = [
-    "MANIFEST",
-    "META_DIR",
-    "SHARD_DIR",
-    "BlindCommitWarning",
-    "CommitLockError",
-    "Store",
-    "check_component",
-    "io_pool",
-    "io_stats",
-    "is_reserved_name",
-    "join_component",
-    "local_shard",
-    "make_folders",
-    "new_write_id",
-    "options_token",
-    "reset_io_stats",
-    "shard_reader",
-    "sync_file",
-    "sync_folder",
-    "write_shard",
-]
-
-MANIFEST = "arrayds.json"
-"""The file name of every node's manifest."""
-SHARD_DIR = "c"
-"""The folder (inside an array node) holding its shards."""
-META_DIR = "_arrayds"
-"""The folder inside every node that holds its manifest's segments and history
-(:mod:`arrayds.nodes.log`); no node or shard may be named so."""
-SHARD_SUFFIX = ".array_record"
-
-
-# ----------------------------------------------------------------------- names
-
-
-def check_component(component: str | None, what: str = "component") -> str:
-    """Normalize a node name (``"a/b"``) relative to the dataset root.
-
-    ``None`` and ``""`` are the root. Absolute paths, ``..`` or ``.`` segments, empty
-    segments (``"a//b"``), backslashes, NUL characters and a segment named like the
-    manifest are a ``ValueError``: a name can never leave the root.
-
-    >>> check_component("a/b"), check_component(None), check_component("a/")
-    ('a/b', '', 'a')
-    >>> check_component("../x")
-    Traceback (most recent call last):
-    ...
-    ValueError: component '../x': '..' segments are not allowed (names cannot leave ...)
-    """
-    if component is None:
-        return ""
-    if not isinstance(component, str):
-        raise TypeError(f"{what} must be a str, got {type(component).__name__}")
-    name = component
-    if name.endswith("/"):
-        name = name[:-1]
-    if name == "":
-        return ""
-    if "\\" in name:
-        raise ValueError(f"{what} {component!r}: backslashes are not allowed")
-    if "\x00" in name:
-        raise ValueError(f"{what} {component!r}: NUL characters are not allowed")
-    if name.startswith("/"):
-        raise ValueError(
-            f"{what} {component!r}: absolute paths are not allowed (names are relative to "
-            f"the dataset root)"
-        )
-    for seg in name.split("/"):
-        if seg == "":
-            raise ValueError(f"{what} {component!r}: empty path segments are not allowed")
-        if seg in ("..", "."):
-            raise ValueError(
-                f"{what} {component!r}: {seg!r} segments are not allowed (names cannot leave "
-                f"the dataset root)"
-            )
-        if seg in (MANIFEST, META_DIR):
-            raise ValueError(f"{what} {component!r}: {seg!r} is reserved")
-    return name
-
-
-def is_reserved_name(segment: str) -> bool:
-    """Whether a path segment is a name arrayds keeps for itself in node folders (the
-    manifest, its temporary and lock files): no shard may be named so.
-
-    >>> is_reserved_name("arrayds.json"), is_reserved_name(".arrayds.json.lock")
-    (True, True)
-    >>> is_reserved_name("_arrayds")
-    True
-    >>> is_reserved_name("0661702927ec82393c249537-0.array_record")
-    False
-    """
-    return segment in (MANIFEST, META_DIR) or segment.startswith(f".{MANIFEST}.")
-
-
-def join_component(parent: str, child: str) -> str:
-    """``join_component("a", "b/c") == "a/b/c"``; the root is ``""``."""
-    child = check_component(child)
-    if not parent:
-        return child
-    if not child:
-        return parent
-    return f"{parent}/{child}"
-
-
-def new_write_id() -> str:
-    """A unique, time-sortable id for one write: 14 hex digits of microseconds since
-    the epoch, then 10 random hex digits.
-
-    >>> len(new_write_id())
-    24
-    """
-    return f"{time.time_ns() // 1000:014x}{secrets.token_hex(5)}"
-
+from ..files.arrayrecord import ArrayRecordReader, ArrayRecordWriter
+from ..storage.base import BaseStore as Store
 
 # ----------------------------------------------------------------- shard writes
 
@@ -269,30 +151,6 @@ def reset_io_stats() -> None:
             _stats[k] = 0
 
 
-# ---------------------------------------------------------------- JSON helpers
-
-
-def dump_json(obj: Mapping[str, Any]) -> bytes:
-    """Strict JSON (no NaN/Infinity literals), compact, UTF-8."""
-    return json.dumps(obj, allow_nan=False, separators=(",", ":"), ensure_ascii=False).encode(
-        "utf8"
-    )
-
-
-def parse_json(raw: bytes, what: str) -> dict[str, Any]:
-    from .errors import CorruptionError
-
-    try:
-        obj = json.loads(raw.decode("utf8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise CorruptionError(f"{what}: the manifest {MANIFEST} is not valid JSON ({e})") from None
-    if not isinstance(obj, dict):
-        raise CorruptionError(
-            f"{what}: the manifest {MANIFEST} holds a JSON {type(obj).__name__}, expected an object"
-        )
-    return obj
-
-
 # -------------------------------------------------------------- reader cache
 
 _READER_CACHE_SIZE = int(os.environ.get("ARRAYDS_READER_CACHE_SIZE", "256"))
@@ -323,7 +181,7 @@ def shard_reader(
     ``whole``: the caller is about to read most of the shard; on an object store a
     reader not yet open then fetches the whole shard (footer included, ``size`` must
     be known) in one ranged GET and serves its first read from those bytes. Remote
-    reads go through :meth:`Store.get_ranges`, coalesced (:mod:`arrayds.coalesce`).
+    reads go through :meth:`Store.get_ranges`, coalesced (:mod:`arrayds.storage.coalesce`).
 
     Shards are immutable and uniquely named, so a cached reader is never stale. An
     evicted reader is not closed (another thread may still be using it); it closes
@@ -354,16 +212,19 @@ def shard_reader(
                 # object stores: fetch a 128 KiB tail (the postscript and, up to a few
                 # thousand chunks, the whole footer) instead of the reader's 1 MiB
                 # default, which would move most of a small shard per open (issue 6)
+                store_key = _store_key(store, path)
                 r = ArrayRecordReader(
                     url,
                     REMOTE_SHARD_READER_OPTIONS,
                     storage_options=store.storage_options,
                     file_size=size if size else None,
-                    _whole_file=whole,
+                    whole_file=whole,
+                    get_ranges=(
+                        None
+                        if store_key is None
+                        else functools.partial(store.get_ranges, store_key)
+                    ),
                 )
-                store_key = _store_key(store, path)
-                if store_key is not None:
-                    r._get_ranges = functools.partial(store.get_ranges, store_key)
         except BaseException:
             with _readers_lock:
                 _opening.pop(key, None)
@@ -498,8 +359,8 @@ def read_records_into(
     reader: ArrayRecordReader, records: Any, buffers: Sequence[Any], prefix: Any = None
 ) -> None:
     """:func:`read_records`, decoding into caller-provided writable buffers (each
-    record is ``prefix`` + its buffer's bytes; see ``ArrayRecordReader._read_into``)."""
-    reader._read_into(records, buffers, prefix)
+    record is ``prefix`` + its buffer's bytes; see ``ArrayRecordReader.read_into``)."""
+    reader.read_into(records, buffers, prefix)
     with _stats_lock:
         _stats["read_calls"] += 1
         _stats["records_read"] += len(buffers)

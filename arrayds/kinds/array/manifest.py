@@ -2,7 +2,7 @@
 
 * :class:`GroupManifest`, :class:`ArrayManifest` — parsed, validated manifests with
   ``to_json()``; :func:`parse_node` turns any manifest dict into one (later kinds
-  are parsed by their record in :mod:`arrayds.nodes.kinds`).
+  are parsed by their record in :mod:`arrayds.nodes.registry`).
 * :class:`ShardTable` — the shard entries of an array as numpy arrays, with the
   vectorized chunk -> (shard entry, record) lookup :meth:`ShardTable.locate`.
 * :func:`encode_fill_value` / :func:`decode_fill_value` — JSON-safe fill values that
@@ -29,9 +29,17 @@ from typing import Any
 
 import numpy as np
 
-from .errors import CommitConflictError, CorruptionError
+from ...errors import CommitConflictError, CorruptionError
+from ...nodes.names import (
+    FORMAT,
+    FORMAT_VERSION,
+    MANIFEST,
+    check_attrs,
+    is_reserved_name,
+    require_field,
+)
+from ...nodes.options import check_compression
 from .grid import AxisGrid, ChunkGrid
-from .store import MANIFEST, is_reserved_name
 from .tensor import check_dtype
 
 __all__ = [
@@ -39,7 +47,6 @@ __all__ = [
     "FORMAT_VERSION",
     "ArrayManifest",
     "CommitConflictError",
-    "GroupManifest",
     "ShardEntry",
     "ShardList",
     "ShardTable",
@@ -47,12 +54,7 @@ __all__ = [
     "check_compression",
     "decode_fill_value",
     "encode_fill_value",
-    "parse_node",
 ]
-
-FORMAT = "arrayds"
-FORMAT_VERSION = 2
-"""The newest manifest format version this release reads and writes (docs/spec.md)."""
 
 
 # ------------------------------------------------------------------ compression
@@ -73,106 +75,6 @@ def _largest_chunk_error(dtype: np.dtype, shape: Sequence[int]) -> str | None:
         f"a chunk of shape {tuple(shape)} and dtype {dtype.str} holds {nbytes} bytes, more "
         f"than the {MAX_CHUNK_BYTES} one chunk may hold (docs/spec.md, Bounds)"
     )
-
-
-_LEVELS = {"zstd": (-131072, 22, 3), "brotli": (0, 11, 6), "snappy": (1, 2, None)}
-
-
-def check_compression(compression: str, name: str = "array") -> str:
-    """Validate a compression string and return its canonical form.
-
-    One codec: ``zstd[:L]`` (-131072..22, default 3), ``brotli[:L]`` (0..11, default
-    6), ``snappy`` or ``uncompressed``; optionally ``window_log:N`` (zstd 10..31,
-    brotli 10..30). Shards are written with ``"group_size:1," + canonical``.
-
-    >>> check_compression("zstd"), check_compression("brotli:9,window_log:18")
-    ('zstd:3', 'brotli:9,window_log:18')
-    >>> check_compression("lz4")
-    Traceback (most recent call last):
-    ...
-    ValueError: array: unknown compression 'lz4' in 'lz4' (expected one of zstd[:level], ...)
-    """
-    if not isinstance(compression, str):
-        raise TypeError(f"{name}: compression must be a str such as 'zstd:3'")
-    expected = (
-        "expected one of zstd[:level], brotli[:level], snappy, uncompressed, optionally with "
-        "window_log:N"
-    )
-    codec: str | None = None
-    level: int | None = None
-    window: int | None = None
-    for item in compression.split(","):
-        item = item.strip()
-        if not item:
-            continue
-        key, _, value = item.partition(":")
-        key, value = key.strip(), value.strip()
-        if key in _LEVELS or key == "uncompressed":
-            if codec is not None:
-                raise ValueError(f"{name}: two codecs ({codec}, {key}) in {compression!r}")
-            codec = key
-            if key == "uncompressed":
-                if value:
-                    raise ValueError(f"{name}: 'uncompressed' takes no level in {compression!r}")
-                continue
-            lo, hi, default = _LEVELS[key]
-            if value:
-                try:
-                    level = int(value)
-                except ValueError:
-                    raise ValueError(
-                        f"{name}: {key} level {value!r} in {compression!r} is not an integer"
-                    ) from None
-                if not lo <= level <= hi:
-                    raise ValueError(
-                        f"{name}: {key} level {level} in {compression!r} is out of range {lo}..{hi}"
-                    )
-            else:
-                level = default
-        elif key == "window_log":
-            try:
-                window = int(value)
-            except ValueError:
-                raise ValueError(
-                    f"{name}: window_log {value!r} in {compression!r} is not an integer"
-                ) from None
-        elif key in ("group_size", "transpose", "pad_to_block_boundary", "max_parallelism"):
-            raise ValueError(
-                f"{name}: {key!r} cannot be set in compression={compression!r}: array shards "
-                f"always use group_size:1 without transpose ({expected})"
-            )
-        else:
-            raise ValueError(f"{name}: unknown compression {key!r} in {compression!r} ({expected})")
-    if codec is None:
-        raise ValueError(f"{name}: no codec in compression={compression!r} ({expected})")
-    if window is not None:
-        if codec not in ("zstd", "brotli"):
-            raise ValueError(f"{name}: window_log conflicts with {codec} in {compression!r}")
-        lo, hi = (10, 31) if codec == "zstd" else (10, 30)
-        if not lo <= window <= hi:
-            raise ValueError(f"{name}: window_log {window} is out of range {lo}..{hi} for {codec}")
-    out = codec if level is None else f"{codec}:{level}"
-    if codec == "snappy":
-        out = "snappy"
-    if window is not None:
-        out += f",window_log:{window}"
-    try:
-        from .arrayrecord import codecs
-
-        available = codecs()
-    except Exception:  # pragma: no cover - engine without codecs()
-        available = {}
-    if codec != "uncompressed" and available and not available.get(codec, False):
-        raise ValueError(
-            f"{name}: compression {codec!r} is not available in this build of the engine "
-            f"(codecs: {sorted(k for k, v in available.items() if v)})"
-        )
-    return out
-
-
-def writer_options(compression: str) -> str:
-    """The ArrayRecord writer options for an array's shards."""
-    return "group_size:1," + compression
 
 
 # ------------------------------------------------------------------ fill values
@@ -638,59 +540,6 @@ class ShardTable:
         return int(round(float(vol[self._cells >= 0].sum())))
 
 
-# ---------------------------------------------------------------- manifests
-
-
-def _require(d: Mapping[str, Any], key: str, types: Any, what: str) -> Any:
-    if key not in d:
-        raise CorruptionError(f"{what}: the manifest has no {key!r}")
-    v = d[key]
-    if not isinstance(v, types) or isinstance(v, bool):
-        raise CorruptionError(f"{what}: manifest field {key!r} has a bad value {v!r}")
-    return v
-
-
-@dataclass
-class GroupManifest:
-    """A group node: attributes (children are the sub-folders with manifests).
-
-    ``extra`` keeps the fields this class does not interpret (e.g. an xarray dataset's
-    ``snapshot``, docs/spec.md section 10) so that rewriting a group manifest, e.g.
-    for its attributes, carries them over unchanged."""
-
-    attrs: dict[str, Any] = field(default_factory=dict)
-    generation: int = 0
-    commit: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    kind = "group"
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "format": FORMAT,
-            "format_version": FORMAT_VERSION,
-            "kind": "group",
-            "generation": self.generation,
-            "commit": self.commit,
-            "attrs": self.attrs,
-            **self.extra,
-        }
-
-    @classmethod
-    def from_json(cls, d: Mapping[str, Any], what: str) -> GroupManifest:
-        attrs = d.get("attrs", {})
-        if not isinstance(attrs, dict):
-            raise CorruptionError(f"{what}: manifest field 'attrs' must be an object")
-        gen = d.get("generation", 0)
-        if not isinstance(gen, int) or isinstance(gen, bool) or gen < 0:
-            raise CorruptionError(f"{what}: manifest field 'generation' has a bad value {gen!r}")
-        extra = {k: v for k, v in d.items() if k not in _GROUP_FIELDS}
-        return cls(attrs=dict(attrs), generation=gen, commit=str(d.get("commit", "")), extra=extra)
-
-
-_GROUP_FIELDS = frozenset({"format", "format_version", "kind", "generation", "commit", "attrs"})
-
-
 @dataclass
 class ArrayManifest:
     """An array node (docs/spec.md section 4). ``grid`` is the chunk grid, ``fill``
@@ -767,6 +616,11 @@ class ArrayManifest:
         changes.setdefault("_table", None)
         return replace(self, **changes)
 
+    def committed(self, generation: int, commit: str) -> ArrayManifest:
+        """This manifest as committed at ``generation`` by ``commit`` (its shard table
+        kept: the entries are the same)."""
+        return replace(self, generation=generation, commit=commit)
+
     def to_json(self) -> dict[str, Any]:
         shards = self.shards
         entries = shards.json() if isinstance(shards, ShardList) else [e.to_json() for e in shards]
@@ -774,7 +628,7 @@ class ArrayManifest:
 
     def header_json(self) -> dict[str, Any]:
         """Every field of :meth:`to_json` but the shard entries (what a commit that
-        only adds entries writes, :class:`arrayds.nodes.log.Extend`)."""
+        only adds entries writes, :class:`arrayds.nodes.history.Extend`)."""
         return {
             "format": FORMAT,
             "format_version": FORMAT_VERSION,
@@ -794,15 +648,15 @@ class ArrayManifest:
     @classmethod
     def from_json(cls, d: Mapping[str, Any], what: str) -> ArrayManifest:
         """Parse and validate; any violation is a :class:`CorruptionError`."""
-        shape = _require(d, "shape", list, what)
+        shape = require_field(d, "shape", list, what)
         if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape):
             raise CorruptionError(f"{what}: manifest shape {shape!r} must be non-negative ints")
         ndim = len(shape)
         try:
-            dtype = check_dtype(_require(d, "dtype", str, what), what)
+            dtype = check_dtype(require_field(d, "dtype", str, what), what)
         except (TypeError, ValueError) as e:
             raise CorruptionError(f"{what}: manifest dtype: {e}") from None
-        runs = _require(d, "chunks", list, what)
+        runs = require_field(d, "chunks", list, what)
         try:
             if len(runs) != ndim:
                 raise ValueError(f"{len(runs)} axes, expected {ndim}")
@@ -857,7 +711,7 @@ class ArrayManifest:
             too_big = _largest_chunk_error(dtype, cshape)
             if too_big:
                 raise CorruptionError(f"{what}: manifest {field_name}: {too_big}")
-        raw_shards = _require(d, "shards", list, what)
+        raw_shards = require_field(d, "shards", list, what)
         shards: Sequence[ShardEntry] = (
             ShardList(raw_shards, grid, what)
             if len(raw_shards) > LAZY_ENTRIES
@@ -968,55 +822,3 @@ def _check_dims(dims: Sequence[str] | None, ndim: int, name: str) -> tuple[str, 
     if len(dims) != ndim:
         raise ValueError(f"{name}: dims {dims} must name each of the {ndim} axes")
     return dims
-
-
-def check_attrs(attrs: Mapping[str, Any] | None, name: str) -> dict[str, Any]:
-    """``attrs`` as a new dict, checked to be a mapping of strict JSON values
-    (``TypeError`` naming ``name`` otherwise); ``None`` is ``{}``.
-
-    >>> check_attrs({"units": "m"}, "array 'x'"), check_attrs(None, "x")
-    ({'units': 'm'}, {})
-    """
-    if attrs is None:
-        return {}
-    if not isinstance(attrs, Mapping):
-        raise TypeError(f"{name}: attrs must be a mapping, got {type(attrs).__name__}")
-    out = dict(attrs)
-    check_json_value(out, name)
-    return out
-
-
-def check_json_value(value: Any, name: str) -> None:
-    """Raise ``TypeError`` naming the key if ``value`` is not strict JSON."""
-    import json
-
-    try:
-        json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError) as e:
-        raise TypeError(
-            f"{name}: attributes must be JSON-serializable (str keys, no NaN/inf): {e}"
-        ) from None
-
-
-# ------------------------------------------------------------- kind dispatch
-
-
-def parse_node(d: Mapping[str, Any], what: str) -> Any:
-    """Check the common header of a manifest and parse it by ``kind``."""
-    if d.get("format") != FORMAT:
-        raise CorruptionError(
-            f"{what}: not an arrayds manifest (format is {d.get('format')!r}, expected {FORMAT!r})"
-        )
-    version = d.get("format_version")
-    if not isinstance(version, int) or isinstance(version, bool):
-        raise CorruptionError(f"{what}: manifest format_version {version!r} is not an integer")
-    if version > FORMAT_VERSION:
-        raise NotImplementedError(
-            f"{what}: dataset format version {version} is newer than this arrayds supports "
-            f"({FORMAT_VERSION}); upgrade arrayds"
-        )
-    if version < 1:
-        raise CorruptionError(f"{what}: manifest format_version {version} is invalid")
-    from .nodes import kinds  # the registry imports the kinds' modules, which import this one
-
-    return kinds.get(d.get("kind"), what).parse(d, what)

@@ -46,9 +46,20 @@ from typing import Any
 
 import numpy as np
 
-from .arrayrecord import ArrayRecordReader, CorruptionError
-from .coalesce import coalesce_options
-from .errors import CommitConflictError
+from ...errors import CommitConflictError, CorruptionError
+from ...files.arrayrecord import ArrayRecordReader
+from ...nodes import commit
+from ...nodes import registry as kinds
+from ...nodes.handle import Node
+from ...nodes.merge import check_compact, commit_merged, compact_small_files
+from ...nodes.names import SHARD_DIR, SHARD_SUFFIX, check_json_value, join_component, new_write_id
+from ...nodes.options import writer_options
+from ...nodes.read import kind_phrase, missing_node, read_node
+from ...nodes.retry import APPEND_RETRIES, backoff, check_retries
+from ...nodes.shards import io_pool, node_shard_reader, read_records, read_records_into, write_shard
+from ...storage import get_store
+from ...storage.base import BaseStore as Store
+from ...storage.coalesce import coalesce_options
 from .grid import (
     AxisGrid,
     AxisPlan,
@@ -59,23 +70,7 @@ from .grid import (
     parse_selection,
     plan_axis,
 )
-from .manifest import ArrayManifest, ShardEntry, ShardList, check_json_value, writer_options
-from .node import Node, kind_phrase, missing_node, read_node
-from .nodes import commit, kinds
-from .retry import APPEND_RETRIES, backoff, check_retries
-from .storage import get_store
-from .store import (
-    SHARD_DIR,
-    SHARD_SUFFIX,
-    Store,
-    io_pool,
-    join_component,
-    new_write_id,
-    node_shard_reader,
-    read_records,
-    read_records_into,
-    write_shard,
-)
+from .manifest import ArrayManifest, ShardEntry, ShardList
 from .tensor import decode_chunk, encode_chunk, new_buffer, npy_header
 
 __all__ = [
@@ -107,7 +102,7 @@ class Attributes(MutableMapping):
         self._get = get
         self._commit = commit
         self._writable = writable
-        self._what = what
+        self.what = what
 
     def __getitem__(self, key: str) -> Any:
         return self._get()[key]
@@ -120,7 +115,7 @@ class Attributes(MutableMapping):
 
     def _check(self) -> None:
         if not self._writable:
-            raise PermissionError(f"{self._what} is open read-only (mode 'r'); attrs cannot change")
+            raise PermissionError(f"{self.what} is open read-only (mode 'r'); attrs cannot change")
 
     def __setitem__(self, key: str, value: Any) -> None:
         self.update({key: value})
@@ -138,8 +133,8 @@ class Attributes(MutableMapping):
         new.update(*args, **kwargs)
         for k in new:
             if not isinstance(k, str):
-                raise TypeError(f"{self._what}: attribute names must be str, got {k!r}")
-        check_json_value(new, self._what)
+                raise TypeError(f"{self.what}: attribute names must be str, got {k!r}")
+        check_json_value(new, self.what)
         self._commit(new)
 
     def asdict(self) -> dict[str, Any]:
@@ -391,7 +386,7 @@ class Array(Node):
             lambda: self._m.attrs,
             self._commit_attrs,
             not self.read_only,
-            self._what,
+            self.what,
         )
 
     @property
@@ -456,7 +451,7 @@ class Array(Node):
 
     def _repr_html_(self) -> str:
         """A summary table and the chunk map (:mod:`arrayds.html_repr`)."""
-        from .html_repr import node_html
+        from ...html_repr import node_html
 
         return node_html(self._store, self._node, self._m, mode=self._mode, version=self.version)
 
@@ -490,7 +485,7 @@ class Array(Node):
             got = self._read_exact_chunk(key, zero_copy=False)
             if got is not None:
                 return got
-        sel = parse_selection(key, self.shape, self._what)
+        sel = parse_selection(key, self.shape, self.what)
         return self._read(sel)
 
     @property
@@ -544,11 +539,11 @@ class Array(Node):
         except FileNotFoundError:
             raise FileNotFoundError(
                 errno.ENOENT,
-                f"{self._what}: shard {relpath!r} named by the manifest is missing",
+                f"{self.what}: shard {relpath!r} named by the manifest is missing",
                 self._store.path(self._node, relpath),
             ) from None
         except CorruptionError as e:
-            raise CorruptionError(f"{self._what}: shard {relpath!r} is damaged: {e}") from None
+            raise CorruptionError(f"{self.what}: shard {relpath!r} is damaged: {e}") from None
 
     def _shard_records(self, relpath: str) -> int:
         """How many records the manifest places in shard ``relpath``."""
@@ -565,14 +560,14 @@ class Array(Node):
         """The reader of shard ``relpath``, checked to hold every record in ``recs``
         (else the manifest and the shard disagree: CorruptionError naming both). A
         read of more than half the shard's records asks for the whole shard
-        (:func:`arrayds.store.shard_reader`'s ``whole``)."""
+        (:func:`arrayds.nodes.shards.shard_reader`'s ``whole``)."""
         whole = not self._store.local and 2 * len(recs) > self._shard_records(relpath) > 0
         reader = self._reader(relpath, whole)
         n = len(reader)
         top = max(recs) if isinstance(recs, list) else int(recs.max())
         if top >= n:
             raise CorruptionError(
-                f"{self._what}: shard {relpath!r} has {n} records, but the manifest "
+                f"{self.what}: shard {relpath!r} has {n} records, but the manifest "
                 f"needs record {top}"
             )
         return reader
@@ -584,7 +579,7 @@ class Array(Node):
         try:
             return read_records(reader, recs)
         except CorruptionError as e:
-            raise CorruptionError(f"{self._what}: shard {relpath!r} is damaged: {e}") from None
+            raise CorruptionError(f"{self.what}: shard {relpath!r} is damaged: {e}") from None
 
     def _read_records_into(
         self, relpath: str, recs: Any, buffers: list[Any], prefix: Any = None
@@ -597,7 +592,7 @@ class Array(Node):
         try:
             read_records_into(reader, recs, buffers, prefix)
         except CorruptionError as e:
-            raise CorruptionError(f"{self._what}: shard {relpath!r} is damaged: {e}") from None
+            raise CorruptionError(f"{self.what}: shard {relpath!r} is damaged: {e}") from None
         except ValueError:
             return False
         return True
@@ -611,7 +606,7 @@ class Array(Node):
         dtype = self._m.dtype
 
         def what() -> str:
-            return f"{self._what} chunk {coord} (shard {relpath!r}, record {r})"
+            return f"{self.what} chunk {coord} (shard {relpath!r}, record {r})"
 
         h = len(npy_header(dtype, shape))
         buf = new_buffer(h + math.prod(shape) * dtype.itemsize)
@@ -690,7 +685,7 @@ class Array(Node):
 
                 def what(k: int = k) -> str:
                     return (
-                        f"{self._what} chunk {tuple(int(c) for c in plan.coords[k])} "
+                        f"{self.what} chunk {tuple(int(c) for c in plan.coords[k])} "
                         f"(shard {relpath!r}, record {int(plan.record[k])})"
                     )
 
@@ -740,13 +735,13 @@ class Array(Node):
     def _check_writable(self) -> None:
         if self.read_only:
             raise PermissionError(
-                f"{self._what} is open read-only (mode {self._mode!r}); open it with mode "
+                f"{self.what} is open read-only (mode {self._mode!r}); open it with mode "
                 f"'r+' or 'a' to write"
             )
 
     def __setitem__(self, key: Any, value: Any) -> None:
         self._check_writable()
-        self._write(parse_selection(key, self.shape, self._what), value)
+        self._write(parse_selection(key, self.shape, self.what), value)
 
     def _write(self, sel: Selection, value: Any) -> None:
         self._check_writable()
@@ -761,13 +756,13 @@ class Array(Node):
             v = np.broadcast_to(value, sel.shape).reshape(sel.work_shape)
         except ValueError:
             raise ValueError(
-                f"{self._what}: cannot assign a value of shape {value.shape} to a selection "
+                f"{self.what}: cannot assign a value of shape {value.shape} to a selection "
                 f"of shape {sel.shape}"
             ) from None
         if sel.size == 0:
             return
         if value.dtype != dtype and not np.can_cast(value.dtype, dtype, "unsafe"):
-            raise TypeError(f"{self._what}: cannot store dtype {value.dtype} as {dtype}")
+            raise TypeError(f"{self.what}: cannot store dtype {value.dtype} as {dtype}")
         plan = _Plan(m, sel)
         full = plan.full()
         existing: dict[int, np.ndarray] = {}
@@ -841,11 +836,11 @@ class Array(Node):
         the nominal chunk length follow. One new shard, one commit. ``compact``: as for
         :func:`arrayds.to_arrayrecord`: ``"tiered"`` merges the newest small shards,
         the new one among them, where they fill a tier (about one append in eight),
-        in the append's own commit (:func:`arrayds.tools.compact.commit_merged`: one
+        in the append's own commit (:func:`arrayds.nodes.merge.commit_merged`: one
         version either way); ``True`` compacts the array once it holds 64 small files
         (after the commit); ``False`` neither. ``retries``: how often an append that
         lost a commit race to another writer reads the array again and appends after
-        that writer's rows (with a bounded random backoff, :mod:`arrayds.retry`);
+        that writer's rows (with a bounded random backoff, :mod:`arrayds.nodes.retry`);
         ``0`` raises :class:`arrayds.errors.CommitConflictError` at once.
 
         >>> import arrayds, numpy as np
@@ -856,10 +851,8 @@ class Array(Node):
         >>> a.append(np.zeros((3, 2), "i8")), a.chunks
         ((7, 2), ((3, 3, 1), (2,)))
         """
-        from .tools.compact import check_compact
-
-        check_compact(compact, self._what)
-        retries = check_retries(retries, f"{self._what}: append")
+        check_compact(compact, self.what)
+        retries = check_retries(retries, f"{self.what}: append")
         self._check_writable()
         with self._lock:
             attempt = 0
@@ -873,45 +866,39 @@ class Array(Node):
                         raise
                     attempt += 1
                     backoff(attempt)
-                    self._m = kinds.get("array").parse(now.raw, self._what)
+                    self._m = kinds.get("array").parse(now.raw, self.what)
             if compact is True:
                 self._compact_small_files()
             return shape
 
     def _compact_small_files(self) -> None:
         """``compact=True`` after an append: compact the array once it holds
-        :data:`arrayds.tools.compact.AUTO_COMPACT_FILES` small files."""
-        from .tools import compact as compaction
-
-        report = compaction.compact(
-            self._store.url,
-            self._node or None,
-            storage_options=self._store.storage_options or None,
-            min_small_files=compaction.AUTO_COMPACT_FILES,
-        )
-        if report.compacted:
-            now = commit.read(self._store, self._node)
-            self._m = kinds.get("array").parse(now.raw, self._what)
+        :data:`arrayds.nodes.merge.AUTO_COMPACT_FILES` small files."""
+        m = self._m
+        with contextlib.suppress(CommitConflictError):  # committed to since: a later append
+            merged = compact_small_files(self._store, self._node, m, (m.generation, m.commit or ""))
+            if merged is not None:
+                self._m = merged
 
     def _append_locked(self, data: Any, axis: int, *, tiered: bool = False) -> tuple[int, ...]:
         m = self._m
         ndim = m.ndim
         if ndim == 0:
-            raise ValueError(f"{self._what}: cannot append to a 0-d array")
+            raise ValueError(f"{self.what}: cannot append to a 0-d array")
         if not -ndim <= axis < ndim:
-            raise ValueError(f"{self._what}: axis {axis} is out of range for {ndim} dimensions")
+            raise ValueError(f"{self.what}: axis {axis} is out of range for {ndim} dimensions")
         axis %= ndim
         data = np.asarray(data)
         shape = m.shape
         expected = tuple("n" if d == axis else shape[d] for d in range(ndim))
         if data.ndim != ndim or any(data.shape[d] != shape[d] for d in range(ndim) if d != axis):
             raise ValueError(
-                f"{self._what}: cannot append data of shape {data.shape} along axis {axis}: "
+                f"{self.what}: cannot append data of shape {data.shape} along axis {axis}: "
                 f"expected shape {expected}".replace("'n'", "n")
             )
         if data.dtype != m.dtype and not np.can_cast(data.dtype, m.dtype, "same_kind"):
             raise ValueError(
-                f"{self._what}: cannot append data of dtype {data.dtype} to an array of dtype "
+                f"{self.what}: cannot append data of dtype {data.dtype} to an array of dtype "
                 f"{m.dtype} (expected a dtype that casts to {m.dtype.str})"
             )
         n_new = data.shape[axis]
@@ -1007,17 +994,15 @@ class Array(Node):
             check=check,
             written=written,
             parents=False,
-            what=self._what,
+            what=self.what,
         )
-        self._m = new.with_(generation=raw["generation"], commit=write_id, _table=new._table)
+        self._m = new.committed(raw["generation"], write_id)
 
     def _commit_merged(self, new: ArrayManifest, write_id: str, written: Sequence[str]) -> bool:
         """Commit ``new`` with the tiered merge folded in (:func:`arrayds.tools.compact.
         commit_merged`: the newest small shards, the ``written`` one among them, merged
         into one shard; one commit), if they fill a tier; ``False`` (nothing done) if
         they do not. The same conflict as :meth:`_commit`, ``written`` removed."""
-        from .tools.compact import commit_merged
-
         snap = self._m
         try:
             merged = commit_merged(
@@ -1042,9 +1027,9 @@ class Array(Node):
         """The conflict of a commit of this handle that finds ``base`` instead of the
         node it read."""
         if not base.exists:
-            return f"{self._what} was removed while this handle was writing"
+            return f"{self.what} was removed while this handle was writing"
         return (
-            f"{self._what}: another writer committed generation {base.generation} after "
+            f"{self.what}: another writer committed generation {base.generation} after "
             f"this handle read generation {self._m.generation}; nothing of this write is "
             f"visible (an append retries from a fresh read with retries=N; other writes: "
             f"reopen the array and write again)"
@@ -1061,7 +1046,7 @@ class Array(Node):
         """A dask array over this array (same as :func:`arrayds.from_arrayrecord`)."""
         return dask_array(self, chunks=chunks, name=name)
 
-    def _read_block(self, key: tuple[slice, ...], zero_copy: bool = False) -> np.ndarray:
+    def read_block(self, key: tuple[slice, ...], zero_copy: bool = False) -> np.ndarray:
         """Read a box given as step-1 slices (one dask task): one plan, one batched
         read per shard."""
         got = self._read_exact_chunk(key, zero_copy)
@@ -1069,7 +1054,7 @@ class Array(Node):
             return got
         sel = box_selection(key, self.shape)
         if sel is None:
-            sel = parse_selection(key, self.shape, self._what)
+            sel = parse_selection(key, self.shape, self.what)
         return self._read(sel, zero_copy=zero_copy)
 
 
@@ -1081,12 +1066,12 @@ class _OIndex:
 
     def __getitem__(self, key: Any) -> np.ndarray:
         a = self._a
-        return a._read(parse_selection(key, a.shape, a._what, orthogonal=True))
+        return a._read(parse_selection(key, a.shape, a.what, orthogonal=True))
 
     def __setitem__(self, key: Any, value: Any) -> None:
         a = self._a
         a._check_writable()
-        a._write(parse_selection(key, a.shape, a._what, orthogonal=True), value)
+        a._write(parse_selection(key, a.shape, a.what, orthogonal=True), value)
 
 
 # ----------------------------------------------------------------- reading
@@ -1113,9 +1098,9 @@ def read_array_manifest(store: Store, node: str) -> ArrayManifest:
 
 
 def dask_array(a: Array, chunks: Any = None, name: str | None = None) -> Any:
-    """A dask array over ``a`` (:func:`arrayds.dask.array.array_to_dask`).
+    """A dask array over ``a`` (:func:`arrayds.kinds.array.dask.array_to_dask`).
 
-    The one upcall of this module: dask is optional and :mod:`arrayds.dask.array`
+    The one upcall of this module: dask is optional and :mod:`arrayds.kinds.array.dask`
     builds on this module, so it is imported here, when a dask array is asked for.
 
     >>> import arrayds
@@ -1123,7 +1108,7 @@ def dask_array(a: Array, chunks: Any = None, name: str | None = None) -> Any:
     >>> dask_array(a).chunks
     ((2, 2),)
     """
-    from .dask.array import array_to_dask
+    from .to_dask import array_to_dask
 
     return array_to_dask(a, chunks=chunks, name=name)
 
@@ -1156,38 +1141,3 @@ def restore_array(
                 _restored.clear()
             _restored[key] = m
     return Array(store, node, m, mode)
-
-
-def _to_dask(
-    store: Store, node: str, m: ArrayManifest, *, chunks: Any, name: Any, **kwargs: Any
-) -> Any:
-    """``from_arrayrecord`` of an array: a dask array over its chunks."""
-    kinds.no_extra_keywords(f"array {store.display(node)!r}", kwargs)
-    return dask_array(Array(store, node, m, "r"), chunks=chunks, name=name)
-
-
-def _shard_refs(m: ArrayManifest) -> list[kinds.ShardRef]:
-    """The shard files of an array: each chunk run claims records of one file."""
-    return [
-        kinds.ShardRef(e.path, size=e.bytes, span=(e.offset, e.offset + e.records), entry=e)
-        for e in m.shards
-    ]
-
-
-kinds.register(
-    kinds.NodeKind(
-        "array",
-        parse=ArrayManifest.from_json,
-        open=Array,
-        to_dask=_to_dask,
-        shard_folder=SHARD_DIR,
-        shards=_shard_refs,
-        verify_extra=kinds.lazy("arrayds.tools.verify", "array_checks"),
-        describe=kinds.lazy("arrayds.tools.describe", "describe_array"),
-        info_text=kinds.lazy("arrayds.tools.describe", "array_text"),
-        cat=kinds.lazy("arrayds.tools.cat", "cat_array"),
-        compact=kinds.lazy("arrayds.tools.compact", "compact_array"),
-        totals="arrays",
-        plural="arrays",
-    )
-)

@@ -30,8 +30,9 @@ uniquely, so readers cache parsed segments by name (:func:`segment`), and a head
 names everything a reader needs: reading the head, then its segments, always gives
 one committed state.
 
->>> from arrayds.store import Store
->>> st = Store("memory://log-doc")
+>>> from arrayds.nodes.shards import Store
+>>> from arrayds.storage import new_store
+>>> st = new_store("memory://log-doc")
 >>> head, new_files = encode(st, "n", {"kind": "records", "shards": [{"path": "a"}]}, None)
 >>> head["shards"], new_files  # a short list stays inline, as in format 1
 ([{'path': 'a'}], [])
@@ -50,7 +51,7 @@ from typing import Any
 
 from ..abc.store import Store
 from ..errors import CorruptionError
-from ..store import META_DIR, dump_json, new_write_id, parse_json
+from .names import META_DIR, dump_json, new_write_id, parse_json
 
 __all__ = [
     "HISTORY_FROM",

@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import CorruptionError
+from ..errors import CorruptionError
 
 __all__ = [
     "DEFAULT_GAP",

@@ -1,0 +1,655 @@
+"""Writing ragged arrays: items cut into pieces along their variable axis, from a
+list (shards written in parallel) or a dask bag (one task per partition) plus one
+commit task.
+
+>>> import numpy as np
+>>> ra = write_ragged([np.zeros((2, n)) for n in (3, 1)], "memory://doc-ragged-write-mod")
+>>> ra.shapes
+[(2, 3), (2, 1)]
+"""
+
+from __future__ import annotations
+
+import errno
+import math
+import os
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ...errors import CommitConflictError
+from ...nodes import commit as node_commit
+from ...nodes import registry as kinds
+from ...nodes.names import (
+    SHARD_DIR,
+    SHARD_SUFFIX,
+    check_json_value,
+    join_component,
+    new_write_id,
+)
+from ...nodes.options import check_compression, writer_options
+from ...nodes.read import locate
+from ...nodes.shards import write_shard
+from ...storage.base import BaseStore as Store
+from ..array.tensor import check_dtype, encode_chunk
+
+if TYPE_CHECKING:
+    import dask.bag
+    from dask.delayed import Delayed
+from .handle import RaggedArray, is_int
+from .manifest import KIND, PIECE_BYTES, SHARD_BYTES, RaggedManifest, RaggedShard, count_pieces
+
+__all__ = [
+    "PIECE_BYTES",
+    "SHARD_BYTES",
+    "RaggedArray",
+    "RaggedManifest",
+    "RaggedShard",
+    "write_ragged",
+]
+_MODES = ("w-", "w", "a")
+
+
+# ------------------------------------------------------------------ writing
+
+
+def _parse_bytes(v: Any, what: str) -> int:
+    if is_int(v) and not isinstance(v, bool):
+        if v <= 0:
+            raise ValueError(f"{what} must be positive, got {v!r}")
+        return int(v)
+    if isinstance(v, str):
+        units = {
+            "": 1,
+            "b": 1,
+            "kb": 10**3,
+            "mb": 10**6,
+            "gb": 10**9,
+            "kib": 1 << 10,
+            "mib": 1 << 20,
+            "gib": 1 << 30,
+            "k": 1 << 10,
+            "m": 1 << 20,
+            "g": 1 << 30,
+        }
+        mt = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", v)
+        if mt and mt.group(2).lower() in units:
+            n = int(float(mt.group(1)) * units[mt.group(2).lower()])
+            if n > 0:
+                return n
+    raise ValueError(f"{what} must be a positive int or a size such as '64MiB', got {v!r}")
+
+
+@dataclass(frozen=True)
+class _Layout:
+    dtype: np.dtype
+    ndim: int
+    axis: int
+    piece_len: int
+
+    def check(self, x: Any, where: str) -> np.ndarray:
+        """An item as an array, or ValueError/TypeError naming it."""
+        arr = np.asarray(x)
+        if arr.dtype.kind == "O":
+            raise TypeError(f"{where}: object arrays cannot be stored (expected {self.dtype})")
+        if arr.ndim != self.ndim or arr.dtype != self.dtype:
+            raise ValueError(
+                f"{where} has ndim {arr.ndim} and dtype {arr.dtype}; every item of a ragged "
+                f"array must have ndim {self.ndim} and dtype {self.dtype}"
+            )
+        return arr
+
+
+def _first_layout(first: Any, axis: int | None, piece_len: int | None, where: str) -> _Layout:
+    arr = np.asarray(first)
+    try:
+        dt = check_dtype(arr.dtype, where)
+    except ValueError as e:
+        raise TypeError(str(e)) from None
+    if arr.ndim == 0:
+        raise ValueError(f"{where} is 0-d; ragged items need at least one dimension")
+    if axis is None:
+        # the longest axis of the first item (ties: the last of them)
+        ax = max(range(arr.ndim), key=lambda d: (arr.shape[d], d))
+    else:
+        if not is_int(axis) or not -arr.ndim <= axis < arr.ndim:
+            raise ValueError(f"axis {axis!r} is out of range for items with {arr.ndim} dimensions")
+        ax = int(axis) % arr.ndim
+    if piece_len is None:
+        row = math.prod(s for d, s in enumerate(arr.shape) if d != ax) * dt.itemsize
+        plen = max(1, PIECE_BYTES // max(1, row))
+    else:
+        if not is_int(piece_len) or piece_len < 1:
+            raise ValueError(f"piece_len must be a positive int, got {piece_len!r}")
+        plen = int(piece_len)
+    return _Layout(dt, arr.ndim, ax, plen)
+
+
+def _item_records(arr: np.ndarray, lay: _Layout) -> Iterator[np.ndarray]:
+    n = arr.shape[lay.axis]
+    if n == 0:
+        yield encode_chunk(arr, lay.dtype)
+        return
+    sl: list[Any] = [slice(None)] * lay.ndim
+    for a in range(0, n, lay.piece_len):
+        sl[lay.axis] = slice(a, a + lay.piece_len)
+        yield encode_chunk(arr[tuple(sl)], lay.dtype)
+
+
+@dataclass(frozen=True)
+class _WritePlan:
+    store: Store
+    node: str
+    write_id: str
+    layout: _Layout | None
+    options: str
+    shard_bytes: int
+
+
+def _write_items(
+    items: Iterable[Any], plan: _WritePlan, part: int, lay: _Layout | None = None
+) -> list[dict[str, Any]]:
+    """Task: write the items of one partition as one or more shards (split at
+    ``shard_bytes``) -> their entries (item counts local to the partition)."""
+    lay = lay or plan.layout
+    assert lay is not None
+    out: list[dict[str, Any]] = []
+    batch: list[np.ndarray] = []
+    size = 0
+    local = 0
+
+    def flush() -> None:
+        nonlocal batch, size
+        if not batch:
+            return
+        relpath = f"{SHARD_DIR}/{plan.write_id}-{part}-{len(out)}{SHARD_SUFFIX}"
+        shapes = np.array([a.shape for a in batch], dtype=np.int64).reshape(len(batch), lay.ndim)
+        npieces = int(count_pieces(shapes[:, lay.axis], lay.piece_len).sum())
+
+        def records() -> Iterator[np.ndarray]:
+            for a in batch:
+                yield from _item_records(a, lay)
+            yield encode_chunk(shapes, np.dtype("<i8"))
+
+        nbytes = write_shard(
+            plan.store, join_component(plan.node, relpath), records(), plan.options
+        )
+        out.append({"path": relpath, "items": len(batch), "records": npieces + 1, "bytes": nbytes})
+        batch, size = [], 0
+
+    for x in items:
+        where = f"ragged item {local}" + (f" of partition {part}" if part >= 0 else "")
+        arr = lay.check(x, where)
+        if batch and size + arr.nbytes > plan.shard_bytes:
+            flush()
+        batch.append(arr)
+        size += arr.nbytes
+        local += 1
+    flush()
+    return out
+
+
+def _write_partition(items: Iterable[Any], plan: _WritePlan, part: int) -> dict[str, Any]:
+    """Bag task: the items of one partition -> its shard entries."""
+    return {"shards": _write_items(items, plan, part), "part": part}
+
+
+def _commit(
+    results: list[list[dict[str, Any]]] | list[dict[str, Any]],
+    plan: _WritePlan,
+    mode: str,
+    compression: str,
+    attrs: Mapping[str, Any] | None,
+    base: tuple[int, str] | None,
+) -> dict[str, Any]:
+    """Task: assign item ranges in partition order and commit the manifest
+    (:func:`arrayds.nodes.commit.commit`) if the node is still as the write found it
+    (``base``: its stamp then, ``None`` if it had none); else the shards are removed
+    and nothing of the write is visible."""
+    store, node = plan.store, plan.node
+    where = store.display(node)
+    lay = plan.layout
+    assert lay is not None
+    entries: list[RaggedShard] = []
+    pos = 0
+    for r in results:
+        for e in r["shards"] if isinstance(r, dict) else r:
+            entries.append(RaggedShard(e["path"], pos, pos + e["items"], e["records"], e["bytes"]))
+            pos += e["items"]
+
+    def check(now: node_commit.NodeVersion) -> None:
+        if now.stamp == base:
+            return
+        if mode == "w-" and now.exists:
+            raise FileExistsError(
+                errno.EEXIST, f"{where} already exists (mode 'w-' never replaces)", where
+            )
+        raise CommitConflictError(
+            f"ragged array {where!r}: another writer committed while this write ran; nothing "
+            f"of this write is visible"
+        )
+
+    def build(now: node_commit.NodeVersion) -> dict[str, Any]:
+        if mode == "a" and now.raw is not None:
+            old = RaggedManifest.from_json(now.raw, f"ragged array {where!r}")
+            n0 = old.count
+            man = RaggedManifest(
+                old.dtype,
+                old.ndim,
+                old.axis,
+                old.piece_len,
+                old.compression,
+                {**old.attrs, **dict(attrs or {})},
+                old.shards + [e.shifted(n0) for e in entries],
+            )
+        else:
+            man = RaggedManifest(
+                lay.dtype,
+                lay.ndim,
+                lay.axis,
+                lay.piece_len,
+                compression,
+                dict(attrs or {}),
+                entries,
+            )
+        return man.to_json()
+
+    return node_commit.commit(
+        store,
+        node,
+        build,
+        write_id=plan.write_id,
+        check=check,
+        written=[e.path for e in entries],
+        replaces=mode == "w",
+        what=f"ragged array {where!r}",
+    )
+
+
+def is_bag(obj: Any) -> bool:
+    try:
+        import dask.bag as db
+    except ImportError:  # pragma: no cover
+        return False
+    return isinstance(obj, db.Bag)
+
+
+@dataclass(frozen=True)
+class _Request:
+    """A checked ragged write, before any shard is written (:func:`_check_write`)."""
+
+    store: Store
+    node: str
+    mode: str
+    compression: str
+    shard_bytes: int
+    attrs: dict[str, Any] | None
+    old: RaggedManifest | None
+    """The ragged array appended to (``mode="a"`` on an existing one)."""
+    base: tuple[int, str] | None
+    """The node's stamp when the write started (what its commit expects)."""
+    write_id: str
+
+    @property
+    def where(self) -> str:
+        return self.store.display(self.node)
+
+    def layout(self, first: Any, axis: int | None, piece_len: int | None) -> _Layout:
+        """The layout of the items: the stored one when appending (``first`` checked
+        against it), else read from the first item."""
+        old = self.old
+        if old is not None:
+            lay = _Layout(old.dtype, old.ndim, old.axis, old.piece_len)
+            if first is not None:
+                lay.check(first, "ragged item 0")
+            return lay
+        return _first_layout(first, axis, piece_len, "ragged item 0")
+
+    def plan(self, lay: _Layout, shard_bytes: int) -> _WritePlan:
+        options = writer_options(self.compression if self.old is None else self.old.compression)
+        return _WritePlan(self.store, self.node, self.write_id, lay, options, shard_bytes)
+
+    def commit_task(self, writes: Any, plan: _WritePlan) -> Delayed:
+        from dask.delayed import delayed
+
+        return delayed(_commit, pure=False)(
+            writes,
+            plan,
+            self.mode,
+            self.compression,
+            self.attrs,
+            self.base,
+            dask_key_name=f"commit-ragged-{self.write_id}",
+        )
+
+
+def _check_write(
+    store: Store,
+    node: str,
+    mode: str,
+    compression: str,
+    piece_len: int | None,
+    axis: int | None,
+    shard_size: int | str | None,
+    attrs: Mapping[str, Any] | None,
+) -> _Request:
+    """Check a ragged write against its arguments and the node (before any shard is
+    written): mode, compression, attrs, the groups above, and for ``"w-"``/``"a"`` the
+    node itself."""
+    if mode not in _MODES:
+        raise ValueError(f"mode must be one of {_MODES} for a ragged array, got {mode!r}")
+    where = store.display(node)
+    compression = check_compression(compression, f"ragged array {where!r}")
+    shard_bytes = SHARD_BYTES if shard_size is None else _parse_bytes(shard_size, "shard_size")
+    if attrs is not None:
+        if not isinstance(attrs, Mapping):
+            raise TypeError(f"ragged array {where!r}: attrs must be a mapping")
+        check_json_value(dict(attrs), f"ragged array {where!r}")
+    node_commit.check_parents(store, node)
+    base = node_commit.read(store, node)
+    current = base.raw
+    old: RaggedManifest | None = None
+    if current is not None:
+        if mode == "w-":
+            raise FileExistsError(
+                errno.EEXIST,
+                f"{where!r} already exists (mode 'w-'); use mode 'w' to replace it or 'a' "
+                f"to append",
+                where,
+            )
+        if mode == "a":
+            if current.get("kind") != KIND:
+                raise ValueError(
+                    f"cannot append ragged items to {where!r}: it is a {current.get('kind')!r} node"
+                )
+            old = RaggedManifest.from_json(current, f"ragged array {where!r}")
+            if axis is not None and (int(axis) % old.ndim) != old.axis:
+                raise ValueError(
+                    f"ragged array {where!r} is stored in pieces along axis {old.axis}; cannot "
+                    f"append with axis={axis}"
+                )
+            if piece_len is not None and piece_len != old.piece_len:
+                raise ValueError(
+                    f"ragged array {where!r} has piece_len {old.piece_len}; cannot append with "
+                    f"piece_len={piece_len}"
+                )
+    return _Request(
+        store,
+        node,
+        mode,
+        compression,
+        shard_bytes,
+        dict(attrs) if attrs else None,
+        old,
+        base.stamp,
+        new_write_id(),
+    )
+
+
+def _write_bag(
+    data: dask.bag.Bag,
+    req: _Request,
+    axis: int | None,
+    piece_len: int | None,
+    first: Any,
+    compute: bool,
+    progress: bool,
+) -> RaggedArray | Delayed:
+    """A bag: one shard-writing task per partition (fused with the bag's own tasks),
+    then the commit task."""
+    import dask.bag as db
+    from dask.base import get_scheduler
+    from dask.highlevelgraph import HighLevelGraph
+
+    if req.old is None:
+        # the layout (dtype, ndim, axis, piece_len) comes from the first item:
+        # compute partitions until one has an item (usually just the first)
+        first = first if first is not None else _first_item(data)
+        if first is None:
+            raise ValueError(f"ragged array {req.where!r}: the bag has no items")
+    lay = req.layout(None if req.old is not None else first, axis, piece_len)
+    plan = req.plan(lay, req.shard_bytes)
+    wname = f"write-ragged-{req.write_id}"
+    layer = {
+        (wname, k): (_write_partition, (data.name, k), plan, k) for k in range(data.npartitions)
+    }
+    graph = HighLevelGraph.from_collections(wname, layer, dependencies=[data])
+    writes = db.Bag(graph, wname, data.npartitions).to_delayed(optimize_graph=True)
+    committed = req.commit_task(writes, plan)
+    if not compute:
+        return committed
+    from ...progress import compute as _compute  # a bar only on a terminal (issue 6)
+
+    man = _compute(committed, progress=progress, scheduler=get_scheduler(collections=[data]))
+    return RaggedArray(req.store, req.node, RaggedManifest.from_json(man, req.where))
+
+
+def _write_list(
+    data: Any, req: _Request, axis: int | None, piece_len: int | None, compute: bool
+) -> RaggedArray | Delayed:
+    """A list: items packed into shards of about ``shard_bytes`` in order, written in
+    threads (or as delayed tasks with ``compute=False``), then committed."""
+    from dask.delayed import delayed
+
+    where = req.where
+    if isinstance(data, np.ndarray) and data.dtype.kind != "O":
+        data = list(data)
+    if not isinstance(data, (list, tuple)):
+        raise TypeError(
+            f"ragged array {where!r}: expected a list of numpy arrays or a dask bag of them, "
+            f"got {type(data).__name__}"
+        )
+    if not data and req.old is None:
+        raise ValueError(f"ragged array {where!r}: no items to write")
+    items = list(data)
+    lay = req.layout(items[0] if items else None, axis, piece_len)
+    arrays = [lay.check(x, f"ragged item {i}") for i, x in enumerate(items)]
+    # group items into shards of about shard_bytes, in order
+    groups: list[list[np.ndarray]] = []
+    size = 0
+    for a in arrays:
+        if not groups or (groups[-1] and size + a.nbytes > req.shard_bytes):
+            groups.append([])
+            size = 0
+        groups[-1].append(a)
+        size += a.nbytes
+    plan = req.plan(lay, 1 << 62)
+    if not compute:
+        writes = [
+            delayed(_write_items, pure=False)(
+                delayed(g, traverse=False),
+                plan,
+                k,
+                dask_key_name=f"write-ragged-{req.write_id}-{k}",
+            )
+            for k, g in enumerate(groups)
+        ]
+        return req.commit_task(writes, plan)
+    if len(groups) <= 1:
+        results = [_write_items(g, plan, k) for k, g in enumerate(groups)]
+    else:
+        with ThreadPoolExecutor(min(len(groups), max(2, os.cpu_count() or 1))) as ex:
+            futures = [ex.submit(_write_items, g, plan, k) for k, g in enumerate(groups)]
+            try:
+                results = [f.result() for f in futures]
+            except BaseException:
+                for f in futures:
+                    f.cancel()
+                raise
+    man = _commit(results, plan, req.mode, req.compression, req.attrs, req.base)
+    return RaggedArray(req.store, req.node, RaggedManifest.from_json(man, where))
+
+
+def write(
+    data: Sequence[np.ndarray] | dask.bag.Bag,
+    store: Store,
+    node: str,
+    *,
+    mode: str = "w-",
+    compression: str = "zstd:3",
+    piece_len: int | None = None,
+    axis: int | None = None,
+    shard_size: int | str | None = None,
+    attrs: Mapping[str, Any] | None = None,
+    compute: bool = True,
+    progress: bool = False,
+    first: Any = None,
+) -> RaggedArray | Delayed:
+    """:func:`write_ragged` at ``node`` of ``store`` (the entry of both it and
+    ``to_arrayrecord``); ``first``: a bag's first item when the caller read it
+    already.
+
+    >>> import numpy as np
+    >>> from arrayds.storage import get_store
+    >>> len(write([np.zeros(3), np.zeros(5)], get_store("memory://doc-ragged-write"), "x"))
+    2
+    """
+    req = _check_write(store, node, mode, compression, piece_len, axis, shard_size, attrs)
+    if is_bag(data):
+        return _write_bag(data, req, axis, piece_len, first, compute, progress)
+    return _write_list(data, req, axis, piece_len, compute)
+
+
+def write_ragged(
+    data: Sequence[np.ndarray] | dask.bag.Bag,
+    url: str | os.PathLike[str],
+    component: str | None = None,
+    *,
+    mode: str = "w-",
+    compression: str = "zstd:3",
+    piece_len: int | None = None,
+    axis: int | None = None,
+    shard_size: int | str | None = None,
+    attrs: Mapping[str, Any] | None = None,
+    compute: bool = True,
+    storage_options: Mapping[str, Any] | None = None,
+    progress: bool = False,
+) -> RaggedArray | Delayed:
+    """Write numpy arrays of one dtype and ndim but different shapes as a ragged array.
+
+    ``data``: a list (or tuple) of arrays, or a ``dask.bag.Bag`` of arrays. Items are
+    cut into pieces of ``piece_len`` elements along ``axis``. Defaults: ``axis`` is
+    the longest axis of the first item (ties: the last), ``piece_len`` makes a piece
+    of the first item about :data:`PIECE_BYTES` (1 MiB) uncompressed. Items are packed
+    into shard files of about ``shard_size`` bytes (default :data:`SHARD_BYTES`,
+    64 MiB) in order, never splitting an item; a bag writes each partition as its
+    own shard(s). Shards are written in parallel (threads for a list, one task per
+    partition for a bag); one final commit makes them visible together.
+
+    ``mode``: ``"w-"`` create (``FileExistsError`` if the node exists), ``"w"``
+    replace, ``"a"`` append items (dtype, ndim and axis must match the stored ones;
+    ``piece_len`` is the stored one). An item whose ndim or dtype differs from the
+    first is a ``ValueError`` naming it, and nothing is committed.
+
+    With ``compute=False`` returns a ``dask.delayed.Delayed`` that writes and commits
+    (its result is the manifest dict). A bag written to a new node has its first
+    partition computed once up front to read the layout (dtype, ndim, axis,
+    piece_len) from its first item.
+
+    >>> import numpy as np, arrayds.ragged as rg
+    >>> ra = rg.write_ragged([np.zeros((2, 10), "f4"), np.zeros((2, 4), "f4")],
+    ...                      "memory://doc-write-ragged", piece_len=3)
+    >>> ra.axis, ra.piece_len, ra.nshards
+    (1, 3, 1)
+    """
+    store, node = locate(url, component, storage_options, "a ragged array")
+    return write(
+        data,
+        store,
+        node,
+        mode=mode,
+        compression=compression,
+        piece_len=piece_len,
+        axis=axis,
+        shard_size=shard_size,
+        attrs=attrs,
+        compute=compute,
+        progress=progress,
+    )
+
+
+# ------------------------------------------------------- to/from_arrayrecord
+
+
+def _is_array_item(x: Any) -> bool:
+    return isinstance(x, np.ndarray) and x.dtype.kind != "O" and x.ndim >= 1
+
+
+def is_ragged_list(data: Any) -> bool:
+    """A non-empty list/tuple made only of numpy arrays (ndim >= 1)."""
+    return (
+        isinstance(data, (list, tuple))
+        and bool(data)
+        and all(isinstance(x, np.ndarray) for x in data)
+        and any(_is_array_item(x) for x in data)
+    )
+
+
+def _first_of(part: Any) -> list[Any]:
+    for item in part:
+        return [item]
+    return []
+
+
+def _first_item(bag: Any) -> Any:
+    # Each probe task returns at most one item: the partition itself stays on the
+    # worker (shipping a whole partition to the client doubled the cost of
+    # to_arrayrecord(bag) for large record partitions).
+    for part in bag.map_partitions(_first_of).to_delayed():
+        got = part.compute()
+        if len(got):
+            return got[0]
+    return None
+
+
+def api_writer(
+    data: Any,
+    store: Store,
+    node: str,
+    *,
+    region: Any,
+    dims: Any,
+    serializer: str,
+    group_size: int,
+    **options: Any,
+) -> Any:
+    """``arrayds.to_arrayrecord`` for lists of numpy arrays and for bags. They are a
+    ragged array (API.md section 3) unless the call asks for records — a
+    ``serializer`` other than ``"auto"``, a ``group_size`` or ``num_shards`` — or the
+    data is a bag whose first item is not a numpy array: then they go to records
+    (:mod:`arrayds.records`), numpy arrays serialized like any other object."""
+    first = None
+    as_records = serializer not in ("auto", None) or group_size != 1 or "num_shards" in options
+    if not as_records and is_bag(data):
+        first = _first_item(data)
+        as_records = not _is_array_item(first)
+    if as_records:
+        # a bag of other objects, or records options: the records writer's input
+        extra = {"region": region, "dims": dims, "serializer": serializer}
+        records = kinds.get_writer("records")
+        return records.write(data, store, node, group_size=group_size, **extra, **options)
+    where = f"ragged array {store.display(node)!r}"
+    for key, value in (("region", region), ("dims", dims)):
+        if value is not None:
+            raise ValueError(f"{where}: {key}= applies to N-d arrays, not ragged arrays")
+    unknown = sorted(set(options) - set(_RAGGED_WRITE_KEYS))
+    if unknown:
+        raise TypeError(f"{where}: unexpected keyword arguments {unknown} for a ragged array")
+    return write(data, store, node, first=first, **options)
+
+
+_RAGGED_WRITE_KEYS = (
+    "mode",
+    "compression",
+    "shard_size",
+    "attrs",
+    "compute",
+    "progress",
+    "piece_len",
+    "axis",
+)
+"""The keywords of ``to_arrayrecord`` that a ragged array write takes."""

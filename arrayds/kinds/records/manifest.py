@@ -1,0 +1,325 @@
+"""The manifest of a records dataset: its serializer, group size, compression and
+shard list (docs/spec.md, "Records datasets").
+
+>>> from arrayds import records
+>>> from arrayds.nodes.read import read_node
+>>> from arrayds.storage import get_store
+>>> _ = records.write_records([b"a", b"b", b"c"], "memory://doc-records-manifest")
+>>> m = read_node(get_store("memory://doc-records-manifest"), "")
+>>> m.kind, [s.num_records for s in m.shards]
+('records', [3])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from ...errors import CorruptionError
+from ...nodes import commit as node_commit
+from ...nodes.names import (
+    FORMAT,
+    FORMAT_VERSION,
+    MANIFEST,
+    is_reserved_name,
+)
+from ...nodes.read import check_version_args, locate
+from ...storage.base import BaseStore as Store
+
+if TYPE_CHECKING:
+    pass
+
+KIND = "records"
+
+
+# ----------------------------------------------------------------------- manifest
+
+
+_new_info = object.__new__
+
+
+@dataclass(frozen=True)
+class ShardInfo:
+    """One shard of a records dataset, as the manifest lists it.
+
+    Serialized as ``{"path", "records", "bytes", "data_bytes", "options"}``.
+    """
+
+    path: str
+    """File name, relative to the dataset's node folder."""
+    num_records: int
+    file_size: int = 0
+    """Size of the shard file in bytes."""
+    data_bytes: int = 0
+    """Total size of the encoded records, before compression."""
+    options: str = ""
+    """Canonical ArrayRecord writer options of the file."""
+
+    @property
+    def name(self) -> str:
+        return self.path
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "records": self.num_records,
+            "bytes": self.file_size,
+            "data_bytes": self.data_bytes,
+            "options": self.options,
+        }
+
+    @classmethod
+    def from_json(cls, obj: Any, where: str) -> ShardInfo:
+        try:
+            path = obj["path"]
+            n = obj["records"]
+        except (KeyError, TypeError):
+            raise CorruptionError(
+                f"{where}: a records shard entry lacks 'path'/'records': {obj!r}"
+            ) from None
+        if (
+            type(n) is int
+            and n >= 0
+            and type(path) is str
+            and path[:1].isalnum()
+            and path.isascii()
+            and "/" not in path
+            and "\\" not in path
+            and path != MANIFEST
+        ):
+            # one segment that starts with an ASCII letter or digit: no empty, ".",
+            # ".." or reserved name (all but the manifest's own start otherwise)
+            size, data, options = (
+                obj.get("bytes", 0),
+                obj.get("data_bytes", 0),
+                obj.get("options", ""),
+            )
+            if type(size) is int and type(data) is int and type(options) is str:
+                info = _new_info(cls)  # the checked fields, set without five setattr calls
+                info.__dict__.update(
+                    path=path, num_records=n, file_size=size, data_bytes=data, options=options
+                )
+                return info
+        if (
+            not isinstance(path, str)
+            or not path
+            or "/" in path
+            or "\\" in path
+            or path in (".", "..")
+            or is_reserved_name(path)
+            or not isinstance(n, int)
+            or isinstance(n, bool)
+            or n < 0
+        ):
+            raise CorruptionError(f"{where}: invalid records shard entry {obj!r}")
+        return cls(
+            path,
+            n,
+            int(obj.get("bytes", 0)),
+            int(obj.get("data_bytes", 0)),
+            str(obj.get("options", "")),
+        )
+
+
+class LazyShards(Sequence["ShardInfo"]):
+    """The shards of a records manifest, parsed and checked when first used: opening a
+    dataset decodes its head and checks its fields, and a dataset grown by many appends
+    (a shard list that many tiers keep) opens in about the time of a fresh one. A
+    damaged entry, or entries that do not add up to ``total`` (the manifest's
+    ``num_records``), raise :class:`CorruptionError` at the first use of the list
+    (a read, ``shards``), before any shard is opened.
+
+    >>> lst = LazyShards([{"path": "a", "records": 2}], 2, "doc")
+    >>> len(lst), lst[0].num_records
+    (1, 2)
+    """
+
+    __slots__ = ("_parsed", "_raw", "_total", "_where")
+
+    def __init__(self, raw: list[Any], total: int | None, where: str) -> None:
+        self._raw = raw
+        self._total = total
+        self._where = where
+        self._parsed: list[ShardInfo] | None = None
+
+    def _shards(self) -> list[ShardInfo]:
+        if self._parsed is None:
+            shards = [ShardInfo.from_json(s, self._where) for s in self._raw]
+            _check_total(shards, self._total, self._where)
+            self._parsed = shards
+        return self._parsed
+
+    def __len__(self) -> int:
+        return len(self._raw)
+
+    def __getitem__(self, i: Any) -> Any:
+        return self._shards()[i]
+
+    def __iter__(self) -> Any:
+        return iter(self._shards())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (LazyShards, list)):
+            return list(self) == list(other)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"LazyShards({len(self)} shards)"
+
+
+def _check_total(shards: Sequence[ShardInfo], total: Any, where: str) -> None:
+    if total is not None and total != sum(s.num_records for s in shards):
+        raise CorruptionError(
+            f"{where}: the manifest says num_records={total} but its shards hold "
+            f"{sum(s.num_records for s in shards)}"
+        )
+
+
+@dataclass
+class RecordsManifest:
+    """The manifest of a records node (docs/spec.md, "Records datasets")."""
+
+    serializer: str
+    group_size: int
+    compression: str
+    shards: Sequence[ShardInfo]
+    attrs: dict[str, Any] = field(default_factory=dict)
+    generation: int = 0
+    commit: str = ""
+    total: int | None = field(default=None, compare=False)
+    """``num_records`` as the manifest states it (known before the shards are parsed)."""
+
+    kind = KIND
+
+    @property
+    def num_records(self) -> int:
+        if isinstance(self.shards, LazyShards) and self.total is not None:
+            return self.total
+        return sum(s.num_records for s in self.shards)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "kind": KIND,
+            "generation": self.generation,
+            "commit": self.commit,
+            "attrs": self.attrs,
+            "serializer": self.serializer,
+            "group_size": self.group_size,
+            "compression": self.compression,
+            "num_records": self.num_records,
+            "shards": [s.to_json() for s in self.shards],
+        }
+
+    @classmethod
+    def from_json(cls, man: Mapping[str, Any], where: str) -> RecordsManifest:
+        if man.get("kind") != KIND:
+            raise ValueError(
+                f"{where} is a {man.get('kind', 'unknown')!r} node, not a records dataset"
+            )
+        if man.get("format") != FORMAT:
+            raise CorruptionError(f"{where}: not an arrayds manifest ({MANIFEST})")
+        version = man.get("format_version")
+        if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+            raise CorruptionError(f"{where}: manifest format_version {version!r} is invalid")
+        if version > FORMAT_VERSION:
+            raise NotImplementedError(
+                f"{where}: dataset format version {version} is newer than this arrayds "
+                f"supports ({FORMAT_VERSION}); upgrade arrayds"
+            )
+        ser = man.get("serializer")
+        raw_shards = man.get("shards")
+        if not isinstance(ser, str) or not isinstance(raw_shards, list):
+            raise CorruptionError(
+                f"{where}: a records manifest needs a 'serializer' string and a 'shards' list"
+            )
+        total = man.get("num_records")
+        if total is not None and (
+            not isinstance(total, int) or isinstance(total, bool) or total < 0
+        ):
+            raise CorruptionError(f"{where}: bad num_records {total!r}")
+        shards = LazyShards(raw_shards, total, where)
+        group_size = man.get("group_size", 1)
+        gen = man.get("generation", 0)
+        attrs = man.get("attrs", {})
+        if not isinstance(group_size, int) or group_size < 1:
+            raise CorruptionError(f"{where}: bad group_size {group_size!r}")
+        if not isinstance(gen, int) or gen < 0:
+            raise CorruptionError(f"{where}: bad generation {gen!r}")
+        if not isinstance(attrs, dict):
+            raise CorruptionError(f"{where}: manifest field 'attrs' must be an object")
+        return cls(
+            ser,
+            group_size,
+            str(man.get("compression", "")),
+            shards,
+            dict(attrs),
+            gen,
+            str(man.get("commit", "")),
+            total,
+        )
+
+
+def load_manifest(
+    url: str,
+    component: str | None,
+    storage_options: Mapping[str, Any] | None,
+    version: int | None = None,
+    as_of: datetime | None = None,
+) -> tuple[Store, str, RecordsManifest]:
+    store, node = locate(url, component, storage_options, "a records dataset")
+    check_version_args(version, as_of, "r", f"records dataset {store.display(node)}")
+    man = node_commit.read(store, node, version=version, as_of=as_of).raw
+    where = store.display(node)
+    if man is None:
+        raise FileNotFoundError(f"no records dataset at {where} (no {MANIFEST})")
+    return store, node, RecordsManifest.from_json(man, where)
+
+
+def is_records(
+    url: str, component: str | None = None, *, storage_options: Mapping[str, Any] | None = None
+) -> bool:
+    """True when ``url`` (+ ``component``) is a records dataset.
+
+    Example:
+        >>> import tempfile
+        >>> from arrayds import records
+        >>> records.is_records(tempfile.mkdtemp())
+        False
+    """
+    try:
+        store, node = locate(url, component, storage_options, "a records dataset")
+        man = node_commit.read(store, node).raw
+    except (OSError, ValueError):
+        return False
+    return man is not None and man.get("kind") == KIND
+
+
+def head_serializer(head: Mapping[str, Any], where: str) -> str:
+    """The serializer a records manifest names, read from its stored head alone (no
+    shard entry is parsed): ``ValueError`` if the node is not a records dataset."""
+    if head.get("kind") != KIND:
+        raise ValueError(
+            f"{where} is a {head.get('kind', 'unknown')!r} node, not a records dataset"
+        )
+    ser = head.get("serializer")
+    if not isinstance(ser, str):
+        raise CorruptionError(f"{where}: a records manifest needs a 'serializer' string")
+    return ser
+
+
+def head_count(head: Mapping[str, Any], where: str) -> int:
+    n = head.get("num_records")
+    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+        raise CorruptionError(f"{where}: manifest field 'num_records' has a bad value {n!r}")
+    return n
+
+
+def head_attrs(head: Mapping[str, Any], where: str) -> dict[str, Any]:
+    attrs = head.get("attrs", {})
+    if not isinstance(attrs, dict):
+        raise CorruptionError(f"{where}: manifest field 'attrs' must be an object")
+    return attrs

@@ -1,0 +1,624 @@
+"""Writing records datasets: from a list or a dask bag (one shard per partition, one
+task each, plus one commit task); appends add shards under a new write id.
+
+>>> ds = write_records([{"i": i} for i in range(4)], "memory://doc-records-write-mod", num_shards=2)
+>>> len(ds), ds.num_shards
+(4, 2)
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from itertools import islice
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ...files.arrayrecord import (
+    ArrayRecordReader,
+)
+from ...nodes import commit as node_commit
+from ...nodes.names import (
+    new_write_id,
+)
+from ...nodes.read import locate
+from ...nodes.retry import APPEND_RETRIES, check_retries
+from ...nodes.shards import shard_writer
+from ...storage.base import BaseStore as Store
+from . import serializers as _ser
+from .serializers import Serializer, SerializerSpec
+
+if TYPE_CHECKING:
+    import dask.bag
+    from dask.delayed import Delayed
+from .handle import RecordsDataset
+from .manifest import RecordsManifest, ShardInfo, head_attrs, head_count, head_serializer
+
+__all__ = [
+    "RecordsDataset",
+    "ShardInfo",
+    "write_from_sources",
+    "write_records",
+]
+_ENCODE_BATCH = 4096
+_MODES = ("w-", "w", "a")
+
+
+def _write_stream(
+    store: Store,
+    node: str,
+    name: str,
+    batches: Iterable[list[bytes]],
+    options: str,
+    defer_sync: bool = False,
+):
+    """Write one immutable shard from batches of records -> (writer options, count, size),
+    through :func:`arrayds.nodes.shards.shard_writer` (each batch goes to the engine in
+    one call; ``defer_sync`` as there)."""
+    count = 0
+    key = f"{node}/{name}" if node else name
+    with shard_writer(store, key, options, defer_sync=defer_sync) as w:
+        for batch in batches:
+            count += w.write_many(batch)
+    return w.options_string(), count, store.size(key)
+
+
+# ------------------------------------------------------------------------- writing
+
+
+def _writer_options(compression: str, group_size: int) -> str:
+    if not isinstance(group_size, int) or isinstance(group_size, bool) or group_size < 1:
+        raise ValueError(f"group_size must be a positive integer, got {group_size!r}")
+    if not isinstance(compression, str):
+        raise TypeError(f"compression must be a str such as 'zstd:3', got {compression!r}")
+    keys = [p.split(":", 1)[0].strip() for p in compression.split(",") if p.strip()]
+    if "group_size" in keys:
+        raise ValueError("give the group size with group_size=, not inside compression=")
+    return ",".join(p for p in (f"group_size:{group_size}", compression.strip()) if p)
+
+
+def _shard_stem(store: Store, node: str, write_id: str) -> str:
+    base = (node or store.root).rstrip("/").replace("\\", "/").rsplit("/", 1)[-1]
+    base = re.sub(r"[^A-Za-z0-9_.-]+", "_", base).strip("._") or "records"
+    return f"{base}-{write_id}"
+
+
+def _shard_name(stem: str, index: int, total: int) -> str:
+    return f"{stem}.array_record-{index:05d}-of-{total:05d}"
+
+
+@dataclass(frozen=True)
+class WritePlan:
+    """Everything a shard-writing task needs (picklable): made by :func:`prepare_write`,
+    followed by :func:`write_shard` and :func:`commit_shards` (the dask writers here
+    and the Beam ones of :mod:`arrayds.beam`)."""
+
+    store: Store
+    node: str
+    write_id: str
+    stem: str
+    total: int
+    options: str
+    serializer: Serializer | None  # None: auto, decided per partition
+    retries: int = APPEND_RETRIES  # of an append's commit (arrayds.nodes.retry)
+
+    @property
+    def where(self) -> str:
+        return self.store.display(self.node)
+
+
+def _encode_items(
+    items: Iterable[Any], ser: Serializer, partition: int, where: str
+) -> Iterable[list[bytes]]:
+    """Yield batches of encoded records; TypeError naming partition and item index."""
+    encode = ser.encode
+    it = iter(items)
+    index = 0
+    raw = ser is _ser.RAW
+    while True:
+        batch = list(islice(it, _ENCODE_BATCH))
+        if not batch:
+            return
+        if raw:  # bytes-like items go to the writer as they are (no copy)
+            for k, obj in enumerate(batch):
+                if not isinstance(obj, bytes | bytearray | memoryview):
+                    index += k
+                    try:
+                        encode(obj)
+                    except TypeError as exc:
+                        raise TypeError(
+                            f"records dataset {where}: item {index} of partition {partition} "
+                            f"cannot be encoded with the 'raw' serializer: {exc}"
+                        ) from exc
+            index += len(batch)
+            yield batch
+            continue
+        out: list[bytes] = []
+        try:
+            for obj in batch:
+                out.append(encode(obj))
+                index += 1
+        except (TypeError, ValueError, OverflowError, AttributeError) as exc:
+            raise TypeError(
+                f"records dataset {where}: item {index} of partition {partition} cannot be "
+                f"encoded with the {ser.name!r} serializer: {exc}"
+            ) from exc
+        yield out
+
+
+def write_shard(
+    items: Iterable[Any], partition: int, plan: WritePlan, *, defer_sync: bool = False
+) -> dict[str, Any]:
+    """Task: encode one partition and write it as shard ``partition`` -> its result
+    for :func:`commit_shards` (the building block of every records writer: dask here,
+    Apache Beam in :mod:`arrayds.beam`; example under :func:`commit_shards`).
+    ``defer_sync``: :func:`commit_shards` runs next in this process (see
+    :func:`arrayds.nodes.shards.shard_writer`)."""
+    ser = plan.serializer
+    if ser is None:
+        items = list(items)
+        ser = _ser.choose_auto(items)
+        chosen: str | None = ser.name if items else None
+    else:
+        chosen = ser.name
+    name = _shard_name(plan.stem, partition, plan.total)
+    nbytes = 0
+
+    def batches() -> Iterable[list[bytes]]:
+        nonlocal nbytes
+        for batch in _encode_items(items, ser, partition, plan.where):
+            nbytes += sum(map(len, batch))
+            yield batch
+
+    options, count, size = _write_stream(
+        plan.store, plan.node, name, batches(), plan.options, defer_sync
+    )
+    return {"shard": ShardInfo(name, count, size, nbytes, options), "serializer": chosen}
+
+
+def _reencode_as_msgpack(plan: WritePlan, info: ShardInfo) -> ShardInfo:
+    """Rewrite a raw-encoded shard of a mixed ``auto`` write as msgpack (rare path)."""
+    st = plan.store
+    so = None if st.local else st.storage_options
+    with ArrayRecordReader(st.url_of(plan.node, info.name), storage_options=so) as r:
+        recs = r.read_all()
+    encoded = [_ser.MSGPACK.encode(b) for b in recs]
+    options, count, size = _write_stream(st, plan.node, info.name, [encoded], plan.options)
+    return ShardInfo(info.name, count, size, sum(map(len, encoded)), options)
+
+
+def commit_shards(
+    results: list[dict[str, Any]],
+    plan: WritePlan,
+    mode: str,
+    compression: str,
+    group_size: int,
+    attrs: dict[str, Any] | None,
+    expected_serializer: str | None,
+) -> dict[str, Any]:
+    """Task: check the node again, resolve ``auto``, write the manifest atomically.
+
+    ``results``: the :func:`write_shard` results of the shards that succeeded, in
+    dataset order; the one compare-and-swap commit of every records writer.
+
+    Example:
+        >>> import os, tempfile
+        >>> from arrayds.kinds.records import write as records
+        >>> url = os.path.join(tempfile.mkdtemp(), "r")
+        >>> plan, expected = records.prepare_write(url, None, "w-", "", 1, "auto", None, 2)
+        >>> results = [records.write_shard(p, k, plan) for k, p in enumerate([[b"a"], [b"b"]])]
+        >>> man = records.commit_shards(results, plan, "w-", "", 1, None, expected)
+        >>> from arrayds.records import open_records
+        >>> man["serializer"], open_records(url).data_source()[1]
+        ('raw', b'b')
+    """
+    shards = [r["shard"] for r in results]
+    if expected_serializer is not None:
+        ser_name = expected_serializer
+    else:
+        chosen = {r["serializer"] for r in results if r["serializer"] is not None}
+        if len(chosen) > 1:
+            # auto chose raw for some partitions (all bytes) and msgpack for others:
+            # re-encode the raw ones so the whole dataset has one serializer
+            ser_name = "msgpack"
+            shards = [
+                _reencode_as_msgpack(plan, s) if r["serializer"] == "raw" else s
+                for s, r in zip(shards, results, strict=True)
+            ]
+        else:
+            ser_name = chosen.pop() if chosen else "msgpack"
+    return _commit_manifest(plan, shards, ser_name, mode, compression, group_size, attrs)
+
+
+def _commit_manifest(
+    plan: WritePlan,
+    shards: list[ShardInfo],
+    ser_name: str,
+    mode: str,
+    compression: str,
+    group_size: int,
+    attrs: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """Commit the manifest that lists ``shards`` (:func:`arrayds.nodes.commit.commit`):
+    ``"w-"`` refuses an existing node, ``"a"`` appends to the current dataset (same
+    serializer; retried on a lost race), ``"w"`` replaces the node and removes what
+    only the old one used. A refused commit removes the shards."""
+    where = plan.where
+
+    def check(base: node_commit.NodeVersion) -> None:
+        if base.head is None:
+            return
+        if mode == "w-":
+            raise FileExistsError(f"records dataset {where} already exists (mode='w-')")
+        if mode == "a":
+            old = head_serializer(base.head, where)
+            if old != ser_name:
+                raise ValueError(
+                    f"records dataset {where} now uses the {old!r} serializer; "
+                    f"cannot append records encoded with {ser_name!r}"
+                )
+
+    def build(base: node_commit.NodeVersion) -> dict[str, Any] | node_commit.Extend:
+        if mode == "a" and base.head is not None:
+            head = base.head
+            fields: dict[str, Any] = {
+                "num_records": head_count(head, where) + sum(s.num_records for s in shards)
+            }
+            if attrs:
+                fields["attrs"] = {**head_attrs(head, where), **attrs}
+            return node_commit.Extend(fields, [s.to_json() for s in shards])
+        man = RecordsManifest(ser_name, group_size, compression, shards, dict(attrs or {}))
+        return man.to_json()
+
+    return node_commit.commit(
+        plan.store,
+        plan.node,
+        build,
+        write_id=plan.write_id,
+        check=check,
+        written=[s.path for s in shards],
+        retries=plan.retries if mode == "a" else 0,
+        replaces=mode == "w",
+        what=f"records dataset {where!r}",
+    )
+
+
+def prepare_write(
+    url: str,
+    component: str | None,
+    mode: str,
+    compression: str,
+    group_size: int,
+    serializer: SerializerSpec,
+    storage_options: Mapping[str, Any] | None,
+    total: int,
+) -> tuple[WritePlan, str | None]:
+    """Check a write (mode, parents, serializer) before any shard is written -> (the plan
+    of ``total`` shards :func:`write_shard` follows, the serializer name the commit
+    expects or ``None`` for ``auto``); ``FileExistsError`` for ``mode="w-"`` on an
+    existing node (example under :func:`commit_shards`)."""
+    store, node = locate(url, component, storage_options, "a records dataset")
+    return plan_write(store, node, mode, compression, group_size, serializer, total)
+
+
+def plan_write(
+    store: Store,
+    node: str,
+    mode: str,
+    compression: str,
+    group_size: int,
+    serializer: SerializerSpec,
+    total: int,
+    retries: int = APPEND_RETRIES,
+) -> tuple[WritePlan, str | None]:
+    """:func:`prepare_write` at ``node`` of ``store``; ``retries``: of an append's
+    commit that lost a race (:mod:`arrayds.nodes.retry`)."""
+    if mode not in _MODES:
+        raise ValueError(
+            f"mode must be one of {', '.join(map(repr, _MODES))} for records, got {mode!r}"
+        )
+    where = store.display(node)
+    retries = check_retries(retries, f"records dataset {where!r}")
+    options = _writer_options(compression, group_size)
+    ser = _ser.resolve_for_write(serializer)
+    node_commit.check_parents(store, node)
+    current = node_commit.read(store, node).head
+    expected: str | None = None
+    if current is not None:
+        if mode == "w-":
+            raise FileExistsError(
+                f"{where} already exists (mode='w-'); use mode='w' to replace it or 'a' to append"
+            )
+        if mode == "a":
+            old = head_serializer(current, where)
+            if ser is None:
+                ser = _ser.resolve_for_read(old, allow_pickle=old == "pickle", where=where)
+            elif ser.name != old:
+                raise ValueError(
+                    f"records dataset {where} uses the {old!r} serializer; "
+                    f"cannot append with {ser.name!r}"
+                )
+    if ser is not None:
+        expected = ser.name
+    write_id = new_write_id()
+    stem = _shard_stem(store, node, write_id)
+    return WritePlan(store, node, write_id, stem, total, options, ser, retries), expected
+
+
+def write_records(
+    data: dask.bag.Bag | Sequence[Any],
+    url: str,
+    component: str | None = None,
+    *,
+    mode: str = "w-",
+    compression: str = "zstd:3",
+    group_size: int = 1,
+    serializer: SerializerSpec = "auto",
+    num_shards: int | None = None,
+    attrs: Mapping[str, Any] | None = None,
+    compute: bool = True,
+    storage_options: Mapping[str, Any] | None = None,
+    progress: bool = False,
+    retries: int = APPEND_RETRIES,
+) -> RecordsDataset | Delayed:
+    """Write a bag (one shard per partition) or a list (``num_shards`` shards).
+
+    Each shard is written by its own task; one final task commits the manifest, so
+    nothing is visible until every shard succeeded.  ``mode``: ``"w-"`` create
+    (``FileExistsError`` if present), ``"w"`` replace, ``"a"`` append new shards (the
+    serializer must match the dataset's; ``retries``: how often an append that lost a
+    commit race to another writer commits again after that writer's records, with a
+    bounded random backoff, :mod:`arrayds.nodes.retry`).  ``serializer``: ``"auto"`` (raw for bytes,
+    msgpack otherwise), ``"raw"``, ``"msgpack"``, ``"json"``, ``"pickle"``, a registered
+    name, a :class:`arrayds.serializers.Serializer` or an ``(encode, decode)`` pair.
+    An item the serializer cannot encode is a ``TypeError`` naming the partition and
+    the item index, and nothing is committed.
+
+    Returns a :class:`RecordsDataset`, or with ``compute=False`` a
+    ``dask.delayed.Delayed`` whose result is the committed manifest (a dict, as stored:
+    :func:`arrayds.nodes.history.resolve` gives the entries of a long shard list).
+
+    Example:
+        >>> import os, tempfile, dask.bag as db
+        >>> from arrayds.kinds.records import write as records
+        >>> url = os.path.join(tempfile.mkdtemp(), "words")
+        >>> bag = db.from_sequence([b"a", b"b", b"c", b"d"], npartitions=2)
+        >>> records.write_records(bag, url).serializer
+        'raw'
+        >>> records.write_records([b"e"], url, mode="a").num_shards
+        3
+        >>> from arrayds.records import read_records
+        >>> read_records(url).compute(scheduler="sync")
+        [b'a', b'b', b'c', b'd', b'e']
+    """
+    store, node = locate(url, component, storage_options, "a records dataset")
+    return write(
+        data,
+        store,
+        node,
+        mode=mode,
+        compression=compression,
+        group_size=group_size,
+        serializer=serializer,
+        num_shards=num_shards,
+        attrs=attrs,
+        compute=compute,
+        progress=progress,
+        retries=retries,
+    )
+
+
+def write(
+    data: dask.bag.Bag | Sequence[Any],
+    store: Store,
+    node: str,
+    *,
+    mode: str = "w-",
+    compression: str = "zstd:3",
+    group_size: int = 1,
+    serializer: SerializerSpec = "auto",
+    num_shards: int | None = None,
+    attrs: Mapping[str, Any] | None = None,
+    compute: bool = True,
+    progress: bool = False,
+    retries: int = APPEND_RETRIES,
+) -> RecordsDataset | Delayed:
+    """:func:`write_records` at ``node`` of ``store`` (the entry of both it and
+    ``to_arrayrecord``).
+
+    >>> from arrayds.storage import get_store
+    >>> write([b"a", b"b"], get_store("memory://doc-records-write"), "r").num_records
+    2
+    """
+    import dask.bag as db
+    from dask.delayed import delayed
+    from dask.highlevelgraph import HighLevelGraph
+
+    if num_shards is not None and (
+        not isinstance(num_shards, int) or isinstance(num_shards, bool) or num_shards < 1
+    ):
+        raise ValueError(f"num_shards must be a positive integer, got {num_shards!r}")
+    is_bag = _is_bag(data)
+    if is_bag:
+        if num_shards is not None and num_shards != data.npartitions:
+            data = data.repartition(npartitions=num_shards)
+        total = data.npartitions
+    elif isinstance(data, Sequence) and not isinstance(data, str | bytes | bytearray):
+        items = list(data)
+        total = num_shards or 1
+        if serializer == "auto" and mode != "a":
+            serializer = _ser.choose_auto(items)
+    else:
+        raise TypeError(
+            f"write_records needs a dask.bag.Bag or a list of records, got {type(data).__name__}"
+        )
+    plan, expected = plan_write(
+        store, node, mode, compression, group_size, serializer, total, retries
+    )
+    token = plan.stem
+    if not is_bag and total == 1 and compute and not progress:
+        # one shard of records already in memory: its task and the commit task run
+        # here, as a graph of two tasks would (a small append costs no scheduler)
+        results = [write_shard(items, 0, plan, defer_sync=True)]
+        man = commit_shards(
+            results, plan, mode, compression, group_size, dict(attrs) if attrs else None, expected
+        )
+        return RecordsDataset.from_committed(plan.store, plan.node, man)
+    if is_bag:
+        from dask.base import get_scheduler
+
+        # One task per partition that computes the partition and writes its shard
+        # (fused with the bag's own tasks, so partitions never travel between workers).
+        wname = f"write-records-{token}"
+        layer = {(wname, k): (write_shard, (data.name, k), k, plan) for k in range(total)}
+        graph = HighLevelGraph.from_collections(wname, layer, dependencies=[data])
+        writes = db.Bag(graph, wname, total).to_delayed(optimize_graph=True)
+        scheduler = get_scheduler(collections=[data])
+    else:
+        bounds = [len(items) * k // total for k in range(total + 1)]
+        writes = [
+            delayed(write_shard, pure=False)(
+                delayed(
+                    items[bounds[k] : bounds[k + 1]], name=f"records-{token}-{k}", traverse=False
+                ),
+                k,
+                plan,
+                dask_key_name=f"write-records-{token}-{k}",
+            )
+            for k in range(total)
+        ]
+        scheduler = None
+    return _finish(
+        writes, plan, mode, compression, group_size, attrs, expected, compute, scheduler, progress
+    )
+
+
+def _finish(
+    writes: list[Any],
+    plan: WritePlan,
+    mode: str,
+    compression: str,
+    group_size: int,
+    attrs: Mapping[str, Any] | None,
+    expected: str | None,
+    compute: bool,
+    scheduler: Any,
+    progress: bool,
+) -> RecordsDataset | Delayed:
+    """Add the commit task after the shard tasks; compute it unless ``compute=False``."""
+    from dask.delayed import delayed
+
+    committed = delayed(commit_shards, pure=False)(
+        writes,
+        plan,
+        mode,
+        compression,
+        group_size,
+        dict(attrs) if attrs else None,
+        expected,
+        dask_key_name=f"commit-records-{plan.stem}",
+    )
+    if not compute:
+        return committed
+    from ...progress import compute as _compute  # a bar only on a terminal (issue 6)
+
+    man = _compute(committed, progress=progress, scheduler=scheduler)
+    return RecordsDataset.from_committed(plan.store, plan.node, man)
+
+
+def _write_from_source(source: Any, args: tuple[Any, ...], partition: int, plan: WritePlan):
+    """Task: stream the items ``source(*args)`` yields into shard ``partition``."""
+    return write_shard(source(*args), partition, plan)
+
+
+def write_from_sources(
+    sources: Sequence[tuple[Any, tuple[Any, ...]]],
+    url: str,
+    component: str | None = None,
+    *,
+    mode: str = "w-",
+    compression: str = "zstd:3",
+    group_size: int = 1,
+    serializer: SerializerSpec = "raw",
+    attrs: Mapping[str, Any] | None = None,
+    compute: bool = True,
+    storage_options: Mapping[str, Any] | None = None,
+    progress: bool = False,
+    scheduler: Any = None,
+) -> RecordsDataset | Delayed:
+    """Write shard ``k`` from the iterable ``sources[k][0](*sources[k][1])``, streaming.
+
+    One task per source (it produces and writes its items in constant memory) plus
+    one commit task; the building block of :mod:`arrayds.convert`.  ``serializer`` is
+    ``"raw"`` by default; with ``"auto"`` each task materializes its items to choose.
+
+    Example:
+        >>> import os, tempfile
+        >>> from arrayds.kinds.records import write as records
+        >>> url = os.path.join(tempfile.mkdtemp(), "squares")
+        >>> ds = records.write_from_sources(
+        ...     [(range, (0, 3)), (range, (3, 5))], url, serializer="msgpack"
+        ... )
+        >>> [s.num_records for s in ds.shards], list(ds.data_source(decode=True))
+        ([3, 2], [0, 1, 2, 3, 4])
+    """
+    from dask.delayed import delayed
+
+    sources = list(sources)
+    if not sources:
+        raise ValueError("write_from_sources needs at least one source")
+    plan, expected = prepare_write(
+        url, component, mode, compression, group_size, serializer, storage_options, len(sources)
+    )
+    writes = [
+        delayed(_write_from_source, pure=False)(
+            fn, tuple(args), k, plan, dask_key_name=f"write-records-{plan.stem}-{k}"
+        )
+        for k, (fn, args) in enumerate(sources)
+    ]
+    return _finish(
+        writes, plan, mode, compression, group_size, attrs, expected, compute, scheduler, progress
+    )
+
+
+def _is_bag(obj: Any) -> bool:
+    try:
+        import dask.bag as db
+    except ImportError:  # pragma: no cover - dask is an extra
+        return False
+    return isinstance(obj, db.Bag)
+
+
+# ------------------------------------------------------- to_arrayrecord / from_arrayrecord
+
+
+def is_records_input(x: Any) -> bool:
+    """A dask bag, or a list/tuple of records (bytes or objects). A list made only
+    of numpy arrays is a ragged array (another kind), not records."""
+    bag = sys.modules.get("dask.bag")
+    if bag is not None and isinstance(x, bag.Bag):
+        return True
+    if isinstance(x, (list, tuple)):
+        return not (x and all(isinstance(i, np.ndarray) for i in x))
+    return False
+
+
+def write_input(
+    data: Any,
+    store: Store,
+    node: str,
+    *,
+    shard_size: Any = None,
+    region: Any = None,
+    dims: Any = None,
+    **options: Any,
+) -> Any:
+    """``to_arrayrecord`` of records (a bag or a list)."""
+    what = f"records dataset {store.display(node)!r}"
+    for key, value in (("shard_size", shard_size), ("region", region), ("dims", dims)):
+        if value is not None:
+            raise ValueError(f"{what}: {key}= applies to arrays, not records")
+    return write(data, store, node, **options)
