@@ -180,10 +180,13 @@ def read_state(url: str, so: dict[str, Any] | None, kind: str) -> tuple[int, lis
         return node.manifest.generation, values
     import xarray as xr
 
-    gen = node._m.generation  # the group; its xarray view as of that version:
-    ds = xr.open_dataset(url, engine="arrayds", version=gen, storage_options=so)
+    # the group's generation, then its current xarray state (one committed state, at
+    # this generation or later; version=gen is no such read while writers commit: see
+    # docs/reliability.md)
+    gen = node._m.generation
+    ds = xr.open_dataset(url, engine="arrayds", storage_options=so)
     times, values = ds["time"].values.tolist()[1:], ds["v"].values.tolist()[1:]
-    assert times == values, f"generation {gen}: a time paired with another row's value"
+    assert times == values, f"generation {gen}+: a time paired with another row's value"
     return gen, values
 
 
