@@ -15,20 +15,16 @@ from __future__ import annotations
 
 import argparse
 import collections
-import sys
 import time
 import uuid
-from pathlib import Path
 
-TESTS = Path(__file__).resolve().parent.parent / "tests"
-sys.path.insert(0, str(TESTS))
+from bench_writers import tests_helper  # this script's folder, benchmarks/
 
-from conformance.servers import load_helper  # noqa: E402
-
-load_helper("gcs", "gcsserver").apply_gcsfs_env()  # before gcsfs is imported
-
-from faults.proxy import FAULTS, FaultProxy, Rule  # noqa: E402
-from faults.workload import KINDS, run  # noqa: E402
+tests_helper("gcs", "gcsserver").apply_gcsfs_env()  # before gcsfs is imported
+proxy_mod = tests_helper("faults", "proxy")
+workload = tests_helper("faults", "workload")
+FAULTS, FaultProxy, Rule = proxy_mod.FAULTS, proxy_mod.FaultProxy, proxy_mod.Rule
+KINDS, run = workload.KINDS, workload.run
 
 BUCKET = "arrayds-bench-faults"
 
@@ -61,10 +57,10 @@ def main(argv: list[str] | None = None) -> int:
     cpu0, t0 = time.process_time(), time.perf_counter()
     for backend in a.stores.split(","):
         if backend == "s3":
-            server = load_helper("s3", "s3server").start_moto()
+            server = tests_helper("s3", "s3server").start_moto()
             s3fs.S3FileSystem(**server.storage_options()).mkdir(BUCKET)
         else:
-            server = load_helper("gcs", "gcsserver").start_fake_gcs()
+            server = tests_helper("gcs", "gcsserver").start_fake_gcs()
             gcsfs.GCSFileSystem(**server.storage_options()).mkdir(BUCKET)
         try:
             direct = server.storage_options()

@@ -1,29 +1,37 @@
-"""Many writers: N processes append to one array and one records dataset at once,
-while this process reads and runs ``arrayds gc`` beside them.
+"""Many writers: N processes append to one array, one records dataset and one xarray
+dataset at once, while this process reads and runs ``arrayds gc`` beside them.
 
     python benchmarks/bench_writers.py                 # 4 and 16 writers x 20 appends
     python benchmarks/bench_writers.py --quick         # 4 writers x 3 appends, local
     python benchmarks/bench_writers.py --store s3 --store gcs   # also moto / fake-gcs
     python benchmarks/bench_writers.py --faults --store s3      # writers through a proxy
+    python benchmarks/bench_writers.py --store s3 --kind array  # one kind only
 
 Each writer is its own Python process (``--worker``): it opens the node, says
 ``ready``, waits for ``go`` on stdin (all start together), then appends its rows one
-append at a time with the default ``retries=`` and prints how many commit races it
-lost and retried (:func:`arrayds.nodes.retry.retried`). Row ``j`` of writer ``k`` holds the
-value ``k * 100_000 + j`` (an array append adds two equal rows, a records append one
-record), so the final node shows any row lost or duplicated. While they run, this
-process reads the node again and again (every read must be a committed state, the
-last one extended: generations increase, the earlier rows are a prefix of the later
-ones) and runs ``collect_garbage(min_age=60, keep_versions=3)``; at the end every
-retained version must open and ``arrayds.verify`` pass.
+append at a time and prints how many commit races it lost and retried
+(:func:`arrayds.nodes.retry.retried`), how many attempts each append took and how long it
+waited between them (:func:`arrayds.nodes.retry.slept`). Array and records appends retry
+with their default ``retries=``; an xarray ``append_dim=`` write takes no ``retries=``,
+so its writer writes again after a ``CommitConflictError``, with the waits and budget
+of :mod:`arrayds.nodes.retry`. Row ``j`` of writer ``k`` holds the value ``k * 100_000 + j``
+(an array append adds two equal rows, a records append one record, an xarray append
+one time step whose coordinate and variable ``v`` both hold it), so the final node
+shows any row lost or duplicated. While they run, this process reads the node again
+and again (every read must be a committed state, the last one extended: generations
+increase, the earlier rows are a prefix of the later ones, no xarray coordinate is
+paired with another row's value) and runs ``collect_garbage(min_age=60,
+keep_versions=3)``; at the end every retained version must open and
+``arrayds.verify`` pass.
 
-The table: store, kind, writers x appends, conflicts retried, wall time, CPU time of
+The table: store, kind, writers x appends, conflicts retried, attempts per append
+(median / max), seconds waited between attempts (all writers), wall time, CPU time of
 the writers, rows lost / duplicated (both must be 0), appends that gave up (or raised
 another error: those rows must not be there), reads checked, faults injected.
 
 Faults (``--faults``, S3 or GCS only): the writers' traffic goes through a
-:class:`FaultProxy` (tests/faults/proxy.py) with the seeded schedule
-:data:`FAULT_SCHEDULE` of transient faults on any request: ``503`` at 2 %, ``500``,
+``FaultProxy`` (tests/faults/proxy.py) with the seeded schedule
+:func:`fault_schedule` of transient faults on any request: ``503`` at 2 %, ``500``,
 ``429`` and ``reset`` at 1 % each, and ``lost`` (the server applied a PUT/POST, its
 reply is dropped) at 2 %. The readers, gc and the final checks go straight to the
 server, so what they see is what is stored. The last column counts the faults injected
@@ -33,6 +41,7 @@ per type in that run.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import shutil
@@ -45,33 +54,49 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from statistics import median
 from typing import Any
 
 import numpy as np
 
 import arrayds
 from arrayds.errors import CommitConflictError, CorruptionError
-from arrayds.nodes.retry import retried
-from arrayds.tools.gc import collect_garbage
-from arrayds.tools.verify import verify
+from arrayds.nodes.retry import APPEND_RETRIES, backoff, retried, slept
+from arrayds.verify import collect_garbage, verify
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from faults.proxy import FaultProxy, Rule  # noqa: E402 - the tests folder, just added
-
-sys.path.pop(0)
-
-KINDS = ("array", "records")
+KINDS = ("array", "records", "xarray")
 STRIDE = 100_000
 TESTS = Path(__file__).resolve().parents[1] / "tests"
 WRITES = ("PUT", "POST")
-FAULT_SCHEDULE = (
-    Rule("503", rate=0.02),
-    Rule("500", rate=0.01),
-    Rule("429", rate=0.01),
-    Rule("reset", rate=0.01),
-    Rule("lost", rate=0.02, methods=WRITES),
-)
-"""The transient faults of ``--faults`` (module docstring), drawn from ``FAULT_SEED``."""
+
+
+def tests_helper(folder: str, name: str) -> Any:
+    """The module tests/<folder>/<name>.py (a test server, the fault proxy), loaded once
+    by tests/conformance/servers.py's ``load_helper``, as the tests load it. The test
+    tree is no installed package: tests/ is on ``sys.path`` only while that loader is
+    imported, and at its end (it shadows nothing)."""
+    if "conformance.servers" not in sys.modules:
+        sys.path.append(str(TESTS))
+        try:
+            importlib.import_module("conformance.servers")
+        finally:
+            sys.path.remove(str(TESTS))
+    return sys.modules["conformance.servers"].load_helper(folder, name)
+
+
+def fault_schedule() -> tuple[Any, ...]:
+    """The transient faults of ``--faults`` (module docstring), drawn from
+    ``FAULT_SEED``: a tuple of tests/faults/proxy.py ``Rule``."""
+    rule = tests_helper("faults", "proxy").Rule
+    return (
+        rule("503", rate=0.02),
+        rule("500", rate=0.01),
+        rule("429", rate=0.01),
+        rule("reset", rate=0.01),
+        rule("lost", rate=0.02, methods=WRITES),
+    )
+
+
 FAULT_SEED = 28
 
 
@@ -84,21 +109,50 @@ def _worker(url: str, so: dict[str, Any] | None, kind: str, k: int, n: int) -> N
     print("ready", flush=True)
     assert sys.stdin.readline().strip() == "go"
     gave_up = []  # appends that raised (lost every race, or a fault): not visible
+    tries, times = [], []  # per append: attempts, seconds
     for j in range(n):
         value = k * STRIDE + j
+        r0, t0 = retried(), time.perf_counter()
         try:
             if handle is not None:
                 handle.append(np.full((2,), value, "i8"))
-            else:
+            elif kind == "records":
                 arrayds.to_arrayrecord([value], url, mode="a", storage_options=so)
+            else:
+                _append_xarray(url, so, value)
         except CorruptionError:
             raise
         except (CommitConflictError, OSError):  # lost every race, or a fault outlasted retries
             gave_up.append(value)
             if handle is not None:
                 handle = arrayds.open_array(url, mode="a", storage_options=so)
-    cpu = time.process_time()
-    print(json.dumps({"retried": retried(), "cpu": cpu, "gave_up": gave_up}), flush=True)
+        tries.append(retried() - r0 + 1)
+        times.append(time.perf_counter() - t0)
+    out = {"retried": retried(), "cpu": time.process_time(), "gave_up": gave_up}
+    print(json.dumps({**out, "tries": tries, "times": times, "slept": slept()}), flush=True)
+
+
+def _xarray_rows(values: list[int]) -> Any:
+    """The xarray rows of ``values``: coordinate ``time`` and variable ``v`` both hold
+    them (a read that pairs a time with another row's ``v`` is a mix)."""
+    import xarray as xr
+
+    return xr.Dataset({"v": (("time",), np.array(values, "i8"))}, coords={"time": values})
+
+
+def _append_xarray(url: str, so: dict[str, Any] | None, value: int) -> None:
+    """``to_arrayrecord(..., append_dim="time")`` of one row, written again after a
+    ``CommitConflictError`` (xarray appends take no ``retries=``), with the waits and
+    the budget of :mod:`arrayds.nodes.retry` (``CommitConflictError`` once it is spent)."""
+    row = _xarray_rows([value])
+    for attempt in range(APPEND_RETRIES + 1):
+        try:
+            arrayds.to_arrayrecord(row, url, mode="a", append_dim="time", storage_options=so)
+            return
+        except CommitConflictError:
+            if attempt == APPEND_RETRIES:
+                raise
+            backoff(attempt + 1)
 
 
 # ---------------------------------------------------------------- the run
@@ -110,8 +164,10 @@ def create(url: str, so: dict[str, Any] | None, kind: str) -> None:
     stale record that ``verify`` reports, a single-writer issue of its own)."""
     if kind == "array":
         arrayds.open_array(url, mode="w", shape=(0,), dtype="i8", chunks=(2,), storage_options=so)
-    else:
+    elif kind == "records":
         arrayds.to_arrayrecord([-1], url, mode="w", serializer="msgpack", storage_options=so)
+    else:
+        arrayds.to_arrayrecord(_xarray_rows([-1]), url, mode="w", storage_options=so)
 
 
 def read_state(url: str, so: dict[str, Any] | None, kind: str) -> tuple[int, list[int]]:
@@ -119,8 +175,19 @@ def read_state(url: str, so: dict[str, Any] | None, kind: str) -> tuple[int, lis
     node = arrayds.open(url, storage_options=so)
     if kind == "array":
         return node.manifest.generation, [int(v) for v in node[:]]
-    values = [int(v) for v in node[:]][1:]  # the first record marks creation
-    return node.manifest.generation, values
+    if kind == "records":
+        values = [int(v) for v in node[:]][1:]  # the first record marks creation
+        return node.manifest.generation, values
+    import xarray as xr
+
+    # the group's generation, then its current xarray state (one committed state, at
+    # this generation or later; version=gen is no such read while writers commit: see
+    # docs/reliability.md)
+    gen = node._m.generation
+    ds = xr.open_dataset(url, engine="arrayds", storage_options=so)
+    times, values = ds["time"].values.tolist()[1:], ds["v"].values.tolist()[1:]
+    assert times == values, f"generation {gen}+: a time paired with another row's value"
+    return gen, values
 
 
 def check_values(
@@ -157,7 +224,8 @@ def run(
     meanwhile through ``so``. Raises ``AssertionError`` on a read that is not a
     committed state in order; returns the figures."""
     create(url, so, kind)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    here = str(Path(arrayds.__file__).resolve().parents[1])  # the writers import this arrayds
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([here, os.environ.get("PYTHONPATH", "")])}
     wso = so if writers_so is None else writers_so
     cmd = [sys.executable, __file__, "--worker", url, json.dumps(wso), kind]
     procs = [
@@ -189,7 +257,7 @@ def run(
         if not running:
             break
     wall = time.perf_counter() - start
-    retries, cpu, gave_up = 0, 0.0, set()
+    retries, cpu, gave_up, tries, times, sleeps = 0, 0.0, set(), [], [], 0.0
     for p in procs:
         out, _ = p.communicate()
         assert p.returncode == 0, f"a writer failed (exit {p.returncode})"
@@ -197,6 +265,9 @@ def run(
         retries += figures["retried"]
         cpu += figures["cpu"]
         gave_up.update(figures["gave_up"])
+        tries += figures["tries"]
+        times += figures["times"]
+        sleeps += figures["slept"]
     _, values = read_state(url, so, kind)
     lost, dup = check_values(values, writers, appends, kind, gave_up)
     for v in arrayds.versions(url, storage_options=so):  # gc kept what they need
@@ -214,30 +285,24 @@ def run(
         "duplicated": dup,
         "reads": reads,
         "gave_up": len(gave_up),
+        "tries": tries,
+        "times": times,
+        "slept": sleeps,
     }
 
 
 # ---------------------------------------------------------------- the stores
 
 
-def _helper(folder: str, name: str) -> Any:
-    sys.path.insert(0, str(TESTS))
-    try:
-        from conformance.servers import load_helper
-    finally:
-        sys.path.remove(str(TESTS))
-    return load_helper(folder, name)
-
-
-Store = tuple[str, dict[str, Any] | None, dict[str, Any] | None, FaultProxy | None]
+Store = tuple[str, dict[str, Any] | None, dict[str, Any] | None, Any]
 
 
 @contextmanager
 def store_for(name: str, workdir: str, faults: bool = False) -> Iterator[Store]:
     """(a root URL, storage_options, the writers' storage_options, the proxy) on the
     store ``name``: a local folder, a moto S3 server or a fake-gcs-server on 127.0.0.1.
-    With ``faults`` the writers' options go through a :class:`FaultProxy` running
-    :data:`FAULT_SCHEDULE` (else they are the same options and the proxy is None)."""
+    With ``faults`` the writers' options go through a ``FaultProxy`` running
+    :func:`fault_schedule` (else they are the same options and the proxy is None)."""
     if name == "local":
         if faults:
             raise ValueError("--faults needs --store s3 or --store gcs (an HTTP store)")
@@ -246,10 +311,10 @@ def store_for(name: str, workdir: str, faults: bool = False) -> Iterator[Store]:
     if name == "s3":
         import s3fs
 
-        server = _helper("s3", "s3server").start_moto()
+        server = tests_helper("s3", "s3server").start_moto()
         stop, fs, root = server.stop, s3fs.S3FileSystem, "s3://writers"
     else:
-        gcs = _helper("gcs", "gcsserver")
+        gcs = tests_helper("gcs", "gcsserver")
         gcs.apply_gcsfs_env()
         import gcsfs
 
@@ -261,7 +326,8 @@ def store_for(name: str, workdir: str, faults: bool = False) -> Iterator[Store]:
         if not faults:
             yield root, so, so, None
             return
-        with FaultProxy(server.endpoint_url, FAULT_SCHEDULE, seed=FAULT_SEED) as proxy:
+        proxy_type = tests_helper("faults", "proxy").FaultProxy
+        with proxy_type(server.endpoint_url, fault_schedule(), seed=FAULT_SEED) as proxy:
             yield root, so, dict(so, endpoint_url=proxy.url), proxy
     finally:
         stop()
@@ -277,6 +343,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true")
     p.add_argument("--store", action="append", choices=("local", "s3", "gcs"))
     p.add_argument("--workdir", default=None)
+    p.add_argument("--kind", action="append", choices=KINDS, help="default: all")
     p.add_argument("--no-gc", action="store_true", help="no gc beside the writers")
     p.add_argument(
         "--faults", action="store_true", help="writers through a fault proxy (S3/GCS only)"
@@ -288,15 +355,16 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [(4, 3)] if args.quick else [(4, 20), (16, 20)]
     workdir = tempfile.mkdtemp(dir=args.workdir)
     print(
-        "| store | kind | writers x appends | conflicts retried | wall | writers' CPU | "
-        "rows lost / duplicated | appends that gave up | reads checked | faults injected |\n"
-        "|---|---|---|---:|---:|---:|---|---:|---:|---|"
+        "| store | kind | writers x appends | conflicts retried | attempts per append "
+        "(median / max) | waited | wall | writers' CPU | rows lost / duplicated | appends "
+        "that gave up | reads checked | faults injected |\n"
+        "|---|---|---|---:|---|---:|---:|---:|---|---:|---:|---|"
     )
     try:
         for store in stores:
             with store_for(store, workdir, args.faults) as (root, so, wso, proxy):
                 for writers, appends in sizes:
-                    for kind in KINDS:
+                    for kind in args.kind or KINDS:
                         url = f"{root}/{kind}-{writers}-{uuid.uuid4().hex[:8]}"
                         before = Counter(proxy.injected) if proxy else Counter()
                         r = run(url, so, kind, writers, appends, not args.no_gc, wso)
@@ -304,6 +372,7 @@ def main(argv: list[str] | None = None) -> int:
                         faults = " ".join(f"{f}: {hit[f]}" for f in sorted(hit)) or "-"
                         print(
                             f"| {store} | {kind} | {writers} x {appends} | {r['retried']} | "
+                            f"{median(r['tries']):g} / {max(r['tries'])} | {r['slept']:.1f} s | "
                             f"{r['wall']:.2f} s | {r['cpu']:.2f} s | {r['lost']} / "
                             f"{r['duplicated']} | {r['gave_up']} | {r['reads']} | {faults} |",
                             flush=True,

@@ -48,6 +48,10 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from conformance.servers import load_helper
+
+Listener = load_helper("s3", "s3server").Listener  # the loopback server it runs on
+
 __all__ = ["FAULTS", "KEY_KINDS", "FaultProxy", "Rule", "key_kind"]
 
 FAULTS = ("503", "500", "429", "reset", "truncate", "slow", "lost")
@@ -175,7 +179,7 @@ def _object_key(method: str, target: str, body: bytes) -> str:
     return path
 
 
-class FaultProxy:
+class FaultProxy(Listener):
     """An HTTP proxy on 127.0.0.1 in front of ``upstream`` (``(host, port)`` or an
     ``http://host:port`` URL) injecting the faults of ``schedule`` (a sequence of
     :class:`Rule`, the first rule that fires wins) drawn from ``random.Random(seed)``.
@@ -184,6 +188,7 @@ class FaultProxy:
     """
 
     def __init__(self, upstream: tuple[str, int] | str, schedule: Any = (), seed: int = 0) -> None:
+        super().__init__()
         if isinstance(upstream, str):
             u = urlsplit(upstream)
             upstream = (u.hostname or "127.0.0.1", int(u.port or 80))
@@ -196,18 +201,6 @@ class FaultProxy:
         self.requests: collections.Counter[tuple[str, str]] = collections.Counter()
         """Requests seen, per ``(method, key kind)``."""
         self.set_schedule(schedule)
-        self._sock = socket.socket()
-        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._sock.bind(("127.0.0.1", 0))
-        self._sock.listen(128)
-        self.port = int(self._sock.getsockname()[1])
-        self._stop = threading.Event()
-        self._clients: set[socket.socket] = set()
-
-    @property
-    def url(self) -> str:
-        """The proxy's endpoint (``http://127.0.0.1:<port>``)."""
-        return f"http://127.0.0.1:{self.port}"
 
     def set_schedule(self, schedule: Any, seed: int | None = None) -> None:
         """Replace the rules (and, with ``seed``, restart the draws); the counters of
@@ -222,23 +215,6 @@ class FaultProxy:
             self._fired = [0] * len(rules)
             if seed is not None:
                 self._rng = random.Random(seed)
-
-    def start(self) -> FaultProxy:
-        threading.Thread(target=self._accept, name="fault-proxy", daemon=True).start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._sock.close()
-        with self._lock:
-            for c in list(self._clients):
-                _close(c)
-
-    def __enter__(self) -> FaultProxy:
-        return self.start()
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
 
     def _decide(self, method: str, key: str) -> Rule | None:
         with self._lock:
@@ -257,16 +233,6 @@ class FaultProxy:
                 self.injected[rule.fault] += 1
                 return rule
         return None
-
-    def _accept(self) -> None:
-        while not self._stop.is_set():
-            try:
-                client, _ = self._sock.accept()
-            except OSError:
-                return
-            with self._lock:
-                self._clients.add(client)
-            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
 
     def _serve(self, client: socket.socket) -> None:
         server: socket.socket | None = None
@@ -332,9 +298,6 @@ class FaultProxy:
             if server is not None:
                 server.close()
             down.close()
-            _close(client)
-            with self._lock:
-                self._clients.discard(client)
 
 
 def _error_response(fault: str, target: str) -> bytes:
@@ -358,12 +321,5 @@ def _linger(sock: socket.socket) -> None:
     """Make closing ``sock`` a TCP reset (no orderly shutdown)."""
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-    except OSError:
-        pass
-
-
-def _close(sock: socket.socket) -> None:
-    try:
-        sock.close()
     except OSError:
         pass

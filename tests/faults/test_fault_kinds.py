@@ -1,5 +1,6 @@
 """Faults on the write kinds beyond arrays (records appends, ragged appends, xarray
-``append_dim=``) and on records and xarray reads, through the proxy on moto S3.
+``append_dim=``) and on records and xarray reads, through the proxy on moto S3 and on
+fake-gcs-server (``backend``, from conftest.py).
 
 Each append runs under a seeded schedule of transient faults that includes a lost
 reply to the manifest PUT: it commits exactly once or raises, the node then reads
@@ -17,7 +18,7 @@ import pytest
 
 import arrayds
 from arrayds.nodes import shards as store_mod
-from arrayds.tools.verify import verify
+from arrayds.verify import verify
 
 from .proxy import Rule
 
@@ -37,8 +38,6 @@ READS = (
     Rule("503", rate=0.1, methods=("GET",), limit=2),
 )
 """A cut shard body, a 503 on a manifest, a reset on a shard, and a few 503s more."""
-
-pytestmark = pytest.mark.parametrize("backend", ["s3"])  # gcsfs's backoff is slow
 
 
 def _attempts(faulty, write: Callable[[int], Any], read: Callable[[], Any], n: int) -> None:
@@ -139,3 +138,50 @@ def test_reads_under_faults(faulty) -> None:
     loaded = xr.open_dataset(f"{url}/x", engine="arrayds", storage_options=faulty.opts)
     np.testing.assert_array_equal(loaded.load()["v"].values, np.arange(50.0))
     assert faulty.proxy.injected["truncate"] == 1 and faulty.proxy.injected["503"] >= 1
+
+
+def _xarray_with_a_commit_between_member_reads(faulty, version: bool) -> Any:
+    """``xr.open_dataset`` through the proxy, of the version current when it starts
+    (``version``) or of the current state, while another writer appends two time steps
+    to the two-step dataset exactly between its reads of the members' manifests."""
+    xr = pytest.importorskip("xarray")
+    url, direct = faulty.url, faulty.direct
+
+    def ds(start: int) -> Any:
+        t = np.arange(start, start + 2)
+        return xr.Dataset({"v": (("time",), t * 10)}, coords={"time": t})
+
+    arrayds.to_arrayrecord(ds(0), url, mode="w", storage_options=direct)
+    gen = arrayds.versions(url, storage_options=direct)[-1].generation
+
+    def append() -> None:
+        arrayds.to_arrayrecord(ds(2), url, mode="a", append_dim="time", storage_options=direct)
+
+    member = r"/(time|v)/arrayds\.json$"
+    rule = Rule("slow", delay=0, methods=("GET",), keys=member, limit=1, then=append)
+    faulty.proxy.set_schedule([rule])
+    store_mod.clear_reader_cache()
+    got = xr.open_dataset(
+        url, engine="arrayds", version=gen if version else None, storage_options=faulty.opts
+    ).load()
+    assert faulty.proxy.injected["slow"] == 1  # the other writer did commit in between
+    return got
+
+
+def test_a_current_xarray_read_is_one_commit_while_a_writer_appends(faulty) -> None:
+    got = _xarray_with_a_commit_between_member_reads(faulty, version=False)
+    assert got["time"].values.tolist() in ([0, 1], [0, 1, 2, 3])
+    np.testing.assert_array_equal(got["v"].values, got["time"].values * 10)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=(AssertionError, ValueError),
+    reason="arrayds/xarray/state.py _state_at reads the members of the version that is "
+    "current as they are now, without the re-check read_state makes: a commit between "
+    "two member reads mixes two versions (issue 28)",
+)
+def test_a_version_read_is_that_version_while_a_writer_appends(faulty) -> None:
+    got = _xarray_with_a_commit_between_member_reads(faulty, version=True)
+    assert got["time"].values.tolist() == [0, 1]
+    assert got["v"].values.tolist() == [0, 10]

@@ -2,6 +2,7 @@
 
 * :func:`start_moto` — moto's ``ThreadedMotoServer`` on ``127.0.0.1`` and a free
   port (S3 API incl. ranged GETs and conditional PUTs), request logging silenced.
+* :class:`Listener` — the loopback TCP server the test proxies are built on.
 * :class:`LatencyProxy` — a small TCP proxy in front of it that adds a fixed delay
   to every HTTP request and counts requests (in all and per HTTP method) and
   response bytes; requests its ``hold`` test picks wait until ``release`` is set.
@@ -24,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["LatencyProxy", "MotoS3", "free_port", "start_moto"]
+__all__ = ["LatencyProxy", "Listener", "MotoS3", "free_port", "start_moto"]
 
 
 def free_port() -> int:
@@ -119,48 +120,40 @@ class ProxyStats:
             self.methods.clear()
 
 
-class LatencyProxy:
-    """A TCP proxy on 127.0.0.1 that delays each HTTP request by ``latency``
-    seconds and counts requests and bytes (see the module docstring). A request
-    whose first bytes (request line and headers) ``hold`` returns true for is not
-    passed on until the ``release`` event is set (a test's handshake: work that
-    must not finish, or must not start, before a point the test chooses).
+class Listener:
+    """A TCP server on 127.0.0.1 and a free port that serves each connection in a
+    thread of its own (``_serve(client)``, which subclasses define): the base of the
+    test proxies (:class:`LatencyProxy`, tests/faults/proxy.py's ``FaultProxy``). A
+    context manager (started on entry, stopped on exit); :meth:`stop` also closes the
+    connections still open."""
 
-    >>> # p = LatencyProxy(("127.0.0.1", 5000), latency=0.005); p.start(); p.url
-    """
-
-    def __init__(self, upstream: tuple[str, int], latency: float = 0.005) -> None:
-        self.upstream = upstream
-        self.latency = latency
-        self.stats = ProxyStats()
-        self.hold: Callable[[bytes], bool] | None = None
-        self.release = threading.Event()
+    def __init__(self) -> None:
         self._sock = socket.socket()
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._sock.bind(("127.0.0.1", 0))
         self._sock.listen(128)
         self.port = int(self._sock.getsockname()[1])
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._clients: set[socket.socket] = set()
+        self._clients_lock = threading.Lock()
 
     @property
     def url(self) -> str:
+        """The endpoint (``http://127.0.0.1:<port>``)."""
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self) -> LatencyProxy:
-        self._thread = threading.Thread(target=self._accept, name="s3-proxy", daemon=True)
-        self._thread.start()
+    def start(self) -> Any:
+        threading.Thread(target=self._accept, name=type(self).__name__, daemon=True).start()
         return self
 
     def stop(self) -> None:
         self._stop.set()
-        self.release.set()
-        try:
-            self._sock.close()
-        except OSError:
-            pass
+        _close(self._sock)
+        with self._clients_lock:
+            for c in list(self._clients):
+                _close(c)
 
-    def __enter__(self) -> LatencyProxy:
+    def __enter__(self) -> Any:
         return self.start()
 
     def __exit__(self, *exc: Any) -> None:
@@ -172,13 +165,55 @@ class LatencyProxy:
                 client, _ = self._sock.accept()
             except OSError:
                 return
-            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+            with self._clients_lock:
+                self._clients.add(client)
+            threading.Thread(target=self._run, args=(client,), daemon=True).start()
+
+    def _run(self, client: socket.socket) -> None:
+        try:
+            self._serve(client)
+        finally:
+            _close(client)
+            with self._clients_lock:
+                self._clients.discard(client)
+
+    def _serve(self, client: socket.socket) -> None:
+        raise NotImplementedError
+
+
+def _close(sock: socket.socket) -> None:
+    try:
+        sock.close()
+    except OSError:
+        pass
+
+
+class LatencyProxy(Listener):
+    """A TCP proxy on 127.0.0.1 that delays each HTTP request by ``latency``
+    seconds and counts requests and bytes (see the module docstring). A request
+    whose first bytes (request line and headers) ``hold`` returns true for is not
+    passed on until the ``release`` event is set (a test's handshake: work that
+    must not finish, or must not start, before a point the test chooses).
+
+    >>> # p = LatencyProxy(("127.0.0.1", 5000), latency=0.005); p.start(); p.url
+    """
+
+    def __init__(self, upstream: tuple[str, int], latency: float = 0.005) -> None:
+        super().__init__()
+        self.upstream = upstream
+        self.latency = latency
+        self.stats = ProxyStats()
+        self.hold: Callable[[bytes], bool] | None = None
+        self.release = threading.Event()
+
+    def stop(self) -> None:
+        self.release.set()
+        super().stop()
 
     def _serve(self, client: socket.socket) -> None:
         try:
             server = socket.create_connection(self.upstream)
         except OSError:
-            client.close()
             return
         for s in (client, server):
             s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -218,7 +253,6 @@ class LatencyProxy:
                 except OSError:
                     pass
             t.join(timeout=5)
-            client.close()
             server.close()
 
     def _down(self, server: socket.socket, client: socket.socket, state: dict[str, bool]) -> None:
