@@ -229,33 +229,47 @@ def _listed(
 
 
 def _state_at(
-    store: Store, node: str, version: int | None, as_of: datetime | None, what: str
+    store: Store,
+    node: str,
+    version: int | None,
+    as_of: datetime | None,
+    what: str,
+    max_tries: int = 8,
 ) -> DatasetState:
     """The state of version ``version`` (or the one at ``as_of``) of the node: its
     own manifest of then (versions are immutable: one read), the members its
     snapshot lists as listed, the other children as of the moment that version
-    stands for (:func:`arrayds.nodes.read.read_pinned`)."""
-    nv = node_commit.read(store, node, version=version, as_of=as_of)
-    root, chain = nv.raw, [nv.stamp]
-    if root is None or root.get("kind") != "group":
-        kind = root.get("kind") if root is not None else None
-        return DatasetState(kind=kind, root=root, own=chain[-1], chain=chain, moment=as_of)
-    moment = as_of
-    if moment is None:
-        pin = read_pinned(store, node, version=nv.generation)[1]
-        moment = pin.children_as_of if pin is not None else None
-    snap, snap_members, folders = _listed(store, node, root)
-
-    def child(name: str) -> NodeVersion:
-        n = join_component(node, name)
+    stands for (:func:`arrayds.nodes.read.read_pinned`). A version that is the
+    current one when it is read stands for "now": its children are read as they
+    are, and the read counts only if the node is still at that version afterwards
+    (as :func:`read_state` checks); else a writer committed in between, the version
+    is now a kept one with a moment of its own, and it is read again."""
+    for _ in range(max_tries):
+        nv = node_commit.read(store, node, version=version, as_of=as_of)
+        root, chain = nv.raw, [nv.stamp]
+        if root is None or root.get("kind") != "group":
+            kind = root.get("kind") if root is not None else None
+            return DatasetState(kind=kind, root=root, own=chain[-1], chain=chain, moment=as_of)
+        moment = as_of
         if moment is None:
-            return node_commit.read(store, n)
-        try:
-            return node_commit.read(store, n, as_of=moment)
-        except ValueError:  # no version of it then
-            return NodeVersion(store, n, None, ABSENT)
+            pin = read_pinned(store, node, version=nv.generation)[1]
+            moment = pin.children_as_of if pin is not None else None
+        snap, snap_members, folders = _listed(store, node, root)
 
-    children = {n: child(n) for n in [*snap_members, *folders]}
+        def child(name: str, moment: datetime | None = moment) -> NodeVersion:
+            n = join_component(node, name)
+            if moment is None:
+                return node_commit.read(store, n)
+            try:
+                return node_commit.read(store, n, as_of=moment)
+            except ValueError:  # no version of it then
+                return NodeVersion(store, n, None, ABSENT)
+
+        children = {n: child(n) for n in [*snap_members, *folders]}
+        if moment is not None or node_commit.read(store, node).generation == nv.generation:
+            break
+    else:  # pragma: no cover - needs a writer committing faster than we read
+        raise CommitConflictError(f"{what}: the dataset kept changing while it was read")
     names = [n for n in children if n in snap_members or children[n].exists]
     state = _assemble(what, root, chain, children, names, snap_members, snap)
     state.moment = moment

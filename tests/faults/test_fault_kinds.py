@@ -174,14 +174,9 @@ def test_a_current_xarray_read_is_one_commit_while_a_writer_appends(faulty) -> N
     np.testing.assert_array_equal(got["v"].values, got["time"].values * 10)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=(AssertionError, ValueError),
-    reason="arrayds/xarray/state.py _state_at reads the members of the version that is "
-    "current as they are now, without the re-check read_state makes: a commit between "
-    "two member reads mixes two versions (issue 28)",
-)
 def test_a_version_read_is_that_version_while_a_writer_appends(faulty) -> None:
+    """The version current when the read starts, while another writer commits between
+    the reads of its members: exactly that version (read again as a kept one)."""
     got = _xarray_with_a_commit_between_member_reads(faulty, version=True)
     assert got["time"].values.tolist() == [0, 1]
     assert got["v"].values.tolist() == [0, 10]
