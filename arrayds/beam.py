@@ -114,7 +114,7 @@ class _WriteBundleShards(beam.DoFn):
     def _flush(self) -> dict[str, Any]:
         stem = attempt_stem(self._plan.stem)
         items, self._items, self._bytes = self._items, [], 0
-        return _records_write.write_shard(
+        return _records_write.write_records_shard(
             items, 0, dataclasses.replace(self._plan, stem=stem, total=1)
         )
 
@@ -154,7 +154,7 @@ class _ShardKey(beam.DoFn):
 
 def _write_keyed_shard(group: tuple[int, Iterable[Any]], plan: WritePlan) -> dict[str, Any]:
     index, items = group
-    return {**_records_write.write_shard(items, index, plan), "index": index}
+    return {**_records_write.write_records_shard(items, index, plan), "index": index}
 
 
 def _commit_gathered(
@@ -172,7 +172,11 @@ def _commit_gathered(
         have = {r.get("index") for r in results}
         results = [
             *results,
-            *(_records_write.write_shard([], k, plan) for k in range(num_shards) if k not in have),
+            *(
+                _records_write.write_records_shard([], k, plan)
+                for k in range(num_shards)
+                if k not in have
+            ),
         ]
         results.sort(key=lambda r: r["shard"].name)
         _records_write.commit_shards(results, plan, mode, None, expected)
@@ -462,7 +466,7 @@ class _ConvertFile(beam.DoFn):
         index, url = element
         so, compression, verify = self._args
         recs = iter_tfrecord(url, storage_options=so, compression=compression, verify=verify)
-        yield _records_write.write_shard(recs, index, self._plan)
+        yield _records_write.write_records_shard(recs, index, self._plan)
 
 
 def _read_tfrecords(url: str, so: Any, compression: Any, verify: bool) -> Iterator[bytes]:

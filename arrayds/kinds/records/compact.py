@@ -23,8 +23,7 @@ from ...nodes.options import WriterOptions
 from ...storage.base import BaseStore as Store
 from ..array.compact import read_old
 from .manifest import RecordsManifest, ShardInfo
-from .write import plan_write
-from .write import write_shard as write_records_shard
+from .write import plan_write, write_records_shard
 
 # ------------------------------------------------------------------ records
 

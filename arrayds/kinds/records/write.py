@@ -74,7 +74,7 @@ def _write_stream(
 @dataclass(frozen=True)
 class WritePlan:
     """Everything a shard-writing task needs (picklable): made by :func:`prepare_write`,
-    followed by :func:`write_shard` and :func:`commit_shards` (the dask writers here
+    followed by :func:`write_records_shard` and :func:`commit_shards` (the dask writers here
     and the Beam ones of :mod:`arrayds.beam`)."""
 
     store: Store
@@ -136,7 +136,7 @@ def _encode_items(
         yield out
 
 
-def write_shard(
+def write_records_shard(
     items: Iterable[Any], partition: int, plan: WritePlan, *, defer_sync: bool = False
 ) -> dict[str, Any]:
     """Task: encode one partition and write it as shard ``partition`` -> its result
@@ -186,7 +186,7 @@ def commit_shards(
 ) -> dict[str, Any]:
     """Task: check the node again, resolve ``auto``, write the manifest atomically.
 
-    ``results``: the :func:`write_shard` results of the shards that succeeded, in
+    ``results``: the :func:`write_records_shard` results of the shards that succeeded, in
     dataset order; the one compare-and-swap commit of every records writer.
 
     Example:
@@ -196,7 +196,8 @@ def commit_shards(
         >>> from arrayds.nodes.options import WriterOptions
         >>> opts = WriterOptions("", group_size=1)
         >>> plan, expected = records.prepare_write(url, None, "w-", opts, "auto", None, 2)
-        >>> results = [records.write_shard(p, k, plan) for k, p in enumerate([[b"a"], [b"b"]])]
+        >>> parts = [[b"a"], [b"b"]]
+        >>> results = [records.write_records_shard(p, k, plan) for k, p in enumerate(parts)]
         >>> man = records.commit_shards(results, plan, "w-", None, expected)
         >>> from arrayds.records import open_records
         >>> man["serializer"], open_records(url).data_source()[1]
@@ -286,7 +287,7 @@ def prepare_write(
     total: int,
 ) -> tuple[WritePlan, str | None]:
     """Check a write (mode, parents, serializer) before any shard is written -> (the plan
-    of ``total`` shards :func:`write_shard` follows, the serializer name the commit
+    of ``total`` shards :func:`write_records_shard` follows, the serializer name the commit
     expects or ``None`` for ``auto``); ``FileExistsError`` for ``mode="w-"`` on an
     existing node (example under :func:`commit_shards`)."""
     store, node = locate(url, component, storage_options, "a records dataset")
@@ -450,7 +451,7 @@ def write(
     if not is_bag and total == 1 and compute and not progress:
         # one shard of records already in memory: its task and the commit task run
         # here, as a graph of two tasks would (a small append costs no scheduler)
-        results = [write_shard(items, 0, plan, defer_sync=True)]
+        results = [write_records_shard(items, 0, plan, defer_sync=True)]
         man = commit_shards(results, plan, mode, dict(attrs) if attrs else None, expected)
         return RecordsDataset.from_committed(plan.store, plan.node, man)
     if is_bag:
@@ -458,7 +459,7 @@ def write(
         return _finish(data, plan, mode, attrs, expected, compute, None, progress)
     bounds = [len(items) * k // total for k in range(total + 1)]
     writes = [
-        delayed(write_shard, pure=False)(
+        delayed(write_records_shard, pure=False)(
             delayed(items[bounds[k] : bounds[k + 1]], name=f"records-{token}-{k}", traverse=False),
             k,
             plan,
@@ -487,7 +488,7 @@ def _finish(
     if _is_bag(writes):
         man = write_bag(
             writes,
-            write_shard,
+            write_records_shard,
             (plan,),
             commit_shards,
             args,
@@ -511,7 +512,7 @@ def _finish(
 
 def _write_from_source(source: Any, args: tuple[Any, ...], partition: int, plan: WritePlan):
     """Task: stream the items ``source(*args)`` yields into shard ``partition``."""
-    return write_shard(source(*args), partition, plan)
+    return write_records_shard(source(*args), partition, plan)
 
 
 def write_from_sources(
