@@ -28,6 +28,7 @@ from .nodes.names import check_component
 from .nodes.options import DEFAULT_COMPRESSION
 from .nodes.read import check_version_args, missing_node, read_node
 from .storage import get_store
+from .tools.compact import compact as compact_nodes
 
 __all__ = ["from_arrayrecord", "to_arrayrecord", "versions"]
 
@@ -121,8 +122,6 @@ def to_arrayrecord(
         kwargs["compact"] = compact
     out = writer.write(data, store, node, **options, **kwargs)
     if compact is True:
-        from .tools.compact import compact as compact_nodes
-
         compact_nodes(
             store.url,
             node or None,

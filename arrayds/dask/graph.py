@@ -27,6 +27,8 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from ..progress import compute
+
 __all__ = [
     "Fused",
     "block_keys",
@@ -299,7 +301,6 @@ def run(obj: Any, progress: bool, scheduler: Any = None) -> Any:
     """Compute ``obj`` under the shared progress rule (:mod:`arrayds.progress`): a bar
     only on a terminal; dask's ProgressBar locally, distributed's under a Client.
     ``scheduler``: as ``dask.compute``'s (``None``: dask's default for ``obj``)."""
-    from ..progress import compute
 
     return compute(obj, progress=progress, scheduler=scheduler)
 

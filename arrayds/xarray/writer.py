@@ -46,7 +46,7 @@ from ..kinds.array.grid import AxisGrid, ChunkGrid, normalize_chunks
 from ..kinds.array.handle import stack_entries
 from ..kinds.array.manifest import ArrayManifest, ShardEntry
 from ..kinds.array.tensor import check_dtype
-from ..kinds.group import GroupManifest
+from ..kinds.group import Group, GroupManifest
 from ..nodes.merge import tiered
 from ..nodes.names import check_component, join_component
 from ..nodes.options import DEFAULT_COMPRESSION, check_compression, writer_options
@@ -429,7 +429,6 @@ def _in_memory(plans: Sequence[tuple[str, VariablePlan, str]]) -> bool:
 def _group(store: Store, node: str, doc: Mapping[str, Any]) -> Any:
     """The written :class:`arrayds.Group` at ``node``: the group manifest the write
     committed (``doc``), not read back."""
-    from ..kinds.group import Group
 
     return Group(store, node, GroupManifest.from_json(doc, f"group {store.display(node)!r}"))
 

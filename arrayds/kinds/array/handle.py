@@ -48,6 +48,7 @@ import numpy as np
 
 from ...errors import CommitConflictError, CorruptionError
 from ...files.reader import ArrayRecordReader
+from ...html_repr import node_html
 from ...nodes import commit
 from ...nodes import registry as kinds
 from ...nodes.handle import Node
@@ -79,6 +80,7 @@ from .grid import (
 )
 from .manifest import ArrayManifest, ShardEntry, ShardList
 from .tensor import decode_chunk, encode_chunk, new_buffer, npy_header
+from .to_dask import array_to_dask
 
 __all__ = [
     "Array",
@@ -458,7 +460,6 @@ class Array(Node):
 
     def _repr_html_(self) -> str:
         """A summary table and the chunk map (:mod:`arrayds.html_repr`)."""
-        from ...html_repr import node_html
 
         return node_html(self._store, self._node, self._m, mode=self._mode, version=self.version)
 
@@ -1099,7 +1100,6 @@ def dask_array(a: Array, chunks: Any = None, name: str | None = None) -> Any:
     >>> dask_array(a).chunks
     ((2, 2),)
     """
-    from .to_dask import array_to_dask
 
     return array_to_dask(a, chunks=chunks, name=name)
 
