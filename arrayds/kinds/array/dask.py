@@ -354,21 +354,18 @@ def write_array(
     store: Store,
     node: str,
     *,
-    mode: str = "w-",
-    compression: str = DEFAULT_COMPRESSION,
     shard_size: Any = None,
-    region: Any = None,
-    attrs: Mapping[str, Any] | None = None,
-    dims: Sequence[str] | None = None,
-    fill_value: Any = 0,
     compute: bool = True,
     progress: bool = False,
     compact: bool | str = "tiered",
+    **plan: Any,
 ) -> Any:
     """Write the dask array ``x`` to the array node ``node`` (see
-    :func:`arrayds.to_arrayrecord`; ``compact="tiered"``: an append's commit merges
-    the newest small shards by tiers). Returns the committed :class:`Array` or, with
-    ``compute=False``, a ``dask.delayed.Delayed`` that writes and commits.
+    :func:`arrayds.to_arrayrecord`; ``plan``: the keywords of :func:`plan_array_write`,
+    ``mode``, ``compression``, ``region``, ``attrs``, ``dims``, ``fill_value``;
+    ``compact="tiered"``: an append's commit merges the newest small shards by tiers).
+    Returns the committed :class:`Array` or, with ``compute=False``, a
+    ``dask.delayed.Delayed`` that writes and commits.
 
     Two steps: :func:`plan_array_write` checks the arguments against the node,
     :func:`write_plan_graph` builds the graph (shard tasks and the commit).
@@ -378,18 +375,9 @@ def write_array(
     >>> write_array(da.ones(5, chunks=2), st, "x").chunks
     ((2, 2, 1),)
     """
-    plan = plan_array_write(
-        x,
-        store,
-        node,
-        mode=mode,
-        compression=compression,
-        region=region,
-        attrs=attrs,
-        dims=dims,
-        fill_value=fill_value,
+    commit_task = write_plan_graph(
+        plan_array_write(x, store, node, **plan), shard_size, tiered=compact == "tiered"
     )
-    commit_task = write_plan_graph(plan, shard_size, tiered=compact == "tiered")
     if not compute:
         return commit_task
     return run(commit_task, progress)
