@@ -1,5 +1,5 @@
 """What the ArrayRecord reader, writer and data source share: paths and file systems,
-the codecs the engine was built with, index arrays.
+the codecs the engine was built with, index arrays, reads run at once on a pool.
 
 >>> codecs()["zstd"], fspath("a/b.array_record", "reader")
 (True, 'a/b.array_record')
@@ -7,8 +7,10 @@ the codecs the engine was built with, index arrays.
 
 from __future__ import annotations
 
+import contextvars
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import FIRST_EXCEPTION, Executor, wait
 from typing import TYPE_CHECKING, Any, Union
 
 import numpy as np
@@ -127,3 +129,29 @@ def raise_closed(what: str) -> Callable[..., Any]:
         raise ValueError(f"{what} is closed")
 
     return closed
+
+
+def run_each(pool: Executor, fn: Callable[[Any], Any], args: Sequence[Any]) -> list[Any]:
+    """``[fn(a) for a in args]``, run at once on ``pool`` (each call in a copy of this
+    thread's context, so it reads with this thread's coalescing options; a single call
+    runs here). Every call has ended before this returns or raises: the first failure
+    cancels the calls not yet started and is raised once the running ones are done,
+    so no read outlives the request that made it, nor writes into its output after it
+    has failed.
+
+    >>> from concurrent.futures import ThreadPoolExecutor
+    >>> with ThreadPoolExecutor(2) as pool:
+    ...     run_each(pool, lambda x: x * x, [1, 2, 3])
+    [1, 4, 9]
+    """
+    if len(args) <= 1:
+        return [fn(a) for a in args]
+    futures = [pool.submit(contextvars.copy_context().run, fn, a) for a in args]
+    done, pending = wait(futures, return_when=FIRST_EXCEPTION)
+    failed = [f for f in futures if f in done and f.exception() is not None]
+    if failed:
+        for f in pending:
+            f.cancel()
+        wait(futures)
+        raise failed[0].exception()  # type: ignore[misc]
+    return [f.result() for f in futures]

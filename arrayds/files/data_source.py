@@ -21,7 +21,6 @@ opened. Any other path is an ArrayRecord file (or a glob of them).
 from __future__ import annotations
 
 import bisect
-import contextvars
 import functools
 import glob as _glob
 import hashlib
@@ -36,7 +35,7 @@ from typing import Any, Protocol, SupportsIndex
 
 import numpy as np
 
-from .common import PathLike, fspath, index_array, resolve_fs
+from .common import PathLike, fspath, index_array, resolve_fs, run_each
 from .options import ReaderOptions, parse_reader_options
 from .reader import ArrayRecordReader, prefetcher
 
@@ -519,9 +518,7 @@ class ArrayRecordDataSource:
         parts = np.split(order, cuts)
         if self._remote:
             # remote files: one coalesced pass per file, the files fetched at once
-            ctx = contextvars.copy_context
-            for f in [prefetcher().submit(ctx().run, read, p) for p in parts]:
-                f.result()
+            run_each(prefetcher(), read, parts)
         else:
             for part in parts:
                 read(part)

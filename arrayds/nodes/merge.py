@@ -15,6 +15,7 @@ to its own commit); ``arrayds compact``
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import wait
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -443,11 +444,17 @@ def in_parallel(fn: Callable[[Any], Any], args: Sequence[Any], store: Store) -> 
     pool = io_pool()
     window = 2 * IO_THREADS
     futures = [pool.submit(fn, a) for a in args[:window]]
-    for i in range(len(args)):
-        if i + window < len(args):
-            futures.append(pool.submit(fn, args[i + window]))
-        yield futures[i].result()
-        futures[i] = None  # type: ignore[call-overload]
+    try:
+        for i in range(len(args)):
+            if i + window < len(args):
+                futures.append(pool.submit(fn, args[i + window]))
+            yield futures[i].result()
+            futures[i] = None  # type: ignore[call-overload]
+    finally:  # left early (an error, a closed generator): no read outlives the merge
+        live = [f for f in futures if f is not None]
+        for f in live:
+            f.cancel()
+        wait(live)
 
 
 UNWEIGHED = 1 << 62

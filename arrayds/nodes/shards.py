@@ -10,7 +10,8 @@
   (:mod:`arrayds.storage.coalesce`);
 * :func:`read_shard_records` / :func:`read_shard_records_into` — batched reads of a shard's records;
 * :func:`io_stats` — counters of reader opens and records read, for tests and
-  diagnostics; :func:`io_pool` — the small pool that reads several shards at once.
+  diagnostics; :func:`io_pool` — the small pool that reads several shards at once
+  (through :func:`arrayds.files.common.run_each`).
 
 Node names are :mod:`arrayds.nodes.names`'; manifests are :mod:`arrayds.nodes.commit`'s.
 

@@ -34,7 +34,6 @@ which that shard's entries come last (they override older ones).
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import errno
 import html
 import itertools
@@ -47,6 +46,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import CommitConflictError, CorruptionError
+from ...files.common import run_each
 from ...files.reader import ArrayRecordReader
 from ...html_repr import node_html
 from ...nodes import commit
@@ -699,13 +699,7 @@ class Array(Node):
 
                 put(k, idx, decode_chunk(buf, dtype, shape, what))
 
-        if len(groups) == 1:
-            run(groups[0])
-            return
-        # the pool's threads read with this thread's coalescing options
-        futures = [io_pool().submit(contextvars.copy_context().run, run, g) for g in groups]
-        for f in futures:
-            f.result()
+        run_each(io_pool(), run, groups)
 
     def _fetch_into(
         self, plan: _Plan, group: np.ndarray, full: np.ndarray, relpath: str, out: Any

@@ -10,7 +10,6 @@ array([3., 4., 5.], dtype=float32)
 
 from __future__ import annotations
 
-import contextvars
 import errno
 import numbers
 import operator
@@ -18,12 +17,14 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
+from concurrent.futures import wait
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ...errors import CorruptionError
+from ...files.common import run_each
 from ...nodes import registry as kinds
 from ...nodes.handle import Node
 from ...nodes.names import (
@@ -381,10 +382,7 @@ class RaggedArray(Node):
 
     def _indexes(self, shard_ids: Iterable[int]) -> dict[int, tuple[np.ndarray, np.ndarray]]:
         ids = sorted(set(int(k) for k in shard_ids))
-        if len(ids) <= 1:
-            return {k: self._load_index(k) for k in ids}
-        futures = {k: io_pool().submit(self._load_index, k) for k in ids}
-        return {k: f.result() for k, f in futures.items()}
+        return dict(zip(ids, run_each(io_pool(), self._load_index, ids), strict=True))
 
     def _locate(self, items: np.ndarray) -> np.ndarray:
         """Shard number of each (valid) item index."""
@@ -447,12 +445,7 @@ class RaggedArray(Node):
                 for j, p, arr in local:
                     parts.setdefault(j, []).append((p, arr))  # type: ignore[arg-type]
 
-        if len(groups) == 1:
-            run(groups[0])
-        else:
-            futures = [io_pool().submit(contextvars.copy_context().run, run, g) for g in groups]
-            for f in futures:
-                f.result()
+        run_each(io_pool(), run, groups)
         for j, lst in parts.items():
             if len(lst) == 1:
                 blocks[j] = lst[0][1]  # type: ignore[index]
@@ -536,11 +529,15 @@ class RaggedArray(Node):
             return
         pool = io_pool()
         nxt = pool.submit(self._read_shard, 0)
-        for k in range(len(shards)):
-            cur = nxt.result()
-            if k + 1 < len(shards):
-                nxt = pool.submit(self._read_shard, k + 1)
-            yield from cur
+        try:
+            for k in range(len(shards)):
+                cur = nxt.result()
+                if k + 1 < len(shards):
+                    nxt = pool.submit(self._read_shard, k + 1)
+                yield from cur
+        finally:  # a loop left early: the read ahead ends before the generator does
+            nxt.cancel()
+            wait([nxt])
 
     def _read_shard(self, k: int) -> list[np.ndarray]:
         sh = self._m.shards[k]
