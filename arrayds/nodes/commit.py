@@ -141,6 +141,16 @@ class NodeVersion:
             return None
         return log.resolve(self.store, self.node, self.head, self.what)
 
+    @cached_property
+    def lazy_raw(self) -> dict[str, Any] | None:
+        """:attr:`raw` with the node's own shard list, if a log with segments, as an
+        :class:`arrayds.nodes.history.ShardLog` (its segments load when used)."""
+        if self.head is None:
+            return None
+        if "raw" in self.__dict__:  # resolved already: nothing to save
+            return self.raw
+        return log.resolve(self.store, self.node, self.head, self.what, lazy=True)
+
     @property
     def kind(self) -> str | None:
         kind = self.head.get("kind") if self.head is not None else None

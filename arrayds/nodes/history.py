@@ -43,20 +43,25 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+import numpy as np
+
 from ..abc.store import Store
 from ..errors import CorruptionError
+from ..files.common import run_each
 from .names import META_DIR, dump_json, new_write_id, parse_json
+from .shards import io_pool
 
 __all__ = [
     "HISTORY_FROM",
     "Appended",
     "LOG_DIR",
     "META_DIR",
+    "SEGMENT_LIMIT",
     "TAIL_LIMIT",
     "VERSIONS_DIR",
     "Extend",
@@ -67,8 +72,10 @@ __all__ = [
     "log_files",
     "now",
     "parse_time",
+    "ShardLog",
     "resolve",
     "segment",
+    "summary",
     "version_key",
     "version_of_key",
 ]
@@ -84,6 +91,11 @@ TAIL_LIMIT = 32
 SEGMENT_FORMAT = "arrayds-segment"
 MAX_SEGMENT_BYTES = 1 << 30
 """A segment file larger than this is refused as damaged before it is parsed."""
+SEGMENT_LIMIT = 1024
+"""The most entries a writer puts in one segment: the merge of the binary counter stops
+there, and a longer run of new entries is written as several segments. A read that
+needs one entry then loads at most this many (about 120 KiB of JSON for an array),
+however long the list."""
 
 
 @dataclass(frozen=True)
@@ -251,6 +263,7 @@ def segment(store: Store, node: str, ref: Any, what: str) -> list[Any]:
         raise CorruptionError(f"{where} is not an arrayds segment")
     if len(entries) != count or doc.get("count") != count:
         raise CorruptionError(f"{where} holds {len(entries)} entries; the manifest says {count}")
+    _check_summary(ref, entries, where)
     with _cache_lock:
         _cache[ck] = entries
         _cache_size += len(entries) + 1
@@ -258,6 +271,45 @@ def segment(store: Store, node: str, ref: Any, what: str) -> list[Any]:
             _, old = _cache.popitem(last=False)
             _cache_size -= len(old) + 1
     return entries
+
+
+def _is_count(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and x >= 0
+
+
+def summary(entries: Sequence[Any]) -> dict[str, Any]:
+    """What a segment's reference says of its entries, so that a reader can tell
+    without loading the segment whether it may hold what a read looks for:
+    ``records``, the sum of the entries' ``records`` (when every entry has one), and
+    ``box``, ``[start, stop]``: the smallest box of chunk coordinates that holds every
+    entry's box (when every entry has a ``start`` and a ``stop`` of the same length).
+
+    >>> summary([{"start": [0, 4], "stop": [2, 6], "records": 4},
+    ...          {"start": [5, 0], "stop": [6, 1], "records": 1}])
+    {'records': 5, 'box': [[0, 0], [6, 6]]}
+    >>> summary([{"path": "a"}])
+    {}
+    """
+    out: dict[str, Any] = {}
+    recs = [e.get("records") if isinstance(e, dict) else None for e in entries]
+    if entries and all(_is_count(r) for r in recs):
+        out["records"] = sum(recs)  # type: ignore[arg-type]
+    starts = [e.get("start") if isinstance(e, dict) else None for e in entries]
+    stops = [e.get("stop") if isinstance(e, dict) else None for e in entries]
+    if entries and isinstance(starts[0], list):
+        ndim = len(starts[0])
+        if all(
+            isinstance(a, list)
+            and isinstance(b, list)
+            and len(a) == ndim == len(b)
+            and all(_is_count(x) for x in a)
+            and all(_is_count(x) for x in b)
+            for a, b in zip(starts, stops, strict=True)
+        ):
+            lo = [min(a[d] for a in starts) for d in range(ndim)]  # type: ignore[index]
+            hi = [max(b[d] for b in stops) for d in range(ndim)]  # type: ignore[index]
+            out["box"] = [lo, hi]
+    return out
 
 
 def _check_ref(ref: Any, what: str) -> tuple[str, int]:
@@ -273,9 +325,49 @@ def _check_ref(ref: Any, what: str) -> tuple[str, int]:
         or not isinstance(count, int)
         or isinstance(count, bool)
         or count < 0
+        or ("records" in ref and not _is_count(ref["records"]))
+        or ("box" in ref and not _is_box(ref["box"]))
     ):
         raise CorruptionError(f"{what}: manifest segment reference {ref!r} is invalid")
     return path, count
+
+
+def _is_box(box: Any) -> bool:
+    return (
+        isinstance(box, list)
+        and len(box) == 2
+        and all(isinstance(b, list) and all(_is_count(x) for x in b) for b in box)
+        and len(box[0]) == len(box[1])
+        and all(a <= b for a, b in zip(box[0], box[1], strict=True))
+    )
+
+
+def _check_summary(ref: Mapping[str, Any], entries: list[Any], where: str) -> None:
+    """A segment's entries must agree with what its reference says of them: the same
+    ``records`` sum, and every entry inside the reference's ``box`` (else a read that
+    trusted the reference would miss entries, or find them where none can be)."""
+    if "records" not in ref and "box" not in ref:
+        return
+    got = summary(entries)
+    if "records" in ref and got.get("records") != ref["records"]:
+        raise CorruptionError(
+            f"{where}: its entries hold {got.get('records')} records; "
+            f"the manifest says {ref['records']}"
+        )
+    if "box" in ref:
+        box, have = ref["box"], got.get("box")
+        if (
+            have is None
+            or len(have[0]) != len(box[0])
+            or not all(
+                a <= c and d <= b
+                for a, b, c, d in zip(box[0], box[1], have[0], have[1], strict=True)
+            )
+        ):
+            raise CorruptionError(
+                f"{where}: its entries span the chunk box {have}, outside the box "
+                f"{box} the manifest gives it"
+            )
 
 
 def _write_segment(store: Store, node: str, entries: Sequence[Any]) -> dict[str, Any]:
@@ -290,7 +382,14 @@ def _write_segment(store: Store, node: str, entries: Sequence[Any]) -> dict[str,
     with _cache_lock:  # the writer reads its own segments next
         _cache[(store.canonical_url, _key(node, path))] = entries
         _cache_size += len(entries) + 1
-    return {"path": path, "count": len(entries)}
+    return {"path": path, "count": len(entries), **summary(entries)}
+
+
+def _write_segments(store: Store, node: str, entries: list[Any]) -> list[dict[str, Any]]:
+    """``entries`` as segments of at most :data:`SEGMENT_LIMIT` entries each, written
+    at once; their references, in order."""
+    runs = [entries[i : i + SEGMENT_LIMIT] for i in range(0, len(entries), SEGMENT_LIMIT)]
+    return run_each(io_pool(), lambda run: _write_segment(store, node, run), runs)
 
 
 # ------------------------------------------------------------------ shard logs
@@ -316,18 +415,113 @@ def _resolve_list(store: Store, node: str, value: Any, what: str) -> Any:
     return out
 
 
+class ShardLog(Sequence[Any]):
+    """A stored shard log read lazily: the list of its entries (a ``Sequence``:
+    ``len()`` is known from the references, indexing or iterating loads every
+    segment once), and the segments one by one for a read that needs only some
+    (:meth:`meeting`, :meth:`load`), each loaded and checked when first used.
+
+    >>> from arrayds.storage import new_store
+    >>> st = new_store("memory://log-shardlog-doc")
+    >>> entries = [{"path": f"c/{i}", "start": [i], "stop": [i + 1], "records": 1}
+    ...            for i in range(3000)]
+    >>> head, _ = encode(st, "", {"kind": "array", "shards": entries}, None)
+    >>> lg = ShardLog(st, "", head["shards"], "doc")
+    >>> len(lg), len(lg.refs), lg.meeting([2500], [2500]), lg.load(2)[452]["start"]
+    (3000, 3, [2], [2500])
+    """
+
+    __slots__ = ("_all", "_box_lo", "_box_hi", "_boxed", "_node", "_store", "_what", "refs", "tail")
+
+    def __init__(self, store: Store, node: str, value: Any, what: str) -> None:
+        segs, tail = (value.get("segments"), value.get("tail")) if _is_log(value) else (None, None)
+        if not isinstance(segs, list) or not isinstance(tail, list):
+            raise CorruptionError(f"{what}: manifest field 'shards' is not a shard list")
+        for ref in segs:
+            _check_ref(ref, what)
+        self.refs: list[dict[str, Any]] = segs
+        """The references of the segments, in order (``path``, ``count``, and what
+        :func:`summary` gave their writer)."""
+        self.tail: list[Any] = tail
+        self._store, self._node, self._what = store, node, what
+        self._all: list[Any] | None = None
+        self._boxed: Any = None
+
+    def __len__(self) -> int:
+        return sum(r["count"] for r in self.refs) + len(self.tail)
+
+    def entries(self) -> list[Any]:
+        """Every entry, in order (each segment loaded once)."""
+        if self._all is None:
+            out: list[Any] = []
+            for k in range(len(self.refs)):
+                out.extend(self.load(k))
+            out.extend(self.tail)
+            self._all = out
+        return self._all
+
+    def __getitem__(self, i: Any) -> Any:
+        return self.entries()[i]
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.entries())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (ShardLog, list)):
+            return list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"ShardLog({len(self.refs)} segments, {len(self)} entries)"
+
+    def load(self, k: int) -> list[Any]:
+        """The entries of segment ``k`` (checked against its reference)."""
+        return segment(self._store, self._node, self.refs[k], self._what)
+
+    def meeting(self, lo: Sequence[int], hi: Sequence[int]) -> list[int]:
+        """The segments that may hold an entry whose box meets the box of chunk
+        coordinates ``lo`` .. ``hi`` (both included): those whose reference has a
+        ``box`` that meets it, and those whose reference has none."""
+        if self._boxed is None:
+            nd = len(lo)
+            ok = [isinstance(r.get("box"), list) and len(r["box"][0]) == nd for r in self.refs]
+            self._boxed = np.array(ok, dtype=bool)
+            self._box_lo = np.array(
+                [r["box"][0] if b else [0] * nd for r, b in zip(self.refs, ok, strict=True)],
+                dtype=np.int64,
+            ).reshape(len(self.refs), nd)
+            self._box_hi = np.array(
+                [r["box"][1] if b else [0] * nd for r, b in zip(self.refs, ok, strict=True)],
+                dtype=np.int64,
+            ).reshape(len(self.refs), nd)
+        lo_a = np.asarray(lo, dtype=np.int64)
+        hi_a = np.asarray(hi, dtype=np.int64)
+        meets = np.all((self._box_lo <= hi_a) & (self._box_hi > lo_a), axis=1)
+        return np.flatnonzero(meets | ~self._boxed).tolist()
+
+
 def _members(head: Mapping[str, Any]) -> dict[str, Any] | None:
     snap = head.get("snapshot")
     members = snap.get("members") if isinstance(snap, dict) else None
     return members if isinstance(members, dict) else None
 
 
-def resolve(store: Store, node: str, head: Mapping[str, Any], what: str) -> dict[str, Any]:
+def resolve(
+    store: Store, node: str, head: Mapping[str, Any], what: str, *, lazy: bool = False
+) -> dict[str, Any]:
     """The logical manifest of a stored head: its shard logs replaced by their entries
-    (the head itself if it holds none, as every format 1 manifest)."""
+    (the head itself if it holds none, as every format 1 manifest). ``lazy``: the
+    node's own ``shards``, if a log with segments, is a :class:`ShardLog` instead,
+    whose segments load when used (the open of a long list costs its head only)."""
     out = dict(head)
     if "shards" in out:
-        out["shards"] = _resolve_list(store, node, out["shards"], what)
+        value = out["shards"]
+        if lazy and _is_log(value) and value.get("segments"):
+            out["shards"] = ShardLog(store, node, value, what)
+        else:
+            out["shards"] = _resolve_list(store, node, value, what)
     members = _members(head)
     if members is not None and any(
         isinstance(m, dict) and isinstance(m.get("shards"), dict) for m in members.values()
@@ -370,12 +564,18 @@ def _append(
     if len(tail) <= TAIL_LIMIT:
         return {"segments": segs, "tail": tail} if segs else tail
     # the tail becomes a segment, merged first with the last segments while the older
-    # one is less than twice the size of what follows it (one file written)
+    # one is less than twice the size of what follows it and the two fit in one
+    # segment (one file written); a tail longer than a segment becomes several
     entries = tail
-    while segs and segs[-1]["count"] < 2 * len(entries):
+    while (
+        segs
+        and segs[-1]["count"] < 2 * len(entries)
+        and segs[-1]["count"] + len(entries) <= SEGMENT_LIMIT
+    ):
         entries = [*segment(store, node, segs.pop(), store.display(node)), *entries]
-    segs.append(_write_segment(store, node, entries))
-    written.append(segs[-1]["path"])
+    new = _write_segments(store, node, entries)
+    segs += new
+    written += [r["path"] for r in new]
     return {"segments": segs, "tail": []}
 
 

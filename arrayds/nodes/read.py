@@ -24,7 +24,7 @@ from ..storage import get_store, new_store
 from ..storage.base import BaseStore as Store
 from . import commit
 from .names import check_component
-from .registry import get, parse_node
+from .registry import find, get, parse_node
 
 
 def data_source(
@@ -150,9 +150,12 @@ def read_pinned(
     ({}, 1, True)
     """
     nv = commit.read(store, node, version=version, as_of=as_of)
-    if nv.raw is None:
+    if nv.head is None:
         return None, None
-    m = parse_node(nv.raw, f"node {store.display(node)!r}")
+    kind = find(nv.kind)
+    raw = nv.lazy_raw if kind is not None and kind.lazy_shards else nv.raw
+    assert raw is not None
+    m = parse_node(raw, f"node {store.display(node)!r}")
     if version is None and as_of is None:
         return m, None
     if as_of is not None:

@@ -146,6 +146,10 @@ class NodeKind:
     place_tail: Callable[[Sequence[Any], list[Any]], list[Any]] | None = None
     """``place_tail(old_tail, new_entries)`` -> the entries of a rewritten tail of the
     shard list, placed where ``old_tail`` was (``None``: as they are)."""
+    lazy_shards: bool = False
+    """Whether ``parse`` takes the node's shard list as an
+    :class:`arrayds.nodes.history.ShardLog` whose segments load when used (an open then
+    reads the head only), rather than as a complete list."""
     totals: str = ""
     """The key of ``arrayds info --json``'s totals that counts nodes of this kind."""
     plural: str = ""

@@ -4,6 +4,8 @@
   version, the head fields and the file layout; writing the fixture again with the
   current code gives the same structure (file layout and head fields, ids and times
   aside), so a change of format 2 cannot pass unnoticed.
+* ``v2-unindexed`` (written by the release before segment references carried a
+  summary): read value by value as ``v2``, segments loaded whole as they must be.
 * ``v1`` (written by the last format 1 release, make_fixtures.py): this release reads
   it, appends to it and it stays format 1; ``upgrade`` makes it format 2 with
   identical contents; the format 1 release then refuses it with its own message.
@@ -49,10 +51,10 @@ fx = _script()
 EXPECTED = fx.expected()
 
 
-@pytest.fixture
-def v2(tmp_path) -> str:
-    """A copy of the v2 fixture (tests never change the committed files)."""
-    return shutil.copytree(DATA / "v2", tmp_path / "v2")
+@pytest.fixture(params=["v2", "v2-unindexed"])
+def v2(tmp_path, request) -> str:
+    """A copy of a v2 fixture (tests never change the committed files)."""
+    return shutil.copytree(DATA / request.param, tmp_path / request.param)
 
 
 @pytest.fixture
@@ -128,6 +130,12 @@ def test_v2_fixture_holds_the_format_on_disk():
     assert isinstance(r["shards"], list) and len(r["shards"]) == 3
     seg = json.loads(store.get("x/" + x["shards"]["segments"][0]["path"]))
     assert seg["format"] == "arrayds-segment" and seg["count"] == len(seg["entries"]) == 69
+    # the reference says what its entries hold: their records and their chunk box
+    ref = x["shards"]["segments"][0]
+    assert ref["records"] == sum(e["records"] for e in seg["entries"]) == 162
+    assert ref["box"] == [[0], [100]]
+    old = json.loads((DATA / "v2-unindexed" / "x" / "arrayds.json").read_bytes())
+    assert set(old["shards"]["segments"][0]) == {"path", "count"}
 
 
 _ID = re.compile(r"[0-9a-f]{24}")

@@ -218,7 +218,7 @@ class _Plan:
     """A selection mapped onto the chunk grid: per-axis plans, the touched chunk
     coordinates (K, ndim) and their (entry, record) in the shard table."""
 
-    __slots__ = ("plans", "lens", "coords", "entry", "record", "multi", "sizes")
+    __slots__ = ("plans", "lens", "coords", "entry", "record", "multi", "sizes", "table")
 
     def __init__(self, m: ArrayManifest, sel: Selection) -> None:
         axes = m.grid.axes
@@ -235,7 +235,11 @@ class _Plan:
             self.multi = np.unravel_index(np.arange(self.coords.shape[0]), self.lens)
         if not self.lens:
             self.coords = np.zeros((1, 0), dtype=np.int64)
-        self.entry, self.record = m.table.locate(self.coords)
+        c = self.coords
+        self.table = m.table_for(c.min(axis=0), c.max(axis=0)) if c.size else m.table
+        """The shard table ``entry`` numbers point into (of the entries near the
+        selection only, for a long list: :meth:`ArrayManifest.table_for`)."""
+        self.entry, self.record = self.table.locate(c)
 
     @property
     def k(self) -> int:
@@ -308,7 +312,6 @@ class Array(Node):
         self._m = manifest
         self._mode = mode
         self._lock = threading.Lock()
-        self._record_counts: tuple[Any, dict[str, int]] | None = None
 
     # -- identity
 
@@ -515,7 +518,7 @@ class Array(Node):
                 return np.full(sel.shape, m.fill, dtype=dtype)
             idx = (0,) * m.ndim
             if plan.full()[0]:
-                table = m.table
+                table = plan.table
                 relpath = table.paths[int(table.path_ids[plan.entry[0]])]
                 coord = tuple(int(c) for c in plan.coords[0])
                 chunk = self._decode_new(relpath, int(plan.record[0]), coord, plan.chunk_shape(idx))
@@ -539,7 +542,7 @@ class Array(Node):
 
     def _reader(self, relpath: str, whole: bool = False) -> ArrayRecordReader:
         try:
-            sizes = self._m.table.sizes
+            sizes = self._m.shard_sizes()
             size = sizes.get(relpath)
             # a read of most of a small remote shard fetches all of it in one request
             whole = whole and size is not None and size <= coalesce_options().max_size
@@ -553,23 +556,12 @@ class Array(Node):
         except CorruptionError as e:
             raise CorruptionError(f"{self.what}: shard {relpath!r} is damaged: {e}") from None
 
-    def _shard_records(self, relpath: str) -> int:
-        """How many records the manifest places in shard ``relpath``."""
-        table = self._m.table
-        cached = self._record_counts
-        if cached is None or cached[0] is not table:
-            per_entry = np.prod(table.stops - table.starts, axis=1)
-            sums = np.bincount(table.path_ids, weights=per_entry, minlength=len(table.paths))
-            cached = (table, {p: int(n) for p, n in zip(table.paths, sums, strict=True)})
-            self._record_counts = cached
-        return cached[1].get(relpath, 0)
-
     def _reader_with(self, relpath: str, recs: Any) -> ArrayRecordReader:
         """The reader of shard ``relpath``, checked to hold every record in ``recs``
         (else the manifest and the shard disagree: CorruptionError naming both). A
         read of more than half the shard's records asks for the whole shard
         (:func:`arrayds.nodes.shards.shard_reader`'s ``whole``)."""
-        whole = not self._store.local and 2 * len(recs) > self._shard_records(relpath) > 0
+        whole = not self._store.local and 2 * len(recs) > self._m.shard_records(relpath) > 0
         reader = self._reader(relpath, whole)
         n = len(reader)
         top = max(recs) if isinstance(recs, list) else int(recs.max())
@@ -645,7 +637,7 @@ class Array(Node):
                 return None
             coord.append(c)
             shape.append(size)
-        table = m.table
+        table = m.table_for(coord, coord)
         e, r = table.locate_one(coord)
         if e < 0:
             return np.full(shape, m.fill, dtype=m.dtype)
@@ -666,7 +658,7 @@ class Array(Node):
         if ks.size == 0:
             return
         m = self._m
-        table = m.table
+        table = plan.table
         pids = table.path_ids[plan.entry[ks]]
         if ks.size == 1 or pids.min() == pids.max():
             groups = [ks]

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import CommitConflictError, CorruptionError
+from ...nodes.history import ShardLog
 from ...nodes.names import (
     FORMAT,
     FORMAT_VERSION,
@@ -284,11 +285,11 @@ class ShardList(Sequence[ShardEntry]):
     (2, ['c/a', 'c/b'])
     """
 
-    __slots__ = ("_extra", "_grid", "_parsed", "_raw", "_what")
+    __slots__ = ("_extra", "_grid", "_parsed", "_raw", "_segments", "_what")
 
     def __init__(
         self,
-        raw: list[Any],
+        raw: Sequence[Any],
         grid: ChunkGrid,
         what: str,
         extra: Sequence[ShardEntry] = (),
@@ -298,6 +299,7 @@ class ShardList(Sequence[ShardEntry]):
         self._what = what
         self._extra = list(extra)
         self._parsed: list[ShardEntry] | None = None
+        self._segments: dict[int, list[ShardEntry]] = {}
 
     def _entries(self) -> list[ShardEntry]:
         if self._parsed is None:
@@ -324,9 +326,32 @@ class ShardList(Sequence[ShardEntry]):
     def extended(self, new: Sequence[ShardEntry]) -> ShardList:
         """This list with ``new`` appended (nothing parsed that was not already)."""
         out = ShardList(self._raw, self._grid, self._what, [*self._extra, *new])
+        out._segments = self._segments
         if self._parsed is not None:
             out._parsed = [*self._parsed, *new]
         return out
+
+    def select(self, lo: Sequence[int], hi: Sequence[int]) -> tuple[Any, list[ShardEntry]] | None:
+        """For a list stored as a :class:`arrayds.nodes.history.ShardLog` of several
+        segments: the entries that may hold a chunk of the box ``lo`` .. ``hi`` (both
+        included), in order (those of the segments whose box meets it, the tail, the
+        entries added since), and a key naming that choice; the last entry holding a
+        chunk of the box is the same as in the whole list. ``None`` when the list is
+        parsed already or the choice would be every segment."""
+        raw = self._raw
+        if self._parsed is not None or not isinstance(raw, ShardLog):
+            return None
+        ks = raw.meeting(lo, hi)
+        if len(ks) == len(raw.refs):
+            return None
+        out: list[ShardEntry] = []
+        for k in ks:
+            got = self._segments.get(k)
+            if got is None:
+                got = self._segments[k] = _parse_shards(raw.load(k), self._grid, self._what)
+            out += got
+        out += _parse_shards(raw.tail, self._grid, self._what)
+        return (tuple(ks), len(self._extra)), out + self._extra
 
     @property
     def extent(self) -> tuple[int, ...]:
@@ -396,9 +421,18 @@ class ShardTable:
         self._bounds: list[np.ndarray] = []
         self._bounds_l: list[list[int]] = []
         self._cells_built = False
+        self._records: dict[str, int] | None = None
 
     def __len__(self) -> int:
         return len(self.entries)
+
+    def records_in(self, path: str) -> int:
+        """How many records the entries place in shard file ``path``."""
+        if self._records is None:
+            per_entry = np.prod(self.stops - self.starts, axis=1)
+            sums = np.bincount(self.path_ids, weights=per_entry, minlength=len(self.paths))
+            self._records = {p: int(n) for p, n in zip(self.paths, sums, strict=True)}
+        return self._records.get(path, 0)
 
     # -- the cell table
 
@@ -556,6 +590,7 @@ class ArrayManifest:
     generation: int = 0
     commit: str = ""
     _table: ShardTable | None = field(default=None, repr=False, compare=False)
+    _partial: dict[Any, ShardTable] = field(default_factory=dict, repr=False, compare=False)
 
     kind = "array"
 
@@ -569,9 +604,52 @@ class ArrayManifest:
 
     @property
     def table(self) -> ShardTable:
+        """The shard table of every entry (a long list stored in segments is read
+        whole: :meth:`table_for` reads only what a box needs)."""
         if self._table is None:
             self._table = ShardTable(self.shards, self.ndim)
         return self._table
+
+    PARTIAL_TABLES = 8
+    """How many tables of part of a long shard list :meth:`table_for` keeps."""
+
+    def table_for(self, lo: Sequence[int], hi: Sequence[int]) -> ShardTable:
+        """A shard table that locates every chunk of the box ``lo`` .. ``hi`` (both
+        included) as :attr:`table` does: :attr:`table` itself if it is built or the
+        list is short, else a table of only the entries of the segments that meet
+        the box (:meth:`ShardList.select`; the last few are kept). Its entry numbers
+        are its own: use its ``entries``, ``paths`` and ``path_ids``."""
+        if self._table is None and isinstance(self.shards, ShardList):
+            sel = self.shards.select(lo, hi)
+            if sel is not None:
+                key, entries = sel
+                t = self._partial.get(key)
+                if t is None:
+                    t = ShardTable(entries, self.ndim)
+                    while len(self._partial) >= self.PARTIAL_TABLES:
+                        self._partial.pop(next(iter(self._partial)))
+                    self._partial[key] = t
+                return t
+        return self.table
+
+    def shard_sizes(self) -> dict[str, int | None]:
+        """The byte size of each shard file the manifest records (``None``: not
+        recorded), of every file if the whole table is built, else of those of the
+        tables :meth:`table_for` built (opening a shard needs its own size only)."""
+        if self._table is not None or not self._partial:
+            return self.table.sizes
+        out: dict[str, int | None] = {}
+        for t in self._partial.values():
+            out.update(t.sizes)
+        return out
+
+    def shard_records(self, path: str) -> int:
+        """How many records the entries place in shard file ``path`` (of the tables
+        built, as :meth:`shard_sizes`: a read may see fewer than the file holds when
+        its entries span segments it did not need)."""
+        if self._table is not None or not self._partial:
+            return self.table.records_in(path)
+        return max(t.records_in(path) for t in self._partial.values())
 
     @classmethod
     def new(
@@ -614,6 +692,7 @@ class ArrayManifest:
     def with_(self, **changes: Any) -> ArrayManifest:
         """A copy with some fields replaced (the shard table is rebuilt lazily)."""
         changes.setdefault("_table", None)
+        changes.setdefault("_partial", {})
         return replace(self, **changes)
 
     def committed(self, generation: int, commit: str) -> ArrayManifest:
@@ -711,7 +790,9 @@ class ArrayManifest:
             too_big = _largest_chunk_error(dtype, cshape)
             if too_big:
                 raise CorruptionError(f"{what}: manifest {field_name}: {too_big}")
-        raw_shards = require_field(d, "shards", list, what)
+        raw_shards = d.get("shards")
+        if not isinstance(raw_shards, ShardLog):
+            raw_shards = require_field(d, "shards", list, what)
         shards: Sequence[ShardEntry] = (
             ShardList(raw_shards, grid, what)
             if len(raw_shards) > LAZY_ENTRIES
@@ -731,7 +812,7 @@ class ArrayManifest:
         )
 
 
-def _parse_shards(raw: list[Any], grid: ChunkGrid, what: str) -> list[ShardEntry]:
+def _parse_shards(raw: Sequence[Any], grid: ChunkGrid, what: str) -> list[ShardEntry]:
     ndim = grid.ndim
     gshape = grid.grid_shape
     out = []
