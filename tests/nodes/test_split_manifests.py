@@ -1,0 +1,180 @@
+"""Long shard lists read by region (docs/spec.md 14.3, 14.4): segments hold at most
+SEGMENT_LIMIT entries and their references say what they hold (records, chunk box);
+an array opens from its head and a read loads only the segments whose box meets it,
+with the same answers as the whole list; a reference that disagrees with its
+segment is a CorruptionError naming the segment."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import numpy as np
+import pytest
+
+import arrayds
+from arrayds.errors import CorruptionError
+from arrayds.nodes import commit
+from arrayds.nodes import history as log
+from arrayds.nodes.names import dump_json
+from arrayds.storage import get_store
+from arrayds.verify import verify
+
+
+def _entry(i: int, path: str = "") -> dict:
+    path = path or f"c/{i:06d}-0.array_record"
+    return {"path": path, "records": 1, "start": [i], "stop": [i + 1]}
+
+
+def _array(shards, n):
+    return {"format": "arrayds", "kind": "array", "attrs": {}, "shape": [n], "shards": shards}
+
+
+@pytest.fixture(autouse=True)
+def small_segments(monkeypatch):
+    """Segments of 64 entries: the arrays below need a few hundred, not thousands."""
+    monkeypatch.setattr(log, "SEGMENT_LIMIT", 64)
+
+
+@pytest.fixture
+def store():
+    st = get_store(f"memory://split-{uuid.uuid4().hex}", None)
+    yield st
+    st.delete_prefix("")
+
+
+def test_a_long_list_is_written_as_segments_of_at_most_the_limit(store):
+    n = 2 * log.SEGMENT_LIMIT + 40
+    entries = [_entry(i) for i in range(n)]
+    commit.commit(store, "n", lambda b: _array(entries, n), write_id="w1")
+    head = commit.read(store, "n").head
+    refs = head["shards"]["segments"]
+    assert [r["count"] for r in refs] == [log.SEGMENT_LIMIT, log.SEGMENT_LIMIT, 40]
+    starts = [0, log.SEGMENT_LIMIT, 2 * log.SEGMENT_LIMIT]
+    boxes = [[[a], [a + r["count"]]] for a, r in zip(starts, refs, strict=True)]
+    assert [r["box"] for r in refs] == boxes
+    assert [r["records"] for r in refs] == [r["count"] for r in refs]
+    assert commit.read(store, "n").raw["shards"] == entries
+    # appends merge only while the merged segment fits the limit
+    for k in range(40):
+        more = [_entry(n + k)]
+        commit.commit(store, "n", lambda b, s=more: commit.Extend({}, s), write_id=f"a{k}")
+    refs = commit.read(store, "n").head["shards"]["segments"]
+    assert all(r["count"] <= log.SEGMENT_LIMIT for r in refs)
+    assert commit.read(store, "n").raw["shards"] == [_entry(i) for i in range(n + 40)]
+
+
+def _long_array(url: str, n: int) -> np.ndarray:
+    """An array of ``n`` one-element chunks, the even ones each its own shard entry
+    (a strided write makes one entry per element), written block by block; then a
+    few chunks again (newer entries in the last segment hide older ones)."""
+    a = arrayds.open_array(url, mode="w", shape=(n,), dtype="i8", chunks=1, fill_value=-1)
+    want = np.full(n, -1, "i8")
+    for b in range(0, n, 32):
+        a[b : b + 32 : 2] = np.arange(b, b + 32, 2)
+        want[b : b + 32 : 2] = np.arange(b, b + 32, 2)
+    a[10:n:70] = -np.arange(10, n, 70)
+    want[10:n:70] = -np.arange(10, n, 70)
+    return want
+
+
+def test_a_read_loads_only_the_segments_it_needs(tmp_path):
+    url = str(tmp_path / "a")
+    n = 8 * log.SEGMENT_LIMIT
+    want = _long_array(url, n)
+    refs = json.loads((tmp_path / "a" / "arrayds.json").read_bytes())["shards"]["segments"]
+    assert len(refs) >= 4 and all("box" in r for r in refs)
+    log.clear_cache()
+    a = arrayds.open_array(url)  # a new process: nothing cached
+    assert a.shape == (n,)
+    assert len(log._cache) == 0  # the open read the head only
+    assert a[2 * log.SEGMENT_LIMIT + 3] == want[2 * log.SEGMENT_LIMIT + 3]
+    assert 1 <= len(log._cache) <= 2 < len(refs)  # the segments of that chunk
+    assert a[80] == want[80] and a[10] == want[10]  # an overwritten chunk, its newest value
+    np.testing.assert_array_equal(a[200:210], want[200:210])
+    assert len(log._cache) < len(refs)
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        lo = int(rng.integers(0, n))
+        hi = int(rng.integers(lo, n + 1))
+        np.testing.assert_array_equal(a[lo:hi], want[lo:hi])
+    np.testing.assert_array_equal(a[...], want)
+    assert a.nchunks_initialized == int((want != -1).sum())
+
+
+def test_an_unindexed_long_list_still_reads(tmp_path):
+    """Segment references without a summary (written before them) may hold any
+    chunk: a read loads them all, and gets the same values."""
+    url = str(tmp_path / "a")
+    want = _long_array(url, 6 * log.SEGMENT_LIMIT)
+    head_path = tmp_path / "a" / "arrayds.json"
+    head = json.loads(head_path.read_bytes())
+    head["shards"]["segments"] = [
+        {"path": r["path"], "count": r["count"]} for r in head["shards"]["segments"]
+    ]
+    head_path.write_bytes(dump_json(head))
+    log.clear_cache()
+    a = arrayds.open_array(url)
+    assert a[150] == want[150]
+    assert len(log._cache) == len(head["shards"]["segments"])
+    np.testing.assert_array_equal(a[...], want)
+
+
+def _forged(tmp_path, change) -> str:
+    url = str(tmp_path / "a")
+    _long_array(url, 6 * log.SEGMENT_LIMIT)
+    head_path = tmp_path / "a" / "arrayds.json"
+    head = json.loads(head_path.read_bytes())
+    change(head["shards"]["segments"])
+    head_path.write_bytes(dump_json(head))
+    log.clear_cache()
+    return url
+
+
+def test_a_segment_outside_its_box_is_corruption_naming_it(tmp_path):
+    def shift(refs):
+        refs[0]["box"] = [[10], [11]]  # says it holds chunks it does not
+
+    url = _forged(tmp_path, shift)
+    a = arrayds.open_array(url)
+    assert a[300] == 300  # this read does not need segment 0's entries ...
+    outside = r"segment .*: its entries span the chunk box .*, outside the box"
+    with pytest.raises(CorruptionError, match=outside):
+        a[...]  # ... this one does, and finds them outside the box it was given
+
+
+def test_a_segment_whose_records_disagree_is_corruption_naming_it(tmp_path):
+    def more(refs):
+        refs[1]["records"] += 1
+
+    url = _forged(tmp_path, more)
+    disagree = r"segment '_arrayds/log/.*': its entries hold \d+ records; the manifest says"
+    with pytest.raises(CorruptionError, match=disagree):
+        arrayds.open_array(url)[...]
+
+
+@pytest.mark.parametrize(
+    "box",
+    [[[0]], [[0], [1], [2]], [[1], [0]], [[-1], [3]], [["a"], [1]], "box", [[0, 0], [1]]],
+)
+def test_a_malformed_segment_box_is_refused(tmp_path, box):
+    def bad(refs):
+        refs[0]["box"] = box
+
+    url = _forged(tmp_path, bad)
+    with pytest.raises(CorruptionError, match="manifest segment reference .* is invalid"):
+        arrayds.open_array(url)[0]
+
+
+def test_a_missing_segment_of_a_lazy_list_is_corruption_naming_it(tmp_path):
+    url = str(tmp_path / "a")
+    _long_array(url, 6 * log.SEGMENT_LIMIT)
+    head = json.loads((tmp_path / "a" / "arrayds.json").read_bytes())
+    ref = head["shards"]["segments"][-1]
+    (tmp_path / "a" / ref["path"]).unlink()
+    log.clear_cache()
+    a = arrayds.open_array(url)  # the open does not need it
+    with pytest.raises(CorruptionError, match=rf"segment '{ref['path']}' is missing"):
+        a[...]
+    report = verify(url)
+    assert not report.ok and any(ref["path"] in p for p in map(str, report.problems))
