@@ -331,27 +331,35 @@ class ShardList(Sequence[ShardEntry]):
             out._parsed = [*self._parsed, *new]
         return out
 
-    def select(self, lo: Sequence[int], hi: Sequence[int]) -> tuple[Any, list[ShardEntry]] | None:
+    def selection(self, lo: Sequence[int], hi: Sequence[int]) -> tuple[Any, ...] | None:
         """For a list stored as a :class:`arrayds.nodes.history.ShardLog` of several
-        segments: the entries that may hold a chunk of the box ``lo`` .. ``hi`` (both
-        included), in order (those of the segments whose box meets it, the tail, the
-        entries added since), and a key naming that choice; the last entry holding a
-        chunk of the box is the same as in the whole list. ``None`` when the list is
-        parsed already or the choice would be every segment."""
+        segments: the key of the part of it that may hold a chunk of the box ``lo`` ..
+        ``hi`` (both included), for :meth:`entries_of`. ``None`` when the list is
+        parsed already or the part would be every segment."""
         raw = self._raw
         if self._parsed is not None or not isinstance(raw, ShardLog):
             return None
         ks = raw.meeting(lo, hi)
         if len(ks) == len(raw.refs):
             return None
+        return (*ks, -len(self._extra) - 1)
+
+    def entries_of(self, key: tuple[Any, ...]) -> list[ShardEntry]:
+        """The entries of the part :meth:`selection` named, in order: those of its
+        segments, the tail, the entries added since. The last of them that holds a
+        chunk of the box is the last of the whole list that does."""
+        raw = self._raw
+        assert isinstance(raw, ShardLog)
         out: list[ShardEntry] = []
-        for k in ks:
+        for k in key[:-1]:
             got = self._segments.get(k)
             if got is None:
                 got = self._segments[k] = _parse_shards(raw.load(k), self._grid, self._what)
             out += got
-        out += _parse_shards(raw.tail, self._grid, self._what)
-        return (tuple(ks), len(self._extra)), out + self._extra
+        tail = self._segments.get(-1)
+        if tail is None:
+            tail = self._segments[-1] = _parse_shards(raw.tail, self._grid, self._what)
+        return out + tail + self._extra[: -key[-1] - 1]
 
     @property
     def extent(self) -> tuple[int, ...]:
@@ -610,25 +618,28 @@ class ArrayManifest:
             self._table = ShardTable(self.shards, self.ndim)
         return self._table
 
-    PARTIAL_TABLES = 8
-    """How many tables of part of a long shard list :meth:`table_for` keeps."""
+    PARTIAL_ENTRIES = 1 << 18
+    """How many entries the tables of parts of a long shard list that
+    :meth:`table_for` keeps may hold in all (the least recently used go first)."""
 
     def table_for(self, lo: Sequence[int], hi: Sequence[int]) -> ShardTable:
         """A shard table that locates every chunk of the box ``lo`` .. ``hi`` (both
         included) as :attr:`table` does: :attr:`table` itself if it is built or the
         list is short, else a table of only the entries of the segments that meet
-        the box (:meth:`ShardList.select`; the last few are kept). Its entry numbers
-        are its own: use its ``entries``, ``paths`` and ``path_ids``."""
+        the box (:meth:`ShardList.selection`; kept for the next reads, up to
+        :data:`PARTIAL_ENTRIES` entries in all). Its entry numbers are its own: use
+        its ``entries``, ``paths`` and ``path_ids``."""
         if self._table is None and isinstance(self.shards, ShardList):
-            sel = self.shards.select(lo, hi)
-            if sel is not None:
-                key, entries = sel
-                t = self._partial.get(key)
+            key = self.shards.selection(lo, hi)
+            if key is not None:
+                cache = self._partial
+                t = cache.pop(key, None)
                 if t is None:
-                    t = ShardTable(entries, self.ndim)
-                    while len(self._partial) >= self.PARTIAL_TABLES:
-                        self._partial.pop(next(iter(self._partial)))
-                    self._partial[key] = t
+                    t = ShardTable(self.shards.entries_of(key), self.ndim)
+                    held = sum(len(x) for x in cache.values()) + len(t)
+                    while cache and held > self.PARTIAL_ENTRIES:
+                        held -= len(cache.pop(next(iter(cache))))
+                cache[key] = t  # the most recently used last
                 return t
         return self.table
 
