@@ -434,11 +434,13 @@ def materialize(base: NodeVersion, change: Extend) -> dict[str, Any]:
     """
     old = base.raw or {}
     shards = old.get("shards")
-    return {
-        **old,
-        **change.fields,
-        "shards": [*(shards if isinstance(shards, list) else []), *change.shards],
-    }
+    kept = shards if isinstance(shards, list) else []
+    if change.drop:
+        if set(change.drop) != {""}:  # a list with no segments: all of it is the tail
+            raise ValueError(f"{base.what}: entries dropped from segments of a plain list")
+        gone = set(change.drop[""])
+        kept = [e for i, e in enumerate(kept) if i not in gone]
+    return {**old, **change.fields, "shards": [*kept, *change.shards]}
 
 
 def _stage(

@@ -44,7 +44,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
@@ -103,10 +103,16 @@ class Extend:
     """What a write that only adds shards returns from its ``build``: the next manifest
     is the current one with ``fields`` replaced and ``shards`` appended to its
     ``"shards"``. A commit then writes only the new entries (and the head), whatever
-    the length of the history."""
+    the length of the history.
+
+    ``drop`` (a region write whose new entries hide old ones): positions of entries
+    left out of the current list first, by the path of the segment that holds them
+    (``""``: the tail). Only the segments named are rewritten; the commit's ``build``
+    must give it for the stored list of the head it commits on."""
 
     fields: Mapping[str, Any]
     shards: Sequence[Mapping[str, Any]]
+    drop: Mapping[str, Sequence[int]] = field(default_factory=dict)
 
 
 class Appended(list):  # type: ignore[type-arg]
@@ -689,5 +695,43 @@ def extend(
     segment files written for it."""
     written: list[str] = []
     head = {**base, **change.fields}
-    head["shards"] = _append(store, node, base.get("shards"), list(change.shards), written)
+    stored = base.get("shards")
+    if change.drop:
+        stored = _dropped(store, node, stored, change.drop, written)
+    head["shards"] = _append(store, node, stored, list(change.shards), written)
     return head, written
+
+
+def _dropped(
+    store: Store, node: str, stored: Any, drop: Mapping[str, Sequence[int]], written: list[str]
+) -> Any:
+    """The stored shard list ``stored`` without the entries ``drop`` names (positions
+    by segment path, ``""`` the tail): each segment named is written anew without
+    them (left out if nothing remains), the others stay as they are."""
+    what = store.display(node)
+    segs = list(stored["segments"]) if _is_log(stored) else []
+    tail = list(stored["tail"]) if _is_log(stored) else list(stored or [])
+    paths = {r["path"] for r in segs}
+    for p, pos in drop.items():
+        n = len(tail) if p == "" else None
+        if p != "" and p not in paths:
+            raise ValueError(f"{what}: no segment {p!r} in the shard list to drop entries from")
+        if n is not None and any(not 0 <= i < n for i in pos):
+            raise ValueError(f"{what}: positions {list(pos)} are not in the tail")
+    out: list[Any] = []
+    for ref in segs:
+        pos = drop.get(ref["path"])
+        if not pos:
+            out.append(ref)
+            continue
+        gone = set(pos)
+        entries = segment(store, node, ref, what)
+        if any(not 0 <= i < len(entries) for i in gone):
+            raise ValueError(f"{what}: positions {sorted(gone)} are not in {ref['path']!r}")
+        kept = [e for i, e in enumerate(entries) if i not in gone]
+        if kept:
+            out.append(_write_segment(store, node, kept))
+            written.append(out[-1]["path"])
+    gone_tail = set(drop.get("", ()))
+    tail = [e for i, e in enumerate(tail) if i not in gone_tail]
+    return {"segments": out, "tail": tail} if out else tail

@@ -266,6 +266,8 @@ class TieredMerge:
         """The manifest ``change`` makes, if its shard list may hold a full tier."""
         if not isinstance(change, commit.Extend):
             return dict(change) if may_merge(change.get("shards")) else None
+        if change.drop:  # a region write: nothing appended to merge by tiers
+            return None
         old = base.head.get("shards") if base.head is not None else None
         new = list(change.shards)
         if isinstance(old, dict):

@@ -52,6 +52,7 @@ from ...html_repr import node_html
 from ...nodes import commit
 from ...nodes import registry as kinds
 from ...nodes.handle import Node
+from ...nodes.history import resolve
 from ...nodes.merge import check_compact, compact_small_files
 from ...nodes.merge import tiered as tiered_merge
 from ...nodes.names import SHARD_DIR, check_json_value, join_component, new_write_id, shard_name
@@ -280,6 +281,10 @@ def stack_entries(
         inside = [n for n in new if all(a < g for a, g in zip(n.start, grid_shape, strict=False))]
         if not inside:
             return old.extended(new) if isinstance(old, ShardList) else [*old, *new]
+    if isinstance(old, ShardList):
+        hid = old.hiding(list(new))  # a long list: only the segments new boxes meet
+        if hid is not None:
+            return hid
     kept = [e for e in old if not any(n.contains_box(e.start, e.stop) for n in new)]
     return kept + list(new)
 
@@ -975,20 +980,37 @@ class Array(Node):
         may merge."""
         snap = self._m
         change: Any
+        spliced = False
         if added is not None and len(new.shards) == len(snap.shards) + len(added):
             change = commit.Extend(new.header_json(), [e.to_json() for e in added])
         else:
-            change = new.to_json()
+            change = new.to_json
 
         def check(base: commit.NodeVersion) -> None:
             if base.stamp != (snap.generation, snap.commit or ""):
                 raise CommitConflictError(self._moved_on(base))
 
+        def build(base: commit.NodeVersion) -> Any:
+            nonlocal spliced
+            if not callable(change):
+                return change
+            # a region write over a long stored list: only the segments it hides
+            # entries of are rewritten (the list must be the one the base stores)
+            shards = new.shards
+            got = None
+            if isinstance(shards, ShardList) and base.head is not None:
+                got = shards.stored_change(base.head.get("shards"))
+            if got is None:
+                return change()
+            drop, extra = got
+            spliced = True
+            return commit.Extend(new.header_json(), [e.to_json() for e in extra], drop)
+
         merge = tiered_merge(self._store, self._node, written) if tiered else None
         raw = commit.commit(
             self._store,
             self._node,
-            lambda base: change,
+            build,
             write_id=write_id,
             check=check,
             written=written,
@@ -998,6 +1020,10 @@ class Array(Node):
         )
         if merge is not None and merge.merged is not None:
             self._m = kinds.get("array").parse(raw, self.what)
+        elif spliced:  # the head as stored, its segments read when used
+            self._m = kinds.get("array").parse(
+                resolve(self._store, self._node, raw, self.what, lazy=True), self.what
+            )
         else:
             self._m = new.committed(raw["generation"], write_id)
 

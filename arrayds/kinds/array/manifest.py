@@ -276,7 +276,10 @@ class ShardList(Sequence[ShardEntry]):
     """The shard entries of an array, parsed and validated when first used (a long
     history then costs nothing to open or to append to; a damaged entry is still a
     :class:`CorruptionError` before any chunk is read). ``extended(new)`` is the list
-    with ``new`` appended, without parsing the entries before them.
+    with ``new`` appended, without parsing the entries before them; for a list stored
+    in segments (a :class:`arrayds.nodes.history.ShardLog`), ``hiding(new)`` is the
+    list with ``new`` appended and the entries ``new`` hides dropped, parsing only the
+    segments whose box meets ``new``.
 
     >>> grid = ChunkGrid.from_chunks(((1, 1),))
     >>> lst = ShardList([{"path": "c/a", "start": [0], "stop": [1]}], grid, "doc")
@@ -285,7 +288,7 @@ class ShardList(Sequence[ShardEntry]):
     (2, ['c/a', 'c/b'])
     """
 
-    __slots__ = ("_extra", "_grid", "_parsed", "_raw", "_segments", "_what")
+    __slots__ = ("_drop", "_extra", "_grid", "_parsed", "_raw", "_segments", "_what")
 
     def __init__(
         self,
@@ -300,14 +303,36 @@ class ShardList(Sequence[ShardEntry]):
         self._extra = list(extra)
         self._parsed: list[ShardEntry] | None = None
         self._segments: dict[int, list[ShardEntry]] = {}
+        """Parsed segments of a ShardLog by number (-1: its tail)."""
+        self._drop: dict[int, frozenset[int]] = {}
+        """Positions of the stored entries this list leaves out, by segment (-1: tail)."""
+
+    def _segment(self, k: int) -> list[ShardEntry]:
+        """Segment ``k`` of the stored log parsed (-1: the tail), without the dropped."""
+        got = self._segments.get(k)
+        if got is None:
+            raw = self._raw
+            assert isinstance(raw, ShardLog)
+            got = _parse_shards(raw.tail if k < 0 else raw.load(k), self._grid, self._what)
+            self._segments[k] = got
+        drop = self._drop.get(k)
+        return [e for i, e in enumerate(got) if i not in drop] if drop else got
 
     def _entries(self) -> list[ShardEntry]:
         if self._parsed is None:
-            self._parsed = _parse_shards(self._raw, self._grid, self._what) + self._extra
+            raw = self._raw
+            if isinstance(raw, ShardLog):
+                out: list[ShardEntry] = []
+                for k in [*range(len(raw.refs)), -1]:
+                    out += self._segment(k)
+                self._parsed = out + self._extra
+            else:
+                self._parsed = _parse_shards(raw, self._grid, self._what) + self._extra
         return self._parsed
 
     def __len__(self) -> int:
-        return len(self._raw) + len(self._extra)
+        dropped = sum(len(d) for d in self._drop.values())
+        return len(self._raw) - dropped + len(self._extra)
 
     def __getitem__(self, i: Any) -> Any:
         return self._entries()[i]
@@ -323,13 +348,62 @@ class ShardList(Sequence[ShardEntry]):
     def __repr__(self) -> str:
         return f"ShardList({len(self)} entries)"
 
+    def _derived(self, extra: list[ShardEntry], drop: dict[int, frozenset[int]]) -> ShardList:
+        out = ShardList(self._raw, self._grid, self._what, extra)
+        out._segments = self._segments
+        out._drop = drop
+        return out
+
     def extended(self, new: Sequence[ShardEntry]) -> ShardList:
         """This list with ``new`` appended (nothing parsed that was not already)."""
-        out = ShardList(self._raw, self._grid, self._what, [*self._extra, *new])
-        out._segments = self._segments
+        out = self._derived([*self._extra, *new], self._drop)
         if self._parsed is not None:
             out._parsed = [*self._parsed, *new]
         return out
+
+    def hiding(self, new: Sequence[ShardEntry]) -> ShardList | None:
+        """This list without the entries some box of ``new`` holds whole, then ``new``
+        (what a region write makes), parsing only the segments whose box meets a box
+        of ``new``; ``None`` unless the list is stored in segments and not parsed."""
+        raw = self._raw
+        if self._parsed is not None or not isinstance(raw, ShardLog) or not new:
+            return None
+        ndim = len(new[0].start)
+        lo = [min(n.start[d] for n in new) for d in range(ndim)]
+        hi = [max(n.stop[d] for n in new) - 1 for d in range(ndim)]
+        drop = dict(self._drop)
+        for k in [*raw.meeting(lo, hi), -1]:
+            got = self._segments.get(k)
+            if got is None:
+                self._segment(k)
+                got = self._segments[k]
+            gone = {
+                i
+                for i, e in enumerate(got)
+                if any(n.contains_box(e.start, e.stop) for n in new)
+            }
+            if gone:
+                drop[k] = drop.get(k, frozenset()) | gone
+        extra = [e for e in self._extra if not any(n.contains_box(e.start, e.stop) for n in new)]
+        return self._derived([*extra, *new], drop)
+
+    def stored_change(self, base: Any) -> tuple[dict[str, list[int]], list[ShardEntry]] | None:
+        """How this list follows from the stored shard log ``base`` (the head's
+        ``shards`` value): the positions it drops, by segment path (``""``: the tail),
+        and the entries it appends; ``None`` unless it was derived (:meth:`extended`,
+        :meth:`hiding`) from exactly that log."""
+        raw = self._raw
+        if (
+            not isinstance(raw, ShardLog)
+            or not isinstance(base, dict)
+            or base.get("segments") != raw.refs
+            or base.get("tail") != raw.tail
+        ):
+            return None
+        drop = {
+            raw.refs[k]["path"] if k >= 0 else "": sorted(pos) for k, pos in self._drop.items()
+        }
+        return drop, list(self._extra)
 
     def selection(self, lo: Sequence[int], hi: Sequence[int]) -> tuple[Any, ...] | None:
         """For a list stored as a :class:`arrayds.nodes.history.ShardLog` of several
@@ -348,18 +422,10 @@ class ShardList(Sequence[ShardEntry]):
         """The entries of the part :meth:`selection` named, in order: those of its
         segments, the tail, the entries added since. The last of them that holds a
         chunk of the box is the last of the whole list that does."""
-        raw = self._raw
-        assert isinstance(raw, ShardLog)
         out: list[ShardEntry] = []
-        for k in key[:-1]:
-            got = self._segments.get(k)
-            if got is None:
-                got = self._segments[k] = _parse_shards(raw.load(k), self._grid, self._what)
-            out += got
-        tail = self._segments.get(-1)
-        if tail is None:
-            tail = self._segments[-1] = _parse_shards(raw.tail, self._grid, self._what)
-        return out + tail + self._extra[: -key[-1] - 1]
+        for k in [*key[:-1], -1]:
+            out += self._segment(k)
+        return out + self._extra[: -key[-1] - 1]
 
     @property
     def extent(self) -> tuple[int, ...]:
@@ -371,7 +437,15 @@ class ShardList(Sequence[ShardEntry]):
 
     def json(self) -> list[Any]:
         """The entries as manifest JSON (the stored ones as they were read)."""
-        return [*self._raw, *(e.to_json() for e in self._extra)]
+        raw = self._raw
+        if self._drop and isinstance(raw, ShardLog):
+            kept: list[Any] = []
+            for k in [*range(len(raw.refs)), -1]:
+                gone = self._drop.get(k, frozenset())
+                stored = raw.tail if k < 0 else raw.load(k)
+                kept += [e for i, e in enumerate(stored) if i not in gone]
+            return [*kept, *(e.to_json() for e in self._extra)]
+        return [*raw, *(e.to_json() for e in self._extra)]
 
 
 LAZY_ENTRIES = 32
