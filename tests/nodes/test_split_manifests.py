@@ -7,6 +7,7 @@ segment is a CorruptionError naming the segment."""
 from __future__ import annotations
 
 import json
+import os
 import uuid
 
 import numpy as np
@@ -18,6 +19,7 @@ from arrayds.nodes import commit
 from arrayds.nodes import history as log
 from arrayds.nodes.names import dump_json
 from arrayds.storage import get_store
+from arrayds.tools.gc import collect_garbage
 from arrayds.verify import verify
 
 
@@ -233,3 +235,25 @@ def test_a_region_write_on_a_moved_list_falls_back_to_writing_it_whole(tmp_path)
     want[20:22] = 4
     log.clear_cache()
     np.testing.assert_array_equal(arrayds.open_array(url)[...], want)
+
+
+def test_gc_keeps_the_segments_of_retained_versions_and_removes_the_rest(tmp_path):
+    url = str(tmp_path / "a")
+    want = _long_array(url, 4 * log.SEGMENT_LIMIT)
+    gen_before = arrayds.versions(url)[-1].generation
+    a = arrayds.open_array(url, mode="r+")
+    a[40:44] = 1  # rewrites the segment holding chunks 40 and 42
+    log_dir = tmp_path / "a" / log.LOG_DIR
+    on_disk = set(os.listdir(log_dir))
+    # keep the last two versions: the one before the region write names the old segment
+    collect_garbage(url, min_age=0, keep_versions=2)
+    assert arrayds.open_array(url, version=gen_before)[40] == want[40]
+    kept = set(os.listdir(log_dir))
+    assert kept < on_disk  # segments of expired versions only were removed
+    collect_garbage(url, min_age=0, keep_versions=1)
+    named = {r.rpartition("/")[2] for r in _segment_paths(url)}
+    assert set(os.listdir(log_dir)) == named  # only what the head names is left
+    want[40:44] = 1
+    log.clear_cache()
+    np.testing.assert_array_equal(arrayds.open_array(url)[...], want)
+    assert verify(url).ok
