@@ -690,7 +690,10 @@ def upgrade(store: Store, node: str) -> bool:
     """Store ``node`` in the newest format version (:data:`NEWEST`), one commit of the
     same manifest; returns whether it changed anything (``False``: already newest).
     Readers of an older arrayds then get a clear "newer format" error: upgrade only
-    once every reader of the dataset runs this release.
+    once every reader of the dataset runs this release. A node in the newest version
+    whose shard list has segments written before segment summaries
+    (:func:`arrayds.nodes.history.needs_index`) gets its list written anew with them,
+    the same entries (older releases read it as before).
 
     >>> from arrayds.storage import new_store
     >>> st = new_store("memory://commit-upgrade-doc")
@@ -702,12 +705,20 @@ def upgrade(store: Store, node: str) -> bool:
     base = read(store, node)
     if not base.exists:
         raise FileNotFoundError(f"no arrayds node at {base.what}")
-    if base.format_version >= NEWEST:
+    reindex = base.head is not None and log.needs_index(base.head)
+    if base.format_version >= NEWEST and not reindex:
         return False
+
+    def same(b: NodeVersion) -> dict[str, Any]:
+        raw = b.raw or {}
+        if reindex and isinstance(raw.get("shards"), list):
+            return {**raw, "shards": log.Fresh(raw["shards"])}
+        return raw
+
     commit(
         store,
         node,
-        lambda b: b.raw or {},
+        same,
         write_id=new_write_id(),
         parents=False,
         format_version=NEWEST,

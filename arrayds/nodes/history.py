@@ -65,11 +65,13 @@ __all__ = [
     "TAIL_LIMIT",
     "VERSIONS_DIR",
     "Extend",
+    "Fresh",
     "VersionInfo",
     "clear_cache",
     "encode",
     "extend",
     "log_files",
+    "needs_index",
     "now",
     "parse_time",
     "ShardLog",
@@ -515,6 +517,36 @@ class ShardLog(Sequence[Any]):
         return np.flatnonzero(meets | ~self._boxed).tolist()
 
 
+class Fresh(list):  # type: ignore[type-arg]
+    """A whole shard list that :func:`encode` writes anew (segments of at most
+    :data:`SEGMENT_LIMIT` entries, each with its summary) even where it equals the
+    stored one: what :func:`arrayds.nodes.commit.upgrade` gives a list stored before
+    segment summaries.
+
+    >>> Fresh([{"path": "a"}])
+    [{'path': 'a'}]
+    """
+
+
+def needs_index(head: Mapping[str, Any]) -> bool:
+    """Whether the node's own shard list, as the head ``head`` stores it, has a
+    segment written before segment summaries (no ``records``) or longer than
+    :data:`SEGMENT_LIMIT` entries: a reader then loads it for any chunk it looks for.
+
+    >>> needs_index({"shards": {"segments": [{"path": "_arrayds/log/a.json", "count": 40}],
+    ...                         "tail": []}})
+    True
+    """
+    value = head.get("shards")
+    if not _is_log(value) or not isinstance(value["segments"], list):
+        return False
+    return any(
+        isinstance(r, dict)
+        and ("records" not in r or not _is_count(r.get("count")) or r["count"] > SEGMENT_LIMIT)
+        for r in value["segments"]
+    )
+
+
 def _members(head: Mapping[str, Any]) -> dict[str, Any] | None:
     snap = head.get("snapshot")
     members = snap.get("members") if isinstance(snap, dict) else None
@@ -615,6 +647,8 @@ def _encode_list(
     current ones' (what the write adds)."""
     if stored is None or not isinstance(new, list):
         return _fresh(store, node, new, written), new if isinstance(new, list) else []
+    if isinstance(new, Fresh):
+        return _fresh(store, node, list(new), written), []
     if (
         isinstance(new, Appended)
         and owner is not None

@@ -25,6 +25,7 @@ from typing import Any
 
 from ..abc.store import Store
 from ..nodes import commit
+from ..nodes import history as log
 from ..nodes.names import join_component
 from .walk import Item, open_root, walk
 
@@ -82,7 +83,9 @@ def upgrade(
     ``""`` for the root, parents first), or with ``dry_run`` those that would be.
 
     Each node is one commit of the same manifest (no shard is touched); nodes in the
-    newest format already are left alone, so running it again upgrades nothing. A
+    newest format already are left alone, so running it again upgrades nothing,
+    except that a shard list stored before segment summaries is written anew with
+    them (docs/spec.md 14.3.1), the same entries. A
     group's pending roll forward (an interrupted dataset write) is completed before
     its members are upgraded.
     Every manifest is read before anything is written: one that cannot be read, or
@@ -107,7 +110,12 @@ def upgrade(
     store, node = open_root(url, storage_options, component)
     items = _own_items(store, node)
     if dry_run:
-        return [it.node for it in items if _format_version(it) < commit.NEWEST]
+        return [
+            it.node
+            for it in items
+            if _format_version(it) < commit.NEWEST
+            or log.needs_index(commit.read(store, it.node).head or {})
+        ]
     done = []
     for item in items:
         if commit.upgrade(store, item.node):

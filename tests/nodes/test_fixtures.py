@@ -236,6 +236,26 @@ def test_upgrade_makes_v1_format_2_with_identical_contents(v1):
     assert verify(str(v1)).ok
 
 
+def test_upgrade_gives_an_unindexed_v2_list_its_segment_summaries(tmp_path):
+    url = shutil.copytree(DATA / "v2-unindexed", tmp_path / "old")
+    store = get_store(str(url), None)
+    before = commit.read(store, "x")
+    assert log.needs_index(before.head)
+    assert arrayds.upgrade(str(url), dry_run=True) == ["x"]  # the one node with segments
+    assert arrayds.upgrade(str(url)) == ["x"]
+    now = commit.read(store, "x")
+    assert not log.needs_index(now.head) and now.generation == before.generation + 1
+    refs = now.head["shards"]["segments"]
+    assert all("records" in r and "box" in r for r in refs)
+    assert _logical(now.raw) == _logical(before.raw)
+    _check_content(store, "x", now, EXPECTED["x"]["versions"][-1])
+    # the versions before keep their segments; nothing is left to do
+    old = commit.read(store, "x", version=before.generation)
+    assert old.raw["shards"] == before.raw["shards"]
+    assert arrayds.upgrade(str(url)) == []
+    assert verify(str(url)).ok
+
+
 def test_the_format_1_release_refuses_an_upgraded_dataset(v1, tmp_path):
     """The last format 1 release (make_fixtures.py builds it from git) reads the
     fixture, and after ``upgrade`` refuses it with its newer-format message."""

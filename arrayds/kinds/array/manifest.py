@@ -378,9 +378,7 @@ class ShardList(Sequence[ShardEntry]):
                 self._segment(k)
                 got = self._segments[k]
             gone = {
-                i
-                for i, e in enumerate(got)
-                if any(n.contains_box(e.start, e.stop) for n in new)
+                i for i, e in enumerate(got) if any(n.contains_box(e.start, e.stop) for n in new)
             }
             if gone:
                 drop[k] = drop.get(k, frozenset()) | gone
@@ -400,9 +398,7 @@ class ShardList(Sequence[ShardEntry]):
             or base.get("tail") != raw.tail
         ):
             return None
-        drop = {
-            raw.refs[k]["path"] if k >= 0 else "": sorted(pos) for k, pos in self._drop.items()
-        }
+        drop = {raw.refs[k]["path"] if k >= 0 else "": sorted(pos) for k, pos in self._drop.items()}
         return drop, list(self._extra)
 
     def selection(self, lo: Sequence[int], hi: Sequence[int]) -> tuple[Any, ...] | None:
