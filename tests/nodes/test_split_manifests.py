@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import uuid
 
 import numpy as np
@@ -257,3 +258,19 @@ def test_gc_keeps_the_segments_of_retained_versions_and_removes_the_rest(tmp_pat
     log.clear_cache()
     np.testing.assert_array_equal(arrayds.open_array(url)[...], want)
     assert verify(url).ok
+
+
+def test_a_pickled_long_array_carries_its_head_not_its_entries(tmp_path):
+    url = str(tmp_path / "a")
+    want = _long_array(url, 8 * log.SEGMENT_LIMIT)
+    log.clear_cache()
+    a = arrayds.open_array(url)
+    whole = sum(len(dump_json(e)) for e in commit.read(get_store(url, None), "").raw["shards"])
+    data = pickle.dumps(a)
+    assert len(data) < whole / 4  # the references and the tail, not every entry
+    log.clear_cache()
+    b = pickle.loads(data)
+    assert b[300] == want[300] and len(log._cache) < len(_segment_paths(url))
+    np.testing.assert_array_equal(b[...], want)
+    a[...]  # a handle whose list was parsed whole still pickles (as its entries)
+    np.testing.assert_array_equal(pickle.loads(pickle.dumps(a))[...], want)

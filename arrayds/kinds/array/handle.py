@@ -478,15 +478,12 @@ class Array(Node):
     # -- pickling: reopen from the URL, same manifest snapshot
 
     def __reduce__(self) -> tuple[Any, ...]:
+        m = self._m
+        stored = m.shards.stored() if isinstance(m.shards, ShardList) else None
+        doc = m.to_json() if stored is None else {**m.header_json(), "shards": stored}
         return (
             restore_array,
-            (
-                self._store.url,
-                self._store.storage_options,
-                self._node,
-                self._mode,
-                self._m.to_json(),
-            ),
+            (self._store.url, self._store.storage_options, self._node, self._mode, doc),
         )
 
     def refresh(self) -> Array:
@@ -1138,7 +1135,9 @@ def restore_array(
     key = (store.token, store.root, node, manifest.get("generation"), manifest.get("commit"))
     m = _restored.get(key)
     if m is None:
-        m = ArrayManifest.from_json(manifest, f"array {store.display(node)!r}")
+        what = f"array {store.display(node)!r}"
+        # a long list travels as the head stores it: its segments load when read here
+        m = ArrayManifest.from_json(resolve(store, node, manifest, what, lazy=True), what)
         with _restored_lock:
             if len(_restored) > 256:
                 _restored.clear()

@@ -431,6 +431,15 @@ class ShardList(Sequence[ShardEntry]):
             ext = [max(a, b) for a, b in zip(ext, e.stop, strict=False)]
         return tuple(ext)
 
+    def stored(self) -> dict[str, Any] | None:
+        """The shard log this list is, as the head stores it (``{"segments", "tail"}``:
+        what a pickle carries, so a process that unpickles it loads only the segments
+        it reads), or ``None`` if it is not a stored log as it was read."""
+        raw = self._raw
+        if not isinstance(raw, ShardLog) or self._extra or self._drop:
+            return None
+        return {"segments": raw.refs, "tail": raw.tail}
+
     def json(self) -> list[Any]:
         """The entries as manifest JSON (the stored ones as they were read)."""
         raw = self._raw
