@@ -446,24 +446,30 @@ class ShardLog(Sequence[Any]):
     (3000, 3, [2], [2500])
     """
 
-    __slots__ = ("_all", "_box_lo", "_box_hi", "_boxed", "_node", "_store", "_what", "refs", "tail")
+    __slots__ = ("_all", "_box_lo", "_box_hi", "_boxed", "_len", "_node", "_store", "_what",
+                 "refs", "tail")  # fmt: skip
 
     def __init__(self, store: Store, node: str, value: Any, what: str) -> None:
         segs, tail = (value.get("segments"), value.get("tail")) if _is_log(value) else (None, None)
         if not isinstance(segs, list) or not isinstance(tail, list):
             raise CorruptionError(f"{what}: manifest field 'shards' is not a shard list")
-        for ref in segs:
-            _check_ref(ref, what)
         self.refs: list[dict[str, Any]] = segs
         """The references of the segments, in order (``path``, ``count``, and what
-        :func:`summary` gave their writer)."""
+        :func:`summary` gave their writer), each checked when first used."""
         self.tail: list[Any] = tail
         self._store, self._node, self._what = store, node, what
         self._all: list[Any] | None = None
         self._boxed: Any = None
+        self._len: int | None = None
 
     def __len__(self) -> int:
-        return sum(r["count"] for r in self.refs) + len(self.tail)
+        if self._len is None:
+            counts = [r.get("count") if isinstance(r, dict) else None for r in self.refs]
+            if not all(_is_count(c) for c in counts):
+                for ref in self.refs:
+                    _check_ref(ref, self._what)  # names the first bad one
+            self._len = sum(counts) + len(self.tail)  # type: ignore[arg-type]
+        return self._len
 
     def entries(self) -> list[Any]:
         """Every entry, in order (each segment loaded once)."""
@@ -500,21 +506,37 @@ class ShardLog(Sequence[Any]):
         coordinates ``lo`` .. ``hi`` (both included): those whose reference has a
         ``box`` that meets it, and those whose reference has none."""
         if self._boxed is None:
-            nd = len(lo)
-            ok = [isinstance(r.get("box"), list) and len(r["box"][0]) == nd for r in self.refs]
-            self._boxed = np.array(ok, dtype=bool)
-            self._box_lo = np.array(
-                [r["box"][0] if b else [0] * nd for r, b in zip(self.refs, ok, strict=True)],
-                dtype=np.int64,
-            ).reshape(len(self.refs), nd)
-            self._box_hi = np.array(
-                [r["box"][1] if b else [0] * nd for r, b in zip(self.refs, ok, strict=True)],
-                dtype=np.int64,
-            ).reshape(len(self.refs), nd)
+            self._boxes(len(lo))
         lo_a = np.asarray(lo, dtype=np.int64)
         hi_a = np.asarray(hi, dtype=np.int64)
         meets = np.all((self._box_lo <= hi_a) & (self._box_hi > lo_a), axis=1)
         return np.flatnonzero(meets | ~self._boxed).tolist()
+
+    def _boxes(self, nd: int) -> None:
+        """The segments' boxes as arrays (``_box_lo``, ``_box_hi``; ``_boxed``: which
+        have one of ``nd`` axes), every reference checked: at once when all have a
+        well-formed box, else one by one (a malformed one is corruption naming it)."""
+        refs = self.refs
+        try:
+            boxes = np.array([r["box"] for r in refs], dtype=np.int64).reshape(len(refs), 2, nd)
+            ok = bool((boxes >= 0).all() and (boxes[:, 0] <= boxes[:, 1]).all())
+        except (KeyError, TypeError, ValueError, OverflowError):
+            ok = False
+        if ok and all(type(r.get("count")) is int and r["count"] >= 0 for r in refs):
+            self._boxed = np.ones(len(refs), dtype=bool)
+            self._box_lo, self._box_hi = boxes[:, 0], boxes[:, 1]
+            return
+        for ref in refs:
+            _check_ref(ref, self._what)
+        has = [isinstance(r.get("box"), list) and len(r["box"][0]) == nd for r in refs]
+        self._boxed = np.array(has, dtype=bool)
+        zero = [0] * nd
+        self._box_lo = np.array(
+            [r["box"][0] if h else zero for r, h in zip(refs, has, strict=True)], dtype=np.int64
+        ).reshape(len(refs), nd)
+        self._box_hi = np.array(
+            [r["box"][1] if h else zero for r, h in zip(refs, has, strict=True)], dtype=np.int64
+        ).reshape(len(refs), nd)
 
 
 class Fresh(list):  # type: ignore[type-arg]

@@ -536,8 +536,19 @@ class ShardTable:
         cells = np.full([len(b) - 1 for b in bounds], -1, dtype=np.int64)
         lo = [np.searchsorted(b, self.starts[:, d]) for d, b in enumerate(bounds)]
         hi = [np.searchsorted(b, self.stops[:, d]) for d, b in enumerate(bounds)]
-        for i in range(len(self.entries)):
-            cells[tuple(slice(int(lo[d][i]), int(hi[d][i])) for d in range(self.ndim))] = i
+        # a cell shows the newest entry that covers it: the greatest index, so boxes
+        # are painted in any order, the one-cell boxes all at once
+        ids = np.arange(len(self.entries), dtype=np.int64)
+        one = np.ones(len(ids), dtype=bool)
+        for lo_d, hi_d in zip(lo, hi, strict=True):
+            one &= hi_d - lo_d == 1
+        if self.ndim == 0:  # one cell, which every entry covers
+            cells[()] = ids[-1]
+        elif one.any():
+            np.maximum.at(cells, tuple(lo_d[one] for lo_d in lo), ids[one])
+        for i in np.flatnonzero(~one).tolist():
+            view = cells[tuple(slice(int(lo[d][i]), int(hi[d][i])) for d in range(self.ndim))]
+            np.maximum(view, i, out=view)
         self._bounds = bounds
         self._bounds_l = [b.tolist() for b in bounds]
         self._cells = cells
@@ -885,7 +896,7 @@ class ArrayManifest:
             raw_shards = require_field(d, "shards", list, what)
         shards: Sequence[ShardEntry] = (
             ShardList(raw_shards, grid, what)
-            if len(raw_shards) > LAZY_ENTRIES
+            if isinstance(raw_shards, ShardLog) or len(raw_shards) > LAZY_ENTRIES
             else _parse_shards(raw_shards, grid, what)
         )
         return cls(
