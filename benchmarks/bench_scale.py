@@ -1,4 +1,4 @@
-"""Scaling with history (issue 12): many small writes, arrayds next to zarr-python 3
+"""Scaling with history: many small writes, arrayds next to zarr-python 3
 doing the same work in the same run.
 
     python benchmarks/bench_scale.py            # 10,000 / 10,000 / 2,000 writes
@@ -43,7 +43,7 @@ row count), and the bytes on disk after each one's garbage collection keeping on
 current version (arrayds: compact + gc as above; icechunk: ``expire_snapshots`` and
 ``garbage_collect``, both up to now).
 
-Targets (issue 12, without compaction unless said): cost per write at 10,000 writes
+Targets (without compaction unless said): cost per write at 10,000 writes
 <= 1.5x its cost at 10 writes and <= zarr's; open time and read latency <= 2x those
 of the same content written at once; bytes on disk after compact <= 1.1x those of
 the content written at once.

@@ -47,7 +47,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_arrays import Timing, best_of, make_data  # noqa: E402
 
 TARGET = 1.3
-"""Issue 29: reading through the view costs at most 1.3x arrayds' own read."""
+"""The target: reading through the view costs at most 1.3x arrayds' own read."""
 
 
 def interleave(repeat: int, jobs: dict[str, Callable[[], Any]]) -> dict[str, Timing]:
