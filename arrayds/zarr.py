@@ -137,12 +137,12 @@ class _ArrayView:
     array: Array
     chunk_shape: tuple[int, ...] | None
     meta: bytes | None = None
+    chunk_bytes: int = field(init=False)
+    """The bytes of the largest chunk as zarr reads it."""
 
-    @property
-    def chunk_bytes(self) -> int:
-        """The bytes of the largest chunk as zarr reads it."""
+    def __post_init__(self) -> None:
         largest = self.chunk_shape or tuple(max(s, default=0) for s in self.array.grid.chunks)
-        return math.prod(largest) * self.array.dtype.itemsize
+        self.chunk_bytes = math.prod(largest) * self.array.dtype.itemsize
 
 
 _Wanted = tuple[_ArrayView, tuple[int, ...], "asyncio.Future[Any]"]
@@ -596,11 +596,13 @@ def _read_batch(batch: list[_Wanted]) -> list[np.ndarray | BaseException | None]
 
 
 def _read_one(view: _ArrayView, coord: tuple[int, ...]) -> np.ndarray | None:
-    """Chunk ``coord`` of ``view`` (see :func:`_read_chunks`), an error raised."""
-    got = _read_chunks(view, [coord])[0]
-    if isinstance(got, BaseException):
-        raise got
-    return got
+    """Chunk ``coord`` of ``view`` (see :func:`_read_chunks`), an error raised: zarr's
+    usual get, with no more work than the one chunk needs."""
+    table = view.array.manifest.table
+    e, r = table.locate_one(coord)
+    if e < 0:
+        return None
+    return _read_shard(view, table.paths[table.path_ids[e]], [coord], [r])[0]
 
 
 def _settle(batch: list[_Wanted], got: list[np.ndarray | BaseException | None]) -> None:
@@ -632,17 +634,11 @@ def _read_chunks(
     value; of a rectilinear one the chunk's own), None for one never written. The chunks of
     one shard file are decoded by one engine call straight into their buffers
     (checksums verified); an error reading a shard is the result of its chunks."""
-    a = view.array
-    m = a.manifest
+    m = view.array.manifest
     table = m.table
-    if len(coords) == 1:  # zarr's usual get: one chunk
-        e, r = table.locate_one(coords[0])
-        entry, record = [e], np.array([r], dtype=np.int64)
-    else:
-        entry, record = table.locate(np.array(coords, dtype=np.int64).reshape(len(coords), m.ndim))
-        entry = entry.tolist()
+    entry, record = table.locate(np.array(coords, dtype=np.int64).reshape(len(coords), m.ndim))
     by_path: dict[int, list[int]] = {}
-    for i, e in enumerate(entry):
+    for i, e in enumerate(entry.tolist()):
         if e >= 0:
             by_path.setdefault(int(table.path_ids[e]), []).append(i)
     out: list[np.ndarray | BaseException | None] = [None] * len(coords)
@@ -657,7 +653,7 @@ def _read_chunks(
 
 
 def _read_shard(
-    view: _ArrayView, relpath: str, coords: list[tuple[int, ...]], records: np.ndarray
+    view: _ArrayView, relpath: str, coords: list[tuple[int, ...]], records: np.ndarray | list[int]
 ) -> list[np.ndarray]:
     """Chunks ``coords`` of ``view``, records ``records`` of shard ``relpath`` (see
     :func:`_read_chunks`)."""
