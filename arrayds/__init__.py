@@ -1,6 +1,6 @@
 """arrayds: parallel array-and-records datasets on ArrayRecord files.
 
-The public names of the API contract (docs: shared/design/API.md). ArrayRecord files:
+The public names (docs/api.md). ArrayRecord files:
 
 >>> import os, tempfile, arrayds
 >>> path = os.path.join(tempfile.mkdtemp(), "hello.array_record")

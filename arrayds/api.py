@@ -52,7 +52,7 @@ def to_arrayrecord(
     compact: bool | str = "tiered",
     **kwargs: Any,
 ) -> Any:
-    """Write ``data`` to the node ``url`` + ``component`` in parallel (API.md §3).
+    """Write ``data`` to the node ``url`` + ``component`` in parallel (docs/guide.md).
 
     Arrays (``dask.array.Array``; ``numpy.ndarray``, chunked by ``chunks=``, default
     ``"auto"`` ~4 MiB): every dask block becomes one chunk (one record) of the stored

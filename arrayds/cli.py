@@ -1,4 +1,4 @@
-"""The ``arrayds`` command line (API.md section 6; docs/cli.md).
+"""The ``arrayds`` command line (docs/cli.md).
 
 ::
 

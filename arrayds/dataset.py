@@ -58,7 +58,7 @@ __all__ = [
 # ------------------------------------------------------------------- opening
 
 
-def open(  # noqa: A001 - the public name of API.md
+def open(  # noqa: A001 - the public name (docs/api.md)
     url: str | os.PathLike[str],
     mode: str = "r",
     *,

@@ -6,11 +6,13 @@ so that zarr-python and what reads through it (``zarr.open_group``, xarray's
 
 * each group is a ``zarr.json`` with its attributes; each array a ``zarr.json`` with
   shape, data type, fill value, attributes, ``dimension_names`` and one codec,
-  ``bytes`` (little endian), on a regular chunk grid equal to the stored one;
+  ``bytes`` (little endian), on the stored chunk grid: a regular chunk grid, or for an
+  irregular one (appends can make one) zarr's rectilinear chunk grid, the chunk sizes
+  along each axis as arrayds stores them;
 * each stored chunk is a chunk key (``c/i/j``, the default encoding): ``get`` reads it
   through arrayds (checksums verified, the engine decodes it) and returns its raw
-  little-endian bytes, the edge chunks padded with the fill value; a chunk never
-  written is absent, so zarr fills it;
+  little-endian bytes, the edge chunks of a regular grid padded with the fill value; a
+  chunk never written is absent, so zarr fills it;
 * opening the store reads nothing; the first key of a node reads that node's
   manifests only (one consistent snapshot of a group, as ``engine="arrayds"`` reads it);
 * each chunk is decoded by the engine straight into the buffer zarr gets (no copy);
@@ -21,9 +23,12 @@ so that zarr-python and what reads through it (``zarr.open_group``, xarray's
   it stands for, as :func:`arrayds.open` reads them);
 * writes (``set``, ``delete``) raise ``ValueError`` naming the view as read only.
 
-An array whose chunk grid is irregular (appends can make one) or whose data type
-Zarr v3 cannot express raises ``ValueError`` naming the array when its ``zarr.json``
-is read; nodes of other kinds (records, ragged arrays) are not part of the hierarchy.
+The rectilinear chunk grid is experimental in zarr-python (3.4 reads it once
+``zarr.config.set({"array.rectilinear_chunks": True})``; 3.1 has none): where the
+installed zarr has no such grid, or its flag is off, the ``zarr.json`` of an array with
+an irregular grid raises ``ValueError`` naming the array and what would read it, as
+does that of an array whose data type Zarr v3 cannot express. Nodes of other kinds
+(records, ragged arrays) are not part of the hierarchy.
 
 >>> import numpy as np, zarr, arrayds, arrayds.zarr
 >>> _ = arrayds.to_arrayrecord(np.arange(6.0).reshape(2, 3), "memory://doc-zarr", "x")
@@ -80,6 +85,8 @@ INLINE_BYTES = 1 << 20
 """A chunk of a local dataset of at most this many bytes is read on zarr's event loop
 itself, when zarr asks for it (a hop to a worker thread costs more than such a read);
 larger chunks, and those of remote datasets, are read in batches in worker threads."""
+RECTILINEAR = "array.rectilinear_chunks"
+"""zarr's configuration flag of rectilinear chunk grids (zarr-python 3.4)."""
 READ_ONLY = "store was opened in read-only mode and does not support writing"
 """zarr's own wording (its store tests match it), followed by the view's reason."""
 
@@ -123,18 +130,19 @@ class _GroupView:
 
 @dataclass
 class _ArrayView:
-    """An array as zarr sees it: the arrayds handle and, once asked for, its
-    ``zarr.json`` (``error`` instead when zarr cannot express it)."""
+    """An array as zarr sees it: the arrayds handle, its chunk shape (None: an
+    irregular grid, presented as a rectilinear one) and, once asked for, its
+    ``zarr.json``."""
 
     array: Array
     chunk_shape: tuple[int, ...] | None
-    error: str | None = None
     meta: bytes | None = None
+    chunk_bytes: int = field(init=False)
+    """The bytes of the largest chunk as zarr reads it."""
 
-    @property
-    def chunk_bytes(self) -> int:
-        """The bytes of one chunk as zarr reads it (0 for an irregular grid)."""
-        return math.prod(self.chunk_shape or (0,)) * self.array.dtype.itemsize
+    def __post_init__(self) -> None:
+        largest = self.chunk_shape or tuple(max(s, default=0) for s in self.array.grid.chunks)
+        self.chunk_bytes = math.prod(largest) * self.array.dtype.itemsize
 
 
 _Wanted = tuple[_ArrayView, tuple[int, ...], "asyncio.Future[Any]"]
@@ -232,18 +240,7 @@ class ArraydsZarrStore(Store):
         return _GroupView(meta, dict(state.members), sorted(state.groups), state.moment)
 
     def _array_view(self, node: str, m: ArrayManifest) -> _ArrayView:
-        a = Array(self._store, node, m, "r")
-        chunk_shape = _regular_chunk_shape(m)
-        if chunk_shape is None:
-            return _ArrayView(
-                a,
-                None,
-                f"array {self._store.display(node)!r} has an irregular chunk grid "
-                f"(chunks {m.grid.chunks}); zarr {zarr.__version__} has no rectilinear "
-                f"chunk grid to present it: read it with arrayds, or rewrite it with "
-                f"regular chunks",
-            )
-        view = _ArrayView(a, chunk_shape)
+        view = _ArrayView(Array(self._store, node, m, "r"), _regular_chunk_shape(m))
         with self._lock:
             self._chunked[node] = view
         return view
@@ -302,10 +299,10 @@ class ArraydsZarrStore(Store):
     # -- reads
 
     def _array_meta(self, view: _ArrayView) -> bytes:
-        if view.error is not None:
-            raise ValueError(view.error)
+        if view.chunk_shape is None:
+            _check_rectilinear(view.array)  # zarr's flag may change: asked at every read
         if view.meta is None:
-            view.meta = _array_json(view.array, view.chunk_shape)  # type: ignore[arg-type]
+            view.meta = _array_json(view.array, view.chunk_shape)
         return view.meta
 
     def _chunk_lookup(self, key: str) -> tuple[_ArrayView, tuple[int, ...]] | None:
@@ -329,7 +326,7 @@ class ArraydsZarrStore(Store):
             return None
         if rest == ZARR_JSON:
             return view.meta if isinstance(view, _GroupView) else self._array_meta(view)
-        if isinstance(view, _ArrayView) and view.error is None:
+        if isinstance(view, _ArrayView):
             coord = _chunk_coord(rest, view.array)
             if coord is not None:
                 return _read_one(view, coord)
@@ -398,7 +395,7 @@ class ArraydsZarrStore(Store):
                 return False
             if rest == ZARR_JSON:
                 return True
-            if isinstance(view, _ArrayView) and view.error is None:
+            if isinstance(view, _ArrayView):
                 coord = _chunk_coord(rest, view.array)
                 return coord is not None and view.array.manifest.table.locate_one(coord)[0] >= 0
             return False
@@ -414,8 +411,7 @@ class ArraydsZarrStore(Store):
             prefix = f"{node}/" if node else ""
             out.append(prefix + ZARR_JSON)
             if isinstance(view, _ArrayView):
-                if view.error is None:
-                    out.extend(prefix + "c/" + "/".join(map(str, c)) for c in _stored(view.array))
+                out.extend(prefix + "c/" + "/".join(map(str, c)) for c in _stored(view.array))
                 return
             for name in sorted([*view.arrays, *view.groups]):
                 child = self._child(view, node, name)
@@ -468,7 +464,31 @@ def _regular_chunk_shape(m: ArrayManifest) -> tuple[int, ...] | None:
     return tuple(shape)
 
 
-def _array_json(a: Array, chunk_shape: tuple[int, ...]) -> bytes:
+def _check_rectilinear(a: Array) -> None:
+    """Raise ``ValueError`` naming ``a`` (an array with an irregular chunk grid) unless
+    the installed zarr reads rectilinear chunk grids now."""
+    try:
+        enabled = zarr.config.get(RECTILINEAR)
+    except KeyError:  # a zarr without rectilinear chunk grids
+        enabled = None
+    if enabled:
+        return
+    what = (
+        f"array {a.store.display(a.path)!r} has an irregular chunk grid (chunks "
+        f"{a.manifest.grid.chunks}), which zarr reads as a rectilinear chunk grid"
+    )
+    if enabled is None:
+        raise ValueError(
+            f"{what}; zarr {zarr.__version__} has none: read it with arrayds, with a "
+            f"zarr-python that has one (3.4), or rewrite it with regular chunks"
+        )
+    raise ValueError(
+        f"{what}; it is experimental in zarr {zarr.__version__} and off: turn it on with "
+        f"zarr.config.set({{{RECTILINEAR!r}: True}}), or read the array with arrayds"
+    )
+
+
+def _array_json(a: Array, chunk_shape: tuple[int, ...] | None) -> bytes:
     what = f"array {a.store.display(a.path)!r}"
     m = a.manifest
     try:
@@ -477,12 +497,18 @@ def _array_json(a: Array, chunk_shape: tuple[int, ...]) -> bytes:
         raise ValueError(f"{what}: zarr v3 cannot express its dtype {m.dtype}: {e}") from None
     attrs = _json_attrs(decode_attrs(m.attrs))
     attrs.pop(INTERNAL, None)
+    # as JSON, which every zarr 3 parses into its own classes
+    grid: dict[str, Any] = {"name": "regular", "configuration": {"chunk_shape": chunk_shape}}
+    if chunk_shape is None:  # every axis its chunk sizes (an empty axis: one nominal step)
+        sizes = [
+            list(s) if s else max(1, n)
+            for s, n in zip(m.grid.chunks, m.chunk_shape or m.shape, strict=True)
+        ]
+        grid = {"name": "rectilinear", "configuration": {"kind": "inline", "chunk_shapes": sizes}}
     meta = ArrayV3Metadata(
         shape=m.shape,
         data_type=dtype,
-        # as its JSON: zarr 3.1 parses it into RegularChunkGrid, 3.4 (which has no such
-        # class) into RegularChunkGridMetadata
-        chunk_grid={"name": "regular", "configuration": {"chunk_shape": chunk_shape}},
+        chunk_grid=grid,
         chunk_key_encoding=DefaultChunkKeyEncoding(separator="/"),
         fill_value=m.fill[()],
         codecs=(BytesCodec(endian="little" if m.dtype.itemsize > 1 else None),),
@@ -570,11 +596,13 @@ def _read_batch(batch: list[_Wanted]) -> list[np.ndarray | BaseException | None]
 
 
 def _read_one(view: _ArrayView, coord: tuple[int, ...]) -> np.ndarray | None:
-    """Chunk ``coord`` of ``view`` (see :func:`_read_chunks`), an error raised."""
-    got = _read_chunks(view, [coord])[0]
-    if isinstance(got, BaseException):
-        raise got
-    return got
+    """Chunk ``coord`` of ``view`` (see :func:`_read_chunks`), an error raised: zarr's
+    usual get, with no more work than the one chunk needs."""
+    table = view.array.manifest.table
+    e, r = table.locate_one(coord)
+    if e < 0:
+        return None
+    return _read_shard(view, table.paths[table.path_ids[e]], [coord], [r])[0]
 
 
 def _settle(batch: list[_Wanted], got: list[np.ndarray | BaseException | None]) -> None:
@@ -601,21 +629,16 @@ def _settle_later(batch: list[_Wanted], done: asyncio.Future[Any]) -> None:
 def _read_chunks(
     view: _ArrayView, coords: list[tuple[int, ...]]
 ) -> list[np.ndarray | BaseException | None]:
-    """Chunks ``coords`` of ``view`` as little-endian bytes of the full chunk shape (an
-    edge chunk padded with the fill value), None for one never written. The chunks of
+    """Chunks ``coords`` of ``view`` as little-endian bytes of the chunk shape zarr
+    reads (of a regular grid the full chunk shape, an edge chunk padded with the fill
+    value; of a rectilinear one the chunk's own), None for one never written. The chunks of
     one shard file are decoded by one engine call straight into their buffers
     (checksums verified); an error reading a shard is the result of its chunks."""
-    a = view.array
-    m = a.manifest
+    m = view.array.manifest
     table = m.table
-    if len(coords) == 1:  # zarr's usual get: one chunk
-        e, r = table.locate_one(coords[0])
-        entry, record = [e], np.array([r], dtype=np.int64)
-    else:
-        entry, record = table.locate(np.array(coords, dtype=np.int64).reshape(len(coords), m.ndim))
-        entry = entry.tolist()
+    entry, record = table.locate(np.array(coords, dtype=np.int64).reshape(len(coords), m.ndim))
     by_path: dict[int, list[int]] = {}
-    for i, e in enumerate(entry):
+    for i, e in enumerate(entry.tolist()):
         if e >= 0:
             by_path.setdefault(int(table.path_ids[e]), []).append(i)
     out: list[np.ndarray | BaseException | None] = [None] * len(coords)
@@ -630,16 +653,13 @@ def _read_chunks(
 
 
 def _read_shard(
-    view: _ArrayView, relpath: str, coords: list[tuple[int, ...]], records: np.ndarray
+    view: _ArrayView, relpath: str, coords: list[tuple[int, ...]], records: np.ndarray | list[int]
 ) -> list[np.ndarray]:
     """Chunks ``coords`` of ``view``, records ``records`` of shard ``relpath`` (see
     :func:`_read_chunks`)."""
     a = view.array
     m = a.manifest
     dtype = m.dtype
-    full_shape = view.chunk_shape
-    assert full_shape is not None
-    size = math.prod(full_shape) * dtype.itemsize
     axes = m.grid.axes
     bufs: list[np.ndarray] = []
     dests: list[np.ndarray] = []
@@ -647,7 +667,8 @@ def _read_shard(
     boxes = [[ax.offset_size_int(c) for ax, c in zip(axes, coord, strict=True)] for coord in coords]
     for box in boxes:
         shape = tuple(n for _o, n in box)
-        buf = new_buffer(size).view(dtype).reshape(full_shape)
+        full_shape = view.chunk_shape or shape
+        buf = new_buffer(math.prod(full_shape) * dtype.itemsize).view(dtype).reshape(full_shape)
         dest = buf
         if shape != full_shape:  # an edge chunk: zarr reads the full chunk shape
             buf[...] = m.fill

@@ -6,7 +6,7 @@ write, with the shard and folder syncs of docs/spec.md 7.2 and without them.
 
 "without" is the same code with :func:`arrayds.storage.local.sync_file` and
 :func:`arrayds.storage.local.sync_folder` replaced by no-ops in this process: what a write
-did before issue 10 (only the temporary manifest was fsynced). The two variants run
+did before durable commits (only the temporary manifest was fsynced). The two variants run
 interleaved, ``--repeat`` times each, on the data and settings of
 benchmarks/bench_arrays.py (A1: float32 8192x8192, chunks 1024x1024, zstd:1, 16 MiB
 shards, threaded scheduler; A4: 4096x4096, chunks 64x64) and of

@@ -1,10 +1,10 @@
-"""Opening and first-reading datasets of many shards (issue 30): arrayds next to
+"""Opening and first-reading datasets of many shards: arrayds next to
 zarr-python sharded arrays and icechunk in the same run, each figure from a fresh process.
 
     python benchmarks/bench_manifest_scale.py           # 10^3 .. 10^6 shards, S3 at 10^5
     python benchmarks/bench_manifest_scale.py --quick   # 10^3 and 10^4, S3 at 10^3
 
-Shapes (as in issue 30's table): an array of shape (n, 128) float64 in chunks of one
+Shapes: an array of shape (n, 128) float64 in chunks of one
 row (1 KiB), ``shard_size=1`` (every chunk its own shard file), uncompressed; and a
 records dataset of n shards of one 100-byte record each (``raw``, uncompressed).
 Every row (record) holds the same values, so every shard file holds the same bytes.
@@ -49,7 +49,7 @@ bytes the engine maps not; S3: response bytes the proxy counted) and the request
 bytes: arrayds' head and segments, zarr's ``zarr.json``, icechunk's every object but
 the chunks. The one-shard rows are the baseline of the targets.
 
-Targets (issue 30, at 10^6 shards): open <= 5 ms, first read <= 2x the first read at
+Targets (at 10^6 shards): open <= 5 ms, first read <= 2x the first read at
 10^3, <= 1 MiB read by it, peak RSS <= 50 MiB above the one-shard array's, open and
 first read within 1.5x of zarr's and ahead of icechunk's. Today's figures are the
 baseline the manifest-splitting work is measured against; missed targets do not fail
@@ -465,7 +465,7 @@ def comparison(datasets: list[Dataset]) -> list[str]:
 
 
 def targets(datasets: list[Dataset], largest: int) -> list[str]:
-    """Issue 30's targets at the largest local array, against today's figures."""
+    """The targets at the largest local array, against today's figures."""
     by = {(d.lib, d.store, d.kind, d.n): d for d in datasets}
     big = by.get(("arrayds", "local", "array", largest))
     small = by.get(("arrayds", "local", "array", 10**3))

@@ -44,7 +44,7 @@ kernel's high-water mark reset before it; requests and bytes are the proxy's):
 * the **transport limit** — every arrayds shard fetched whole, one ranged GET each,
   16 at a time (s3fs); ``arrayds verify``, and the same passes on a local disk.
 
-Targets (issue 26): dask reads at least 90% of the transport limit and 1.5x the best
+Targets: dask reads at least 90% of the transport limit and 1.5x the best
 peer; 100 random chunks at least 1.5x the best peer. The last table says whether they
 hold; ``--strict`` makes a miss the exit status 1.
 """
@@ -469,7 +469,7 @@ def run(args, readers: list[str], server: ServerProcess, work: str, s3fs) -> tup
         f"| local disk: `from_arrayrecord(path).compute()` | {t_rl * 1000:.0f} ms | - | "
         f"{stored / 1e6 / t_rl:.0f} |",
         "",
-        f"Requests target (issue 26): whole array <= "
+        f"Requests target: whole array <= "
         f"{1.2 * (tl['shards'] + tl['bytes'] / (8 << 20)):.0f}, region <= "
         f"{2 * touched + share['region'] * stored / (8 << 20):.0f}. "
         f"MB/s are array bytes read per second (the array is {data.nbytes / 1e6:.0f} MB); "

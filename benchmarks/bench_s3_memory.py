@@ -1,6 +1,6 @@
 """Peak memory of writing one 256 MiB shard to S3: streamed (multipart upload while
 the records are encoded) against built in memory and uploaded at close (the writer
-before issue 10).
+before shards were streamed).
 
     python benchmarks/bench_s3_memory.py            # 256 MiB, both variants, 2 repeats
     python benchmarks/bench_s3_memory.py --mib 64

@@ -1,4 +1,4 @@
-"""Scaling with history (issue 12): many small writes, arrayds next to zarr-python 3
+"""Scaling with history: many small writes, arrayds next to zarr-python 3
 doing the same work in the same run.
 
     python benchmarks/bench_scale.py            # 10,000 / 10,000 / 2,000 writes
@@ -43,7 +43,16 @@ row count), and the bytes on disk after each one's garbage collection keeping on
 current version (arrayds: compact + gc as above; icechunk: ``expire_snapshots`` and
 ``garbage_collect``, both up to now).
 
-Targets (issue 12, without compaction unless said): cost per write at 10,000 writes
+Anchors of the newest releases (array workload): zarr-python 3.4 and icechunk 2.3 need
+a newer Python than the project's venv, so after arrayds' appends the same rows are
+appended by the anchor interpreter's zarr and icechunk (``$ARRAYDS_ANCHOR_PYTHON`` or
+``.venv-anchors``, benchmarks/anchor_runner.py; the script is
+benchmarks/anchors/history.py), their writes interleaved with each other, and a table
+puts arrayds beside them: per-write cost, open and read of the current version, time
+travel, versions, bytes on disk before and after each one's gc. Without an anchor
+interpreter that table says it was skipped.
+
+Targets (without compaction unless said): cost per write at 10,000 writes
 <= 1.5x its cost at 10 writes and <= zarr's; open time and read latency <= 2x those
 of the same content written at once; bytes on disk after compact <= 1.1x those of
 the content written at once.
@@ -62,24 +71,33 @@ import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 import arrayds
 
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.join(HERE, "anchors")]
+from anchor_runner import AnchorUnavailable, run_anchor  # noqa: E402
+from scaling import (  # noqa: E402
+    OPENS,
+    ROW,
+    IcechunkArray,
+    State,
+    disk_usage,
+    measure_states,
+    timed_writes,
+    zarr_chunk_files,
+)
+
 MARKS = (10, 100, 1_000, 10_000)
-ROW = 128  # float64 per appended row: 1 KiB
 RECORDS_PER_WRITE = 20
 RECORD_BYTES = 100
 GRID = (32, 64)  # float32 per xarray step: 8 KiB
-READS = 1000  # reads timed (the median counts): single-digit-microsecond reads need many
-OPENS = 200  # opens timed (the best counts): sub-millisecond figures need many ...
-OPEN_BUDGET = 20.0  # ... but seconds-long ones (zarr's grown xarray) stop after this
 NO_COMPACT = "n/a (--no-compact)"
-
-State = tuple[float, float, tuple[int, int]]  # open s, one-element read s, disk usage
 
 
 @dataclass
@@ -96,6 +114,9 @@ class Run:
     compact: tuple[float, float, float, tuple[int, int]] | None = None  # + time taken
     files: int = 0  # shard files the manifest names (zarr: chunk files)
     history: History | None = None  # arrayds' array workload: beside icechunk
+    # arrayds' array workload: the anchor interpreter's zarr and icechunk on the same
+    # appends (anchors/history.py's result), or {"skipped": why}
+    anchors: dict[str, Any] | None = None
 
 
 @dataclass
@@ -109,26 +130,6 @@ class History:
     rows: int = 0  # the row count of the old version opened
     travel: tuple[State, State] | None = None  # its open / read: arrayds, icechunk
     ice_gc: tuple[float, tuple[int, int]] = (0.0, (0, 0))  # expire + gc seconds, disk
-
-
-def timed_writes(
-    n: int, *writers: Callable[[int], object]
-) -> list[tuple[list[float], list[float]]]:
-    """Calls ``writer(i)`` of every writer for i in 0..n-1, interleaved (write i of
-    each library in turn, the first rotating), so that the load of the machine
-    drifting during the run weighs on all alike -> the (wall, CPU) seconds of each
-    call of each writer, in the order of ``writers``."""
-    out: list[tuple[list[float], list[float]]] = [([], []) for _ in writers]
-    k = len(writers)
-    for i in range(n):
-        order = [((i + j) % k, writers[(i + j) % k]) for j in range(k)]
-        for side, write in order:
-            c0 = time.process_time()
-            t0 = time.perf_counter()
-            write(i)
-            out[side][0].append(time.perf_counter() - t0)
-            out[side][1].append(time.process_time() - c0)
-    return out
 
 
 def window(values: list[float], mark: int) -> list[float]:
@@ -148,17 +149,6 @@ def around(values: list[float], mark: int) -> float:
     return statistics.median(window(values, mark))
 
 
-def disk_usage(path: str) -> tuple[int, int]:
-    """(allocated bytes as ``du`` counts them, apparent bytes) of everything under path."""
-    allocated = apparent = 0
-    for root, _dirs, files in os.walk(path):
-        for name in files:
-            st = os.stat(os.path.join(root, name))
-            allocated += st.st_blocks * 512
-            apparent += st.st_size
-    return allocated, apparent
-
-
 def best_of(n: int, fn: Callable[[], object]) -> float:
     best = float("inf")
     for _ in range(n):
@@ -166,43 +156,6 @@ def best_of(n: int, fn: Callable[[], object]) -> float:
         fn()
         best = min(best, time.perf_counter() - t0)
     return best
-
-
-def measure_states(
-    datasets: Sequence[tuple[Callable[[], object], str]],
-    read_fn: Callable[[object, int], object],
-    size: int,
-    seed: int = 3,
-) -> list[State]:
-    """The :data:`State` of each ``(open function, path)``: the best of OPENS opens
-    (fewer, but at least 5, once they have taken OPEN_BUDGET seconds) and the median
-    of READS reads of random elements below ``size`` from an open handle. The
-    datasets take turns (one open, or one read of the same element, of each in
-    turn), so that the load of the machine drifting weighs on all alike: their
-    ratios are what the targets compare."""
-    opens = [float("inf")] * len(datasets)
-    start = time.perf_counter()
-    for turn in range(OPENS):
-        for k, (open_fn, _path) in enumerate(datasets):
-            t0 = time.perf_counter()
-            open_fn()
-            opens[k] = min(opens[k], time.perf_counter() - t0)
-        if turn >= 4 and time.perf_counter() - start > OPEN_BUDGET:
-            break
-    handles = [open_fn() for open_fn, _path in datasets]
-    idx = np.random.default_rng(seed).integers(0, size, size=READS).tolist()
-    for h in handles:
-        read_fn(h, idx[0])  # first-touch costs (readers opened lazily) outside the timing
-    reads: list[list[float]] = [[] for _ in datasets]
-    for i in idx:
-        for k, h in enumerate(handles):
-            t0 = time.perf_counter()
-            read_fn(h, i)
-            reads[k].append(time.perf_counter() - t0)
-    return [
-        (opens[k], statistics.median(reads[k]), disk_usage(path))
-        for k, (_open_fn, path) in enumerate(datasets)
-    ]
 
 
 def after_compact(
@@ -263,65 +216,6 @@ def measure(
 
 
 # ---- the three workloads
-
-
-def zarr_chunk_files(path: str) -> int:
-    """Chunk files of a zarr store (every file but the metadata)."""
-    return sum(
-        1 for _root, _dirs, files in os.walk(path) for f in files if not f.startswith("zarr.")
-    )
-
-
-class IcechunkArray:
-    """The icechunk side of the array workload: a repository on local disk holding the
-    array ``array`` on branch ``main``; every append a commit of its own."""
-
-    def __init__(self, path: str) -> None:
-        import icechunk
-        import zarr
-
-        icechunk.set_logs_filter("error")  # its warning, at every open, that local disk
-        # is unsafe for concurrent commits (the benchmark commits from one thread)
-        self.path = path
-        self.repo = icechunk.Repository.create(icechunk.local_filesystem_storage(path))
-        session = self.repo.writable_session("main")
-        zarr.create_array(session.store, name="array", shape=(0, ROW), chunks=(1, ROW), dtype="f8")
-        session.commit("create")
-        self.snapshots: list[str] = []  # the snapshot of each append, in order
-
-    def append(self, rows: np.ndarray) -> None:
-        import zarr
-
-        session = self.repo.writable_session("main")
-        zarr.open_array(session.store, path="array", mode="r+").append(rows, axis=0)
-        self.snapshots.append(session.commit(f"append {len(self.snapshots)}"))
-
-    def open(self, snapshot: str | None = None):
-        """The array as a new reader finds it: the current one on ``main``, or the one
-        of ``snapshot`` (time travel)."""
-        import icechunk
-        import zarr
-
-        repo = icechunk.Repository.open(icechunk.local_filesystem_storage(self.path))
-        if snapshot is None:
-            session = repo.readonly_session("main")
-        else:
-            session = repo.readonly_session(snapshot_id=snapshot)
-        return zarr.open_array(session.store, path="array", mode="r")
-
-    def versions(self) -> int:
-        return sum(1 for _ in self.repo.ancestry(branch="main"))
-
-    def collect(self) -> float:
-        """``expire_snapshots`` and ``garbage_collect`` up to now, keeping only the
-        current snapshot of ``main`` (and the repository's first) -> seconds taken."""
-        from datetime import UTC, datetime
-
-        t0 = time.perf_counter()
-        now = datetime.now(UTC)
-        self.repo.expire_snapshots(now)
-        self.repo.garbage_collect(now)
-        return time.perf_counter() - t0
 
 
 def history_rows(
@@ -402,10 +296,24 @@ def bench_array(n: int, workdir: str, compact: bool, merge: bool | str) -> tuple
     zarr.create_array(zonce, shape=(n, ROW), chunks=(1, ROW), dtype="f8")[:] = rows
     measure(ours, theirs, ours_open, theirs_open, read, n, (url, once, zpath, zonce))
     ours.history = history_rows(ice, ice_side, url, read, rows[n - 1, 7])
+    ours.anchors = anchor_history(rows, workdir, ours.history.rows)
     ours.compact = after_compact(url, ours_open, read, n, compact)
     if compact:
         ours.history.versions_gc = (len(arrayds.versions(url)), ours.history.versions_gc[1])
     return ours, theirs
+
+
+def anchor_history(rows: np.ndarray, workdir: str, travel_rows: int) -> dict[str, Any]:
+    """The array workload's appends by the anchor interpreter's zarr-python and
+    icechunk (benchmarks/anchors/history.py), after arrayds' in the same run -> their
+    figures and versions, or ``{"skipped": why}`` without an anchor interpreter."""
+    path = os.path.join(workdir, "anchor-rows.npy")
+    np.save(path, rows)
+    try:
+        got = run_anchor("history", {"rows": path, "workdir": workdir, "travel_rows": travel_rows})
+    except AnchorUnavailable as e:
+        return {"skipped": str(e)}
+    return got.info
 
 
 def make_records(n_writes: int) -> list[list[bytes]]:
@@ -669,6 +577,8 @@ def render_workload(title: str, what: str, ours: Run, theirs: Run) -> tuple[list
     lines.append("")
     if ours.history is not None:
         lines += render_history(ours, ours.history)
+    if ours.anchors is not None:
+        lines += render_anchors(ours, ours.anchors)
     return lines, missed
 
 
@@ -730,6 +640,85 @@ def render_history(ours: Run, h: History) -> list[str]:
             f"| after gc: versions kept | {h.versions_gc[0]:,} | {kept:,} | | |",
             f"| after gc: on disk, allocated | {size(c_disk[0])} | {size(ice_disk[0])} | "
             f"{ratio(c_disk[0], ice_disk[0])} | |",
+        ]
+    lines.append("")
+    return lines
+
+
+def render_anchors(ours: Run, a: dict[str, Any]) -> list[str]:
+    """arrayds' array workload beside the anchor interpreter's zarr and icechunk (see
+    :func:`anchor_history`)."""
+    if "skipped" in a:
+        return [f"Anchor rows (zarr-python 3.4, icechunk 2.3): skipped: {a['skipped']}.", ""]
+    v, z, ice, h = a["versions"], a["zarr"], a["icechunk"], ours.history
+    assert h is not None and h.travel is not None
+    n = len(ours.wall)
+    lines = [
+        f"Beside the anchor interpreter's zarr {v['zarr']} and icechunk {v['icechunk']} "
+        f"(Python {v['python']}, benchmarks/anchors/history.py: the same {n:,} appends, "
+        "zarr's and icechunk's interleaved, after arrayds' in the same run; arrayds' "
+        "figures are those above):",
+        "",
+        "| measurement | arrayds | zarr | icechunk | arrayds/zarr wall (CPU) | "
+        "arrayds/icechunk wall (CPU) |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+
+    def both(o: float, zv: float | None, iv: float, cpu: tuple[float, ...] = ()) -> str:
+        """The two ratio cells, arrayds over zarr (empty without ``zv``) and over
+        icechunk, with the CPU ratios in brackets when ``cpu`` (the three) is given."""
+        cells = []
+        for k, theirs in ((1, zv), (2, iv)):
+            cell = "" if theirs is None else ratio(o, theirs)
+            if cpu and theirs is not None:
+                cell += f" ({ratio(cpu[0], cpu[k])})"
+            cells.append(cell)
+        return f"{cells[0]} | {cells[1]} |"
+
+    marks = [m for m in MARKS if m <= n]
+    if n not in marks:
+        marks.append(n)
+    for m in marks:
+        ow, zw, iw = (around(r, m) for r in (ours.wall, z["wall"], ice["wall"]))
+        oc, zc, ic = (around(r, m) for r in (ours.cpu, z["cpu"], ice["cpu"]))
+        lines.append(
+            f"| per write around write {m:,} | {ms(ow)} | {ms(zw)} | {ms(iw)} | "
+            + both(ow, zw, iw, (oc, zc, ic))
+        )
+    ow, zw, iw = (sum(r) for r in (ours.wall, z["wall"], ice["wall"]))
+    oc, zc, ic = (sum(r) for r in (ours.cpu, z["cpu"], ice["cpu"]))
+    (t_open, t_read, _), (it_open, it_read) = h.travel[0], ice["travel"]
+    lines += [
+        f"| all writes: wall / CPU | {ow:.1f} s / {oc:.1f} s | {zw:.1f} s / {zc:.1f} s | "
+        f"{iw:.1f} s / {ic:.1f} s | " + both(ow, zw, iw, (oc, zc, ic)),
+        f"| open, current version | {ms(ours.open_s)} | {ms(z['open_s'])} | "
+        f"{ms(ice['open_s'])} | " + both(ours.open_s, z["open_s"], ice["open_s"]),
+        f"| read one element, current version | {us(ours.read_s)} | {us(z['read_s'])} | "
+        f"{us(ice['read_s'])} | " + both(ours.read_s, z["read_s"], ice["read_s"]),
+        f"| time travel: open the version of {h.rows:,} rows | {ms(t_open)} | | "
+        f"{ms(it_open)} | " + both(t_open, None, it_open),
+        f"| time travel: read one element of it | {us(t_read)} | | {us(it_read)} | "
+        + both(t_read, None, it_read),
+        f"| versions kept | {h.versions[0]:,} | | {ice['versions']:,} | | |",
+        f"| shard files (zarr: chunk files) | {ours.files:,} | {z['files']:,} | | | |",
+        f"| on disk, allocated (du), before gc | {size(ours.disk[0])} | "
+        f"{size(z['disk'][0])} | {size(ice['disk'][0])} | "
+        + both(ours.disk[0], z["disk"][0], ice["disk"][0]),
+    ]
+    gc = "gc (arrayds: compact + gc; icechunk: expire_snapshots + garbage_collect)"
+    if ours.compact is None or h.versions_gc[0] is None:
+        lines += [
+            f"| {gc}: time | {NO_COMPACT} | | {ice['gc_s']:.2f} s | | |",
+            f"| after gc: versions kept | {NO_COMPACT} | | {ice['versions_gc']:,} | | |",
+            f"| after gc: on disk, allocated | {NO_COMPACT} | | {size(ice['disk_gc'][0])} | | |",
+        ]
+    else:
+        c_took, _c_open, _c_read, c_disk = ours.compact
+        lines += [
+            f"| {gc}: time | {c_took:.2f} s (compact) | | {ice['gc_s']:.2f} s | | |",
+            f"| after gc: versions kept | {h.versions_gc[0]:,} | | {ice['versions_gc']:,} | | |",
+            f"| after gc: on disk, allocated | {size(c_disk[0])} | | "
+            f"{size(ice['disk_gc'][0])} | | {ratio(c_disk[0], ice['disk_gc'][0])} |",
         ]
     lines.append("")
     return lines

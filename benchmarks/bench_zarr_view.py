@@ -22,6 +22,13 @@ copy of every chunk into the result), which no store can go below.
 Each figure is the best of ``--repeat`` runs, the runs of the readers interleaved;
 CPU seconds (all threads of the process) are measured beside wall-clock seconds, and
 the ratios are view / arrayds (above 1: the view is slower) and floor / arrayds.
+
+Then the floor of the **anchor interpreter's zarr-python** (3.4; ``$ARRAYDS_ANCHOR_PYTHON``
+or ``.venv-anchors``, through benchmarks/anchor_runner.py and
+benchmarks/anchors/zarr_floor.py): the same floor reads of the same data, in the same
+run after the rows above (each the fastest of ``--repeat`` runs, with that run's CPU
+seconds), against the arrayds figures of the first table. Without an anchor
+interpreter that table says it was skipped.
 """
 
 from __future__ import annotations
@@ -44,10 +51,11 @@ import arrayds
 import arrayds.zarr
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from anchor_runner import AnchorUnavailable, run_anchor  # noqa: E402
 from bench_arrays import Timing, best_of, make_data  # noqa: E402
 
 TARGET = 1.3
-"""Issue 29: reading through the view costs at most 1.3x arrayds' own read."""
+"""The target: reading through the view costs at most 1.3x arrayds' own read."""
 
 
 def interleave(repeat: int, jobs: dict[str, Callable[[], Any]]) -> dict[str, Timing]:
@@ -65,10 +73,13 @@ def interleave(repeat: int, jobs: dict[str, Callable[[], Any]]) -> dict[str, Tim
 
 
 def workloads(root: str, n: int, chunk: int, n4: int, chunk4: int, repeat: int) -> list[tuple]:
+    """The rows of the first table; each workload's data is left in ``root`` as
+    ``<label>.npy`` for :func:`anchor_floor`."""
     rows = []
     for label, size, c in (("A2", n, chunk), ("A4", n4, chunk4)):
         url = os.path.join(root, label)
         data = make_data(size)
+        np.save(os.path.join(root, f"{label}.npy"), data)
         arrayds.to_arrayrecord(da.from_array(data, chunks=c), url, compression="zstd:1", mode="w")
         a = arrayds.open_array(url)
         z = zarr.open_array(arrayds.zarr.open_store(url), mode="r")
@@ -93,6 +104,42 @@ def workloads(root: str, n: int, chunk: int, n4: int, chunk4: int, repeat: int) 
             rows.append((name, f"{size}² in {c}² chunks", t["arrayds"], t["view"], t["floor"]))
         del f, w  # the floor's in-memory copy
     return rows
+
+
+def anchor_floor(root: str, args: argparse.Namespace) -> dict[str, Any]:
+    """The floor reads by the anchor interpreter's zarr-python (anchors/zarr_floor.py)
+    -> ``{"sections": ..., "versions": ...}``, or ``{"skipped": why}``."""
+    cases = [
+        {"label": label, "data": os.path.join(root, f"{label}.npy"), "chunk": c}
+        for label, c in (("A2", args.chunk), ("A4", args.chunk4))
+    ]
+    try:
+        got = run_anchor("zarr_floor", {"cases": cases, "repeat": args.repeat})
+    except AnchorUnavailable as e:
+        return {"skipped": str(e)}
+    return {"sections": got.sections, "versions": got.info["versions"]}
+
+
+def render_anchor(rows: list[tuple], anchor: dict[str, Any]) -> str:
+    """The anchor interpreter's floor beside arrayds' figures of ``rows``."""
+    if "skipped" in anchor:
+        return f"Anchor floor (zarr-python 3.4): skipped: {anchor['skipped']}."
+    v = anchor["versions"]
+    out = [
+        f"The zarr floor of the anchor interpreter's zarr {v['zarr']} (Python "
+        f"{v['python']}, dask {v['dask']}), same data, same run, after the rows above:",
+        "",
+        "| workload | arrayds wall / CPU s | zarr floor wall / CPU s "
+        "| floor / arrayds wall (CPU) |",
+        "|---|---|---|---|",
+    ]
+    for name, _what, own, _view, _floor in rows:
+        s = anchor["sections"][name]
+        out.append(
+            f"| {name} | {own:.3f} / {own.cpu:.3f} | {s['seconds']:.3f} / {s['cpu']:.3f} | "
+            f"{s['seconds'] / own:.2f}x ({s['cpu'] / own.cpu:.2f}x) |"
+        )
+    return "\n".join(out)
 
 
 def render(rows: list[tuple], args: argparse.Namespace, elapsed: float) -> str:
@@ -134,7 +181,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(dir=args.workdir, prefix="bench-zarr-view-") as root:
         with dask.config.set(scheduler="threads"):
             rows = workloads(root, args.n, args.chunk, args.n4, args.chunk4, args.repeat)
-    text = render(rows, args, time.perf_counter() - t0)
+        anchor = anchor_floor(root, args)
+    text = render(rows, args, time.perf_counter() - t0) + "\n\n" + render_anchor(rows, anchor)
     sys.stdout.write("## Reading through the zarr view (arrayds.zarr)\n\n" + text + "\n")
     return 0
 

@@ -262,7 +262,7 @@ class ArrayRecordDataSource:
 
     ``reader_options`` are passed to every reader (a dict of strings or the official
     string). ``decode=True`` applies a records dataset's serializer; it needs the URL
-    of a records dataset (API.md section 3) and is a ``ValueError`` for plain files.
+    of a records dataset (docs/records.md) and is a ``ValueError`` for plain files.
     A dataset written with ``pickle`` decodes only with ``allow_pickle=True`` (without
     it, ``decode=True`` is a ``ValueError`` here, at once); one written with an
     unregistered ``(encode, decode)`` pair needs ``serializer=`` that pair (or a

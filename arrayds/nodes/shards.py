@@ -182,7 +182,7 @@ def shard_reader(
             return r
         gate = _opening.setdefault(key, threading.Lock())
     # one opener per shard: threads that need it at the same moment share one footer
-    # fetch (on object stores each open is a HEAD and a ranged GET) (issue 6)
+    # fetch (on object stores each open is a HEAD and a ranged GET)
     with gate:
         with _readers_lock:
             r = _readers.get(key)
@@ -196,7 +196,7 @@ def shard_reader(
             else:
                 # object stores: fetch a 128 KiB tail (the postscript and, up to a few
                 # thousand chunks, the whole footer) instead of the reader's 1 MiB
-                # default, which would move most of a small shard per open (issue 6)
+                # default, which would move most of a small shard per open
                 store_key = _store_key(store, path)
                 r = ArrayRecordReader(
                     url,

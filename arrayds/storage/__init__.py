@@ -139,7 +139,7 @@ def get_store(
     are cheap, but each holds an fsspec file system and caches)."""
     key_url = os.fspath(url)
     if "://" not in key_url and "::" not in key_url:
-        # a relative local path means another folder after os.chdir (issue 6)
+        # a relative local path means another folder after os.chdir
         key_url = os.path.abspath(key_url)
     key = (key_url, options_token(storage_options))
     st = _instances.get(key)

@@ -109,7 +109,7 @@ class BaseStore:
         base = self.url.rstrip("/")
         return f"{base}/{key}" if key else self.url
 
-    # -- errors naming the URL (issue 6)
+    # -- errors naming the URL
 
     def named_error(self, e: OSError, action: str, path: str) -> OSError:
         """``e`` re-created (same type) with a message naming the URL of ``path``."""

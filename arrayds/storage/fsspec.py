@@ -180,7 +180,7 @@ class FsspecStore(BaseStore):
         try:
             return bytes(self.fs.cat_file(p))
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-            self.check_bucket()  # a missing bucket is an error (issue 6)
+            self.check_bucket()  # a missing bucket is an error
             return None
         except PermissionError as e:
             raise self.named_error(e, "cannot read", p) from e
@@ -241,7 +241,7 @@ class FsspecStore(BaseStore):
     def list_dir(self, prefix: str) -> list[str]:
         base = self.path(prefix)
         try:
-            self.fs.invalidate_cache(base)  # see other processes' new folders (issue 6)
+            self.fs.invalidate_cache(base)  # see other processes' new folders
             found = self.fs.ls(base, detail=True)
         except FileNotFoundError:
             return []

@@ -1,4 +1,4 @@
-"""Xarray integration (API.md section 5).
+"""Xarray integration (docs/xarray.md).
 
 * ``xr.open_dataset(url, engine="arrayds")`` — the backend in
   :mod:`arrayds.xarray.backend`, registered under the ``xarray.backends`` entry

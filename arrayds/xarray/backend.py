@@ -1,4 +1,4 @@
-"""The xarray backend: ``xr.open_dataset(url, engine="arrayds")`` (API.md section 5).
+"""The xarray backend: ``xr.open_dataset(url, engine="arrayds")`` (docs/xarray.md).
 
 A dataset is a group node whose member arrays are the variables (docs/spec.md,
 "Xarray datasets"): each array's ``dims`` are the variable's dimensions, its

@@ -1,4 +1,4 @@
-"""Writing xarray datasets: ``arrayds.to_arrayrecord(ds, url, ...)`` (API.md section 5).
+"""Writing xarray datasets: ``arrayds.to_arrayrecord(ds, url, ...)`` (docs/xarray.md).
 
 A dataset becomes a group node with one array node per variable (docs/spec.md,
 "Xarray datasets"). Variables are CF-encoded by xarray's own encoder (times ->

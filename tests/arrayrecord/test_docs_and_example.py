@@ -57,7 +57,7 @@ def test_quickstart_runs(tmp_path) -> None:
     assert "record 42:" in out
     assert "batch of 4" in out
     assert "data source: 2 files, 1500 records" in out
-    # the arrays part (issue 3): dask array written by a LocalCluster, read back
+    # the arrays part: dask array written by a LocalCluster, read back
     assert "wrote 64 chunks in 4 shards with 2 worker processes" in out
     assert "from_arrayrecord: 64 blocks, chunks equal to the stored grid: True" in out
     assert "Chunks initialized : 64/64" in out

@@ -1,5 +1,5 @@
 """benchmarks/bench_manifest_scale.py runs end to end at its quick size (so the manifest
-work of issue 30 cannot break it unnoticed), and the datasets it builds from hard links
+work cannot break it unnoticed), and the datasets it builds from hard links
 and a version 1 manifest are what a dask write of the same shards gives."""
 
 from __future__ import annotations

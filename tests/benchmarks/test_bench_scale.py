@@ -1,5 +1,5 @@
-"""benchmarks/bench_scale.py runs end to end at a tiny size (so the commit-path work of
-issue 12 cannot break it unnoticed), and its helpers measure what they say."""
+"""benchmarks/bench_scale.py runs end to end at a tiny size (so the commit-path
+work cannot break it unnoticed), and its helpers measure what they say."""
 
 from __future__ import annotations
 

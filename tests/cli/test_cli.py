@@ -1,4 +1,4 @@
-"""The ``arrayds`` command line: info, verify, convert, cat, gc (API.md section 6).
+"""The ``arrayds`` command line: info, verify, convert, cat, gc (docs/cli.md).
 
 Most tests drive the real click command in-process (CliRunner); the damage test and
 the help test also run the installed ``arrayds`` console script in a subprocess.

@@ -1,5 +1,5 @@
 """``arrayds gc`` removes only names that arrayds writes produce, in folders a node
-owns (issue 10, item 6): a user's files that merely contain ``.array_record`` stay,
+owns: a user's files that merely contain ``.array_record`` stay,
 wherever they are."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The tools and the CLI see a node only through its kind's record (issue 13): a kind
+"""The tools and the CLI see a node only through its kind's record: a kind
 that another package registers is verified, described, collected and refused by
 ``cat`` with no change to them."""
 

@@ -1,5 +1,5 @@
 """``arrayds log`` lists a node's versions newest first; ``arrayds gc
---keep-versions/--older-than`` expires old versions (issue 12 item 3)."""
+--keep-versions/--older-than`` expires old versions."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``arrayds info`` / ``verify`` / ``cat`` at a version (issue 12): ``--version N`` and
+"""``arrayds info`` / ``verify`` / ``cat`` at a version: ``--version N`` and
 ``--as-of TIME`` on the command line, ``version=`` / ``as_of=`` on the Python functions
 behind them (:func:`arrayds.verify.describe`, :func:`arrayds.verify.verify`,
 :func:`arrayds.tools.cat.open_node`), on a real local dataset whose versions differ: an

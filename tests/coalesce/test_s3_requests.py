@@ -1,4 +1,5 @@
-"""Coalesced reads on S3 (issue 26): requests counted by the proxy in front of moto.
+"""Coalesced reads on S3 (docs/guide.md, Coalesced reads): requests counted by the
+proxy in front of moto.
 
 Targets: a whole-array dask read makes at most 1.2 x (shards + stored bytes / 8 MiB)
 requests; a region at most two per shard touched plus one per 8 MiB; batched record

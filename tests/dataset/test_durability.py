@@ -1,4 +1,4 @@
-"""Durable local commits (issue 10, item 5): before the rename that makes a manifest
+"""Durable local commits (docs/spec.md): before the rename that makes a manifest
 visible, every shard it adds has had its bytes synced (before its own rename into
 place, or, for a shard the committing process wrote with ``defer_sync``, linked into
 place under a new name and synced in the background before the commit), its folder

@@ -1,4 +1,4 @@
-"""gc and shard names (issue 10, item 6): a manifest may not name a reserved file as
+"""gc and shard names: a manifest may not name a reserved file as
 a shard, and gc on an object-store-like file system removes only shard-grammar names
 in folders a node owns."""
 

@@ -1,4 +1,5 @@
-"""Every link in README.md and docs/**/*.md resolves inside the repository.
+"""Every link in README.md and docs/**/*.md resolves inside the repository, and no
+Python source (docstrings and comments included) cites what is outside it.
 
 Rules, checked on each Markdown file outside code blocks and code spans:
 
@@ -10,7 +11,9 @@ Rules, checked on each Markdown file outside code blocks and code spans:
 * ``http://`` and ``https://`` links (public sites) are allowed; any other scheme and
   absolute paths are not;
 * no text anywhere in the file (code included) refers to issue numbers
-  (``issue 12``) or to ``API.md``, which are not part of the repository.
+  (``issue 12``) or to ``API.md``, which are not part of the repository; nor does any
+  ``.py`` file of arrayds/, tests/, benchmarks/, examples/ or docs/ (this file aside:
+  its examples are those texts).
 
 Each problem is reported as ``file:line: what``, the file relative to the repository.
 """
@@ -26,6 +29,12 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 FILES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+SOURCES = sorted(
+    p
+    for folder in ("arrayds", "tests", "benchmarks", "examples", "docs")
+    for p in (ROOT / folder).rglob("*.py")
+    if p.resolve() != Path(__file__).resolve()
+)
 
 FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,}).*?^[ \t]*\1[ \t]*$", re.M | re.S)
 CODE_SPAN = re.compile(r"(`+)(?:[^`]|(?!\1)`)+?\1")
@@ -75,14 +84,20 @@ def _check_target(path: Path, root: Path, target: str) -> str | None:
     return None
 
 
+def forbidden(text: str) -> list[tuple[int, str]]:
+    """The line and the reason of every forbidden reference of ``text``."""
+    out = []
+    for pattern, what in FORBIDDEN:
+        for m in pattern.finditer(text):
+            out.append((text.count("\n", 0, m.start()) + 1, f"{m.group(0)!r} {what}"))
+    return out
+
+
 def problems(path: Path, root: Path = ROOT) -> list[str]:
     """Every broken or forbidden link or reference of the Markdown file ``path``."""
     text = path.read_text(encoding="utf8")
     name = path.resolve().relative_to(root.resolve()).as_posix()
-    out: list[tuple[int, str]] = []
-    for pattern, what in FORBIDDEN:
-        for m in pattern.finditer(text):
-            out.append((text.count("\n", 0, m.start()) + 1, f"{m.group(0)!r} {what}"))
+    out = forbidden(text)
     prose = _blank(_blank(text, FENCE), CODE_SPAN)
     for m in [*LINK.finditer(prose), *REF_DEF.finditer(prose)]:
         what = _check_target(path, root, m.group(1))
@@ -94,6 +109,25 @@ def problems(path: Path, root: Path = ROOT) -> list[str]:
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_links_resolve_in_the_repository(path: Path) -> None:
     assert problems(path) == []
+
+
+def test_python_sources_cite_no_issue_or_api_md() -> None:
+    assert len(SOURCES) > 100  # the folders were found
+    found = [
+        f"{p.relative_to(ROOT).as_posix()}:{line}: {what}"
+        for p in SOURCES
+        for line, what in forbidden(p.read_text(encoding="utf8"))
+    ]
+    assert found == []
+
+
+def test_forbidden_finds_issue_numbers_and_api_md_in_python() -> None:
+    text = '"""The view (Issue #29, item 1).\n\nSee API.md section 5."""\n# issue 6\nx = 1\n'
+    assert forbidden(text) == [
+        (1, "'Issue #29' refers to an issue number"),
+        (4, "'issue 6' refers to an issue number"),
+        (3, "'API.md' refers to API.md, which is not in the repository"),
+    ]
 
 
 def test_checker_reports_each_broken_link(tmp_path: Path) -> None:

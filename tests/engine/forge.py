@@ -1,4 +1,4 @@
-"""Forged ArrayRecord files: every checksum valid, some size absurd (issue 10, item 3).
+"""Forged ArrayRecord files: every checksum valid, some size absurd.
 
 The HighwayHash key of Riegeli is public, so a hash proves a file was not damaged by
 accident, never that it was not forged. Each forgery below is a complete two-block file

@@ -1,4 +1,4 @@
-"""Local files leave the format's zero padding as holes (sparse files, issue 12 item 4):
+"""Local files leave the format's zero padding as holes (sparse files):
 the bytes read back are those of a densely written file, the official reader reads
 them, and the allocated size shrinks by the whole filesystem blocks of padding."""
 

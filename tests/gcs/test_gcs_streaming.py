@@ -1,4 +1,4 @@
-"""Shards stream to GCS while they are written (issue 10, item 9): a resumable upload
+"""Shards stream to GCS while they are written: a resumable upload
 in parts; the object appears at close, and a failed write leaves none."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Shard opens on S3 use the byte size the manifest records (issue 6).
+"""Shard opens on S3 use the byte size the manifest records.
 
 Opening a shard costs one ranged GET of its tail and no HEAD, for arrays, records,
 ragged arrays and xarray datasets; a shard whose real size differs from the
@@ -222,7 +222,7 @@ def test_reads_spreading_over_shards_prefetch_the_other_footers(
     got = proxy.stats.snapshot()
     assert _no_head(got)
     # prefetched: only the chunk ranges (one per shard); else each shard, which the
-    # read needs whole, in one GET with its footer (issue 26)
+    # read needs whole, in one GET with its footer
     assert got["requests"] - before == 4
     assert store_mod.io_stats()["reader_opens"] == 6 and opened == (6 if limit >= 6 else 2)
 

@@ -1,4 +1,4 @@
-"""Shards stream to S3 while they are written (issue 10, item 9): a file larger than
+"""Shards stream to S3 while they are written: a file larger than
 one part is a multipart upload whose parts leave while later records are still being
 encoded; the object appears only when the writer closes, and a writer that fails or
 is abandoned leaves no object and no pending upload."""

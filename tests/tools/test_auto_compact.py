@@ -1,4 +1,4 @@
-"""Automatic compaction: ``to_arrayrecord(..., compact=True)`` (issue 12)."""
+"""Automatic compaction: ``to_arrayrecord(..., compact=True)``."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Tiered merging of appended shards (``compact="tiered"``, the default of appends;
-issue 12): the rule, and real appends on local, memory:// and S3 stores.
+"""Tiered merging of appended shards (``compact="tiered"``, the default of
+appends): the rule, and real appends on local, memory:// and S3 stores.
 
 * the rule (:func:`tail_to_merge`): equal appends merge as a base-8 counter; with
   appends of random or growing sizes every byte is copied at most
@@ -169,7 +169,7 @@ def test_ragged_appends_merge_in_order(where):
     # the versions before a merge still read their items from the merged-away shards
     store = get_store(where.url, where.so)
     versions = commit.versions(store, "")
-    assert len(versions) == 120  # one commit per write, its merge folded in (issue 27)
+    assert len(versions) == 120  # one commit per write, its merge folded in
     for v in versions[1 :: max(1, len(versions) // 8)]:
         old = arrayds.open_ragged(where.url, version=v.generation, storage_options=where.so)
         for k in (0, len(old) - 1):
@@ -227,7 +227,7 @@ def test_xarray_appends_merge_the_members(tmp_path):
 
 def test_a_merge_after_another_commit_is_dropped(tmp_path):
     """The merge hook of a commit whose put another writer beat: the merged shard
-    goes, nothing of it is visible (issue 27: the merge runs inside the commit)."""
+    goes, nothing of it is visible (the merge runs inside the commit)."""
     url = str(tmp_path / "a")
     a = arrayds.open_array(url, mode="w", shape=(0,), dtype="i2", chunks=1)
     for i in range(MERGE_FACTOR):

@@ -1,5 +1,5 @@
 """The tiered merge runs inside the append's own commit for every kind and every
-append path (issue 27): an append whose shards fill a tier makes exactly one new
+append path: an append whose shards fill a tier makes exactly one new
 version, and that version names the merged shard; a commit another writer beats
 between its read and its put removes its merged shard (nothing of it is visible),
 and an append retried after that merges again from what the other writer left.

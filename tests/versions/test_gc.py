@@ -1,4 +1,4 @@
-"""gc retention (issue 12 item 3): ``collect_garbage(url, keep_versions=,
+"""gc retention (docs/cli.md, gc): ``collect_garbage(url, keep_versions=,
 older_than=)`` keeps the current version, the newest ``keep_versions`` and the
 versions replaced less than ``older_than`` ago; it removes the expired version files,
 the manifest segments and the shard files no kept version names, and nothing else;

@@ -1,6 +1,6 @@
-"""Reading old versions (issue 12 item 3): ``version=`` / ``as_of=`` on every entry
-point that opens a node by URL, on local, memory://, S3 (moto) and GCS
-(fake-gcs-server) stores; old handles are read only; bad input is refused with the
+"""Reading old versions (docs/guide.md, Versions and time travel): ``version=`` /
+``as_of=`` on every entry point that opens a node by URL, on local, memory://, S3 (moto)
+and GCS (fake-gcs-server) stores; old handles are read only; bad input is refused with the
 message that names the versions kept."""
 
 from __future__ import annotations

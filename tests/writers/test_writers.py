@@ -1,4 +1,4 @@
-"""Many writers (issue 28 item 4): four writer processes append to one array, one
+"""Many writers: four writer processes append to one array, one
 records dataset and one xarray dataset (``append_dim=``) on local disk, S3 (moto) and
 GCS (fake-gcs-server), while the test reads and runs gc beside them
 (benchmarks/bench_writers.py ``run``: every row present exactly once, no append gives

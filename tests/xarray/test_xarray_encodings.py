@@ -1,5 +1,5 @@
 """No silent wrong value: every CF encoding xarray produces round-trips through
-arrayds, or the write is refused naming the variable and the key (issue 11). The
+arrayds, or the write is refused naming the variable and the key. The
 corruption cases found by xarray's own backend suite are regression tests here; a
 hypothesis test compares random datasets with what xarray's zarr backend returns."""
 
@@ -28,7 +28,7 @@ def roundtrip(ds: xr.Dataset, url: str, **kw) -> xr.Dataset:
     return xr.open_dataset(url, engine="arrayds").load()
 
 
-# -- the corruption cases of issue 11
+# -- the corruption cases found by xarray's backend suite
 
 
 def test_unsigned_values_round_trip(tmp_path):

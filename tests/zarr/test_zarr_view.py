@@ -3,6 +3,7 @@ what they read equals what arrayds reads, on real files and the real engine."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -108,17 +109,102 @@ def test_opening_reads_no_shard_and_chunks_are_lazy(tmp_path):
     assert io_stats()["records_read"] == 1
 
 
-def test_irregular_grid_is_a_clear_error_naming_the_array(tmp_path):
-    url = str(tmp_path / "i")
+async def _list(store: arrayds.zarr.ArraydsZarrStore) -> list[str]:
+    return [k async for k in store.list()]
+
+
+def _irregular(url: str) -> tuple[np.ndarray, np.ndarray]:
+    """A group with an irregular array ``grow`` (written by dask) and an irregular
+    array ``holes`` (fill -1) of which two chunks are written; their values."""
     g = arrayds.open(url, mode="w")
-    x = da.from_array(np.arange(10, dtype="i4"), chunks=((3, 5, 2),))
-    arrayds.to_arrayrecord(x, url, "grow")  # dask's chunks become the stored grid
-    assert arrayds.open_array(url, "grow").chunks == ((3, 5, 2),)
-    g.create_array("ok", shape=(2,), dtype="i4", chunks=2)
-    zg = view(url)
-    with pytest.raises(ValueError, match=r"array '.*grow' has an irregular chunk grid .* zarr"):
-        zg["grow"]
-    assert zg["ok"][...].tolist() == [0, 0]  # the rest of the hierarchy reads
+    x = np.arange(60, dtype=">i4").reshape(10, 6)
+    arrayds.to_arrayrecord(da.from_array(x, chunks=((3, 5, 2), (4, 2))), url, "grow")
+    assert arrayds.open_array(url, "grow").chunks == ((3, 5, 2), (4, 2))
+    h = g.create_array("holes", shape=(7,), dtype="f8", chunks=((2, 4, 1),), fill_value=-1)
+    h[0:2] = [1.0, 2.0]
+    h[6:] = [7.0]
+    return x, h[...]
+
+
+RECTILINEAR = "array.rectilinear_chunks"
+HAS_RECTILINEAR = RECTILINEAR.split(".")[1] in zarr.config.get("array")
+
+
+def test_irregular_grid_is_a_clear_error_naming_the_array(tmp_path):
+    """Without zarr's rectilinear chunk grid (zarr 3.1), or with its flag off (3.4),
+    the zarr.json of an irregular array is an error naming it and what reads it."""
+    url = str(tmp_path / "i")
+    _irregular(url)
+    arrayds.open(url, mode="r+").create_array("ok", shape=(2,), dtype="i4", chunks=2)
+    if HAS_RECTILINEAR:
+        why = r"it is experimental in zarr .* and off: turn it on with zarr.config.set\("
+        off = zarr.config.set({RECTILINEAR: False})
+    else:
+        why = r"zarr .* has none: read it with arrayds, with a zarr-python that has one"
+        off = contextlib.nullcontext()
+    with off:
+        zg = view(url)
+        for name in ("grow", "holes"):
+            with pytest.raises(
+                ValueError, match=rf"array '.*{name}' has an irregular chunk grid .*; {why}"
+            ):
+                zg[name]
+        assert zg["ok"][...].tolist() == [0, 0]  # the rest of the hierarchy reads
+
+
+@pytest.mark.skipif(not HAS_RECTILINEAR, reason=f"zarr {zarr.__version__}: no rectilinear grid")
+def test_irregular_grid_is_a_rectilinear_chunk_grid(tmp_path):
+    url = str(tmp_path / "r")
+    x, holes = _irregular(url)
+    store = arrayds.zarr.open_store(url)
+    with zarr.config.set({RECTILINEAR: True}):
+        z = view(url)["grow"]
+        assert z.read_chunk_sizes == ((3, 5, 2), (4, 2)) and z.dtype == np.dtype("<i4")
+        np.testing.assert_array_equal(z[...], x)
+        np.testing.assert_array_equal(z[2:9, 3:5], x[2:9, 3:5])
+        h = view(url)["holes"]
+        assert h.read_chunk_sizes == ((2, 4, 1),) and h.fill_value == -1
+        assert h[...].tolist() == holes.tolist() == [1, 2, -1, -1, -1, -1, 7]
+        assert h.nchunks_initialized == 2
+        meta = json.loads(sync(store.get("grow/zarr.json", default_buffer_prototype())).to_bytes())
+        grid = meta["chunk_grid"]
+        assert grid["name"] == "rectilinear"
+        assert grid["configuration"]["chunk_shapes"] == [[3, 5, 2], [4, 2]]
+        # each chunk is its own shape, not padded: chunk (2, 1) holds x[8:10, 4:6]
+        raw = sync(store.get("grow/c/2/1", default_buffer_prototype())).to_bytes()
+        assert raw == x[8:10, 4:6].astype("<i4").tobytes()
+        assert sync(store.get("holes/c/1", default_buffer_prototype())) is None
+        keys = sorted(k for k in sync(_list(store)) if k.startswith("holes/"))
+        assert keys == ["holes/c/0", "holes/c/2", "holes/zarr.json"]
+
+
+@pytest.mark.skipif(not HAS_RECTILINEAR, reason=f"zarr {zarr.__version__}: no rectilinear grid")
+def test_large_chunks_of_a_rectilinear_grid_read_in_worker_threads(tmp_path):
+    url = str(tmp_path / "big")
+    x = np.random.default_rng(1).random((700, 400))  # chunk 0: 400x400 float64, > 1 MiB
+    arrayds.to_arrayrecord(da.from_array(x, chunks=((400, 300), (400,))), url)
+    with zarr.config.set({RECTILINEAR: True}):
+        z = view(url)
+        assert z.read_chunk_sizes == ((400, 300), (400,))
+        np.testing.assert_array_equal(z[...], x)
+        np.testing.assert_array_equal(z[390:410, ::7], x[390:410, ::7])
+
+
+@pytest.mark.skipif(not HAS_RECTILINEAR, reason=f"zarr {zarr.__version__}: no rectilinear grid")
+def test_xarray_reads_an_appended_dataset_through_its_rectilinear_grid(tmp_path):
+    """An append along time makes the time axis irregular (5 + 5 + 2 steps here)."""
+    url = str(tmp_path / "xa")
+    ds = climate(chunks={"time": 5})
+    arrayds.to_arrayrecord(ds.isel(time=slice(0, 10)), url)
+    arrayds.to_arrayrecord(ds.isel(time=slice(10, None)), url, mode="a", append_dim="time")
+    assert arrayds.open_array(url, "t2m").chunks[0] == (5, 5, 2)
+    want = xr.open_dataset(url, engine="arrayds").load()
+    with zarr.config.set({RECTILINEAR: True}):
+        got = xr.open_zarr(arrayds.zarr.open_store(url), consolidated=False)
+        assert got.t2m.chunks[0] == (5, 5, 2)
+        got = got.load()
+    for k in ("t2m", "pres", "flag", "time"):
+        xr.testing.assert_equal(got[k], want[k])
 
 
 def test_versions(tmp_path):

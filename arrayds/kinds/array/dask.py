@@ -1,4 +1,4 @@
-"""Dask arrays <-> array nodes (API.md section 3, arrays).
+"""Dask arrays <-> array nodes (docs/guide.md, Arrays).
 
 Writing (:func:`write_array`) builds a graph of
 

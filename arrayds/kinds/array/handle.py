@@ -1,4 +1,4 @@
-"""Chunked N-d arrays on ArrayRecord shards (API.md section 2).
+"""Chunked N-d arrays on ArrayRecord shards (docs/guide.md, Arrays).
 
 An :class:`Array` is a handle on one array node: its manifest (read once, at open)
 plus the store. Reading a selection:
@@ -293,7 +293,7 @@ def stack_entries(
 
 
 class Array(Node):
-    """A chunked N-d array stored as ArrayRecord shards (API.md section 2).
+    """A chunked N-d array stored as ArrayRecord shards (docs/guide.md, Arrays).
 
     Open one with :func:`arrayds.open_array`, ``group[name]`` or
     ``group.create_array``; write one from dask or numpy with

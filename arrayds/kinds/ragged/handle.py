@@ -193,7 +193,7 @@ def _item_indices(key: Any, n: int, what: str) -> tuple[np.ndarray, bool]:
 
 
 class RaggedArray(Node):
-    """Variable-length items of one dtype and ndim (API.md section 4).
+    """Variable-length items of one dtype and ndim (docs/ragged.md).
 
     ``len(ra)``, ``ra.dtype``, ``ra.shapes`` (one shape per item), ``ra[i]`` (one
     array), ``ra[[i, j]]`` or ``ra[a:b]`` (a list), ``ra[idx, ch, t0:t1]`` (items, then

@@ -625,7 +625,7 @@ def api_writer(
     **options: Any,
 ) -> Any:
     """``arrayds.to_arrayrecord`` for lists of numpy arrays and for bags. They are a
-    ragged array (API.md section 3) unless the call asks for records — a
+    ragged array (docs/ragged.md) unless the call asks for records — a
     ``serializer`` other than ``"auto"``, a ``group_size`` or ``num_shards`` — or the
     data is a bag whose first item is not a numpy array: then they go to records
     (:mod:`arrayds.records`), numpy arrays serialized like any other object."""
