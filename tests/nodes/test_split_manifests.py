@@ -274,3 +274,17 @@ def test_a_pickled_long_array_carries_its_head_not_its_entries(tmp_path):
     np.testing.assert_array_equal(b[...], want)
     a[...]  # a handle whose list was parsed whole still pickles (as its entries)
     np.testing.assert_array_equal(pickle.loads(pickle.dumps(a))[...], want)
+
+
+def test_a_records_dataset_opens_from_its_head(tmp_path):
+    from arrayds import records
+
+    url = str(tmp_path / "r")
+    data = [b"r%d" % i for i in range(200)]
+    records.write_records(data, url, serializer="raw", num_shards=200)  # 200 entries
+    head = json.loads((tmp_path / "r" / "arrayds.json").read_bytes())
+    assert head["shards"]["segments"] and all("records" in r for r in head["shards"]["segments"])
+    log.clear_cache()
+    opened = records.open_records(url)
+    assert len(opened) == 200 and len(log._cache) == 0  # the head says how many
+    assert opened[150] == b"r150" and list(opened)[-1] == b"r199"

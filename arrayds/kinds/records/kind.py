@@ -41,6 +41,7 @@ kinds.register(
         compact=compact_records,
         usage=usage,
         tail_sizes=tail_sizes,
+        lazy_shards=True,
         totals="records_sets",
         plural="record sets",
         phrase="a records dataset",

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...errors import CorruptionError
 from ...nodes import commit as node_commit
+from ...nodes.history import ShardLog
 from ...nodes.names import (
     FORMAT,
     FORMAT_VERSION,
@@ -138,7 +139,7 @@ class LazyShards(Sequence["ShardInfo"]):
 
     __slots__ = ("_parsed", "_raw", "_total", "_where")
 
-    def __init__(self, raw: list[Any], total: int | None, where: str) -> None:
+    def __init__(self, raw: Sequence[Any], total: int | None, where: str) -> None:
         self._raw = raw
         self._total = total
         self._where = where
@@ -232,7 +233,7 @@ class RecordsManifest:
             )
         ser = man.get("serializer")
         raw_shards = man.get("shards")
-        if not isinstance(ser, str) or not isinstance(raw_shards, list):
+        if not isinstance(ser, str) or not isinstance(raw_shards, (list, ShardLog)):
             raise CorruptionError(
                 f"{where}: a records manifest needs a 'serializer' string and a 'shards' list"
             )
@@ -272,7 +273,8 @@ def load_manifest(
 ) -> tuple[Store, str, RecordsManifest]:
     store, node = locate(url, component, storage_options, "a records dataset")
     check_version_args(version, as_of, "r", f"records dataset {store.display(node)}")
-    man = node_commit.read(store, node, version=version, as_of=as_of).raw
+    # the shard list as a ShardLog: the open reads the head only
+    man = node_commit.read(store, node, version=version, as_of=as_of).lazy_raw
     where = store.display(node)
     if man is None:
         raise FileNotFoundError(f"no records dataset at {where} (no {MANIFEST})")
