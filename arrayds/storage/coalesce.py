@@ -24,8 +24,8 @@ shuffled batch (a few records of 1 KiB from every shard, each some hundred KiB f
 the next) chain, gap by gap, into requests of most of a shard, which move many times
 the bytes wanted (256 records of a 100,000-record dataset: 64 MB for 0.2 MB). On
 the S3 benchmark (docs/performance.md) that is still the fastest plan: every request
-saved costs the client more time than the megabytes it moves, and a cap of 16
-made such batches 17 times slower (66 times the requests). Where bytes cost more
+saved costs the client more time than the megabytes it moves, and a cap of 16 made
+such batches many times slower, with tens of times the requests. Where bytes cost more
 than requests (egress billed, memory tight), set it; dense reads (a whole array, a
 region) stay far below any cap.
 
