@@ -266,6 +266,45 @@ def transport_limit(url: str, so: dict, a, threads: int, repeat: int, server) ->
     return {**timed(run, repeat, server), "bytes": total, "shards": len(keys)}
 
 
+_RSS_SCRIPT = """
+import json, sys
+sys.path.insert(0, sys.argv[5])
+import dask, arrayds
+from harness import measure
+url, so, how, threads = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+x = arrayds.from_arrayrecord(url, storage_options=so)
+a = arrayds.open_array(url, storage_options=so)
+with dask.config.set(scheduler="threads", num_workers=threads), measure() as m:
+    got = x.compute() if how == "dask" else a[...]
+print(json.dumps({"added": m["rss_added"], "nbytes": got.nbytes}))
+"""
+
+
+def fresh_rss(url: str, so: dict, how: str, threads: int) -> dict[str, int]:
+    """The peak RSS a whole-array read (``how``: "dask" or "whole") adds to a fresh
+    process (its resident set's high-water mark, reset before the read, over the
+    resident set before it; the array already opened): {"added", "nbytes"}."""
+    import json
+    import subprocess
+
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _RSS_SCRIPT,
+            url,
+            json.dumps(so),
+            how,
+            str(threads),
+            str(HERE / "anchors"),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
 def local_passes(data: np.ndarray, threads: int, repeat: int, server) -> tuple[float, float]:
     """``arrayds verify`` and a dask read of the same array on a local disk (page cache
     hot): seconds of each."""
@@ -405,6 +444,11 @@ def run(args, readers: list[str], server: ServerProcess, work: str, s3fs) -> tup
     report = verify(url, storage_options=direct)
     assert report.ok, report.problems
     t_vl, t_rl = local_passes(data, args.threads, args.repeat, server)
+    fresh = {
+        (name, how): fresh_rss(url, so, how, args.threads)
+        for name, so in (("fsspec", slow), ("obstore", {**slow, "backend": "obstore"}))
+        for how in ("dask", "whole")
+    }
     anchor_versions = ", ".join(f"{k} {v}" for k, v in versions.items() if k != "python")
     out = [
         f"## Object store reads (S3 on loopback, {args.latency_ms:g} ms per request)",
@@ -469,6 +513,15 @@ def run(args, readers: list[str], server: ServerProcess, work: str, s3fs) -> tup
         f"| local disk: `from_arrayrecord(path).compute()` | {t_rl * 1000:.0f} ms | - | "
         f"{stored / 1e6 / t_rl:.0f} |",
         "",
+        "| peak RSS a whole-array read adds to a fresh process (target <= 1.5x the array) "
+        "| added | / array |",
+        "|---|---:|---:|",
+        *(
+            f"| arrayds, {name}: {'from_arrayrecord(url).compute()' if how == 'dask' else 'a[...]'}"
+            f" | {r['added'] / 1e6:.0f} MB | {r['added'] / r['nbytes']:.2f}x |"
+            for (name, how), r in fresh.items()
+        ),
+        "",
         f"Requests target: whole array <= "
         f"{1.2 * (tl['shards'] + tl['bytes'] / (8 << 20)):.0f}, region <= "
         f"{2 * touched + share['region'] * stored / (8 << 20):.0f}. "
@@ -528,10 +581,10 @@ def run_records(args, webdataset: bool, server: ServerProcess, work: str, s3fs) 
 
     def epoch(so: dict, order: np.ndarray) -> None:
         src = records.data_source(url, storage_options=so)
-        for i in range(0, limit, RECORD_BATCH):
-            batch = order[i : min(i + RECORD_BATCH, limit)]
-            got = src.__getitems__(batch)
-            assert len(got) == len(batch) and got[-1] == data[batch[-1]].tobytes()
+        batches = src.batches(order[:limit], RECORD_BATCH)  # read ahead (8 batches)
+        for i, got in zip(range(0, limit, RECORD_BATCH), batches, strict=True):
+            last = order[min(i + RECORD_BATCH, limit) - 1]
+            assert len(got) == min(RECORD_BATCH, limit - i) and got[-1] == data[last].tobytes()
 
     one_by_one = np.random.default_rng(1).permutation(n)[:ONE_BY_ONE]
 
@@ -581,7 +634,8 @@ def run_records(args, webdataset: bool, server: ServerProcess, work: str, s3fs) 
         f"### Records: {n:,} records of {RECORD} B in {RECORD_SHARDS} shards, batches of "
         f"{RECORD_BATCH}",
         "",
-        f"Measured over {span}; arrayds: `records.data_source(url).__getitems__(batch)`, "
+        f"Measured over {span}; arrayds: `records.data_source(url).batches(order, "
+        f"{RECORD_BATCH})` (reading 8 batches ahead), "
         f"{stored / 1e6:.1f} MB stored.{note}",
         "",
         "| reader | workload | records/s | requests | fetched / needed | CPU | peak RSS added |",

@@ -21,6 +21,7 @@ opened. Any other path is an ArrayRecord file (or a glob of them).
 from __future__ import annotations
 
 import bisect
+import contextvars
 import functools
 import glob as _glob
 import hashlib
@@ -41,6 +42,10 @@ from .reader import ArrayRecordReader, prefetcher
 
 # Files kept open after counting records at construction of a data source.
 _KEEP_OPEN = 256
+DEFAULT_READAHEAD = 8
+"""Batches :meth:`ArrayRecordDataSource.batches` reads together, ahead of use: a
+window of 8 blocks of a :class:`arrayds.sampler.BlockShuffleSampler` at
+``batch_size == block_size``."""
 _SLICE_SUFFIX = re.compile(r"(.*)\[(\d+):(\d+)\]")
 _GLOB_CHARS = re.compile(r"[*?\[]")
 
@@ -527,6 +532,68 @@ class ArrayRecordDataSource:
     def _getitems(self, indices: Sequence[int]) -> list[Any]:
         """Grain's batched read (``SupportsBatchedReadRandomAccessDataSource``)."""
         return self.__getitems__(indices)
+
+    def batches(
+        self,
+        order: Sequence[SupportsIndex] | np.ndarray,
+        batch_size: int,
+        *,
+        readahead: int = DEFAULT_READAHEAD,
+    ) -> Iterator[list[Any]]:
+        """The records of ``order`` (record indices, e.g. a sampler's
+        :meth:`~arrayds.sampler.BlockShuffleSampler.epoch_order`) in batches of
+        ``batch_size`` (the last may be shorter), read ahead.
+
+        The records of ``readahead`` batches are read together, as one
+        ``__getitems__`` (one coalesced pass per shard for all of them), in a
+        background thread while the batches before them are used: a window of a
+        block shuffle is then one ranged GET per block (or per run of blocks) instead
+        of one per batch and block, and a full shuffle's batches share their
+        requests. At most two groups of ``readahead`` batches of records are held at
+        once; leaving the loop early waits for the read in flight. ``readahead=0``
+        reads each batch when it is reached. A bad ``batch_size`` or ``readahead`` is
+        a ``ValueError``, an index out of range an ``IndexError``, both raised here,
+        before anything is read.
+
+        >>> import os, tempfile, arrayds
+        >>> path = os.path.join(tempfile.mkdtemp(), "b.ar")
+        >>> with arrayds.ArrayRecordWriter(path) as w:
+        ...     w.write_many([b"%d" % i for i in range(5)])
+        5
+        >>> list(arrayds.ArrayRecordDataSource(path).batches([4, 0, 3, 1, 2], 2))
+        [[b'4', b'0'], [b'3', b'1'], [b'2']]
+        >>> arrayds.ArrayRecordDataSource(path).batches([0], 0)
+        Traceback (most recent call last):
+        ...
+        ValueError: ArrayRecordDataSource.batches: batch_size must be an int >= 1, got 0
+        """
+        for name, value, low in (("batch_size", batch_size, 1), ("readahead", readahead, 0)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+                raise ValueError(
+                    f"ArrayRecordDataSource.batches: {name} must be an int >= {low}, got {value!r}"
+                )
+        idx = index_array(order, self._len, "ArrayRecordDataSource.batches")
+        return self._batches(idx, int(batch_size), int(readahead))
+
+    def _batches(self, idx: np.ndarray, batch_size: int, readahead: int) -> Iterator[list[Any]]:
+        if readahead == 0:
+            for i in range(0, idx.size, batch_size):
+                yield self.__getitems__(idx[i : i + batch_size])
+            return
+        step = batch_size * readahead
+        groups = [idx[i : i + step] for i in range(0, idx.size, step)]
+        # leaving the loop early (close, an error) leaves the with block, whose
+        # shutdown waits for the read in flight
+        with ThreadPoolExecutor(1, thread_name_prefix="arrayds-batches") as pool:
+            ahead = None
+            for k, group in enumerate(groups):
+                got = self.__getitems__(group) if ahead is None else ahead.result()
+                if k + 1 < len(groups):
+                    ahead = pool.submit(
+                        contextvars.copy_context().run, self.__getitems__, groups[k + 1]
+                    )
+                for i in range(0, len(got), batch_size):
+                    yield got[i : i + batch_size]
 
     def __iter__(self) -> Iterator[Any]:
         for k, s in enumerate(self._shards):

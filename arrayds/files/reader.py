@@ -44,7 +44,7 @@ def prefetcher() -> ThreadPoolExecutor:
     if pool is None:
         with _prefetch_lock:
             if _prefetch_pool is None:
-                _prefetch_pool = ThreadPoolExecutor(4, thread_name_prefix="arrayds-readahead")
+                _prefetch_pool = ThreadPoolExecutor(16, thread_name_prefix="arrayds-readahead")
             pool = _prefetch_pool
     return pool
 

@@ -5,17 +5,29 @@ records asked for). Each request to an object store costs a round trip, so nearb
 ranges are merged into few requests: two ranges whose gap is at most
 :attr:`Coalesce.gap` bytes become one request (the gap's bytes are fetched and
 dropped), and no merged request grows past :attr:`Coalesce.max_size` bytes (a single
-range longer than that stays one request). The merged requests of one read are
+range longer than that stays one request), and no merged request fetches more than
+:attr:`Coalesce.max_ratio` times the bytes it needs. The merged requests of one read are
 fetched concurrently (:meth:`arrayds.storage.base.BaseStore.get_ranges`), and every
 response is checked to hold exactly the bytes asked for: a shorter or longer one is
 an :class:`arrayds.CorruptionError` naming the file and the range, never wrong data.
 
 Per call: a :func:`coalescing` block (``with coalescing(gap=0): a[...]``). The
 defaults come from the environment (read when a read starts):
-``ARRAYDS_COALESCE_GAP`` (bytes, default 1 MiB; ``0`` merges only touching ranges)
-and ``ARRAYDS_COALESCE_MAX`` (bytes, default 8 MiB). Sizes may carry a ``K``/``M``/
-``G`` suffix (powers of 1024). Local files are not affected: they are
-memory-mapped or read with ``pread``.
+``ARRAYDS_COALESCE_GAP`` (bytes, default 1 MiB; ``0`` merges only touching ranges),
+``ARRAYDS_COALESCE_MAX`` (bytes, default 8 MiB) and ``ARRAYDS_COALESCE_RATIO`` (a
+number >= 1 or ``inf``, the default). Sizes may carry a ``K``/``M``/``G`` suffix
+(powers of 1024). Local files are not affected: they are memory-mapped or read with
+``pread``.
+
+The ratio is a cap on what sparse reads move, off by default: the ranges of a
+shuffled batch (a few records of 1 KiB from every shard, each some hundred KiB from
+the next) chain, gap by gap, into requests of most of a shard, which move many times
+the bytes wanted (256 records of a 100,000-record dataset: 64 MB for 0.2 MB). On
+the S3 benchmark (docs/performance.md) that is still the fastest plan: every request
+saved costs the client more time than the megabytes it moves, and a cap of 16 made
+such batches many times slower, with tens of times the requests. Where bytes cost more
+than requests (egress billed, memory tight), set it; dense reads (a whole array, a
+region) stay far below any cap.
 
 >>> opts = Coalesce(gap=100, max_size=1000)
 >>> plan_ranges([(0, 10), (50, 60), (500, 600), (2000, 3500)], opts)
@@ -40,6 +52,7 @@ from ..errors import CorruptionError
 
 __all__ = [
     "DEFAULT_GAP",
+    "DEFAULT_MAX_RATIO",
     "DEFAULT_MAX_SIZE",
     "Coalesce",
     "coalesce_options",
@@ -54,6 +67,8 @@ DEFAULT_GAP = 1 << 20
 object store a request costs about as much as transferring a megabyte)."""
 DEFAULT_MAX_SIZE = 8 << 20
 """No merged request grows past this many bytes (8 MiB)."""
+DEFAULT_MAX_RATIO = float("inf")
+"""No cap on the bytes a merged request fetches over those it needs (see above)."""
 
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 
@@ -76,17 +91,33 @@ def _parse_bytes(value: Any, what: str, *, positive: bool) -> int:
     return v
 
 
+def _parse_ratio(value: Any, what: str) -> float:
+    """A float >= 1 from a number or a numeric string."""
+    v = value
+    if isinstance(v, str):
+        try:
+            v = float(v)
+        except ValueError:
+            raise ValueError(f"{what} must be a number >= 1, got {value!r}") from None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 1:
+        raise ValueError(f"{what} must be a number >= 1, got {value!r}")
+    return float(v)
+
+
 @dataclass(frozen=True)
 class Coalesce:
     """How the byte ranges of one remote read are merged into requests.
 
     ``gap``: ranges at most this many bytes apart become one request (``0``: only
     touching or overlapping ones). ``max_size``: no merged request grows past this
-    many bytes. A negative gap or a size that is not positive is a ``ValueError``
-    naming the setting.
+    many bytes. ``max_ratio``: no merged request fetches more than this many times
+    the bytes of the ranges it serves (``1``: only touching or overlapping ranges
+    join; ``float("inf")``, the default: no cap). A negative
+    gap, a size that is not positive or a ratio below 1 (or not a number) is a
+    ``ValueError`` naming the setting.
 
     >>> Coalesce(gap="64K", max_size="4M")
-    Coalesce(gap=65536, max_size=4194304)
+    Coalesce(gap=65536, max_size=4194304, max_ratio=inf)
     >>> Coalesce(max_size=0)
     Traceback (most recent call last):
     ...
@@ -95,12 +126,14 @@ class Coalesce:
 
     gap: int = DEFAULT_GAP
     max_size: int = DEFAULT_MAX_SIZE
+    max_ratio: float = DEFAULT_MAX_RATIO
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "gap", _parse_bytes(self.gap, "coalescing gap", positive=False))
         object.__setattr__(
             self, "max_size", _parse_bytes(self.max_size, "coalescing max_size", positive=True)
         )
+        object.__setattr__(self, "max_ratio", _parse_ratio(self.max_ratio, "coalescing max_ratio"))
 
 
 _current: contextvars.ContextVar[Coalesce | None] = contextvars.ContextVar(
@@ -110,12 +143,15 @@ _current: contextvars.ContextVar[Coalesce | None] = contextvars.ContextVar(
 
 @contextlib.contextmanager
 def coalescing(
-    gap: int | str | None = None, max_size: int | str | None = None
+    gap: int | str | None = None,
+    max_size: int | str | None = None,
+    max_ratio: float | str | None = None,
 ) -> Iterator[Coalesce]:
     """Within the block, remote reads of this thread (and of the pools and dask
-    arrays it starts: :func:`arrayds.from_arrayrecord` keeps the options of the
-    block it is called in) coalesce with ``gap`` and ``max_size`` (``None``: the
-    value outside the block). Yields the options in force.
+    arrays it starts: :func:`arrayds.from_arrayrecord` keeps the ``gap`` and
+    ``max_size`` of the block it is called in) coalesce with ``gap``, ``max_size``
+    and ``max_ratio`` (``None``: the value outside the block). Yields the options in
+    force.
 
     >>> with coalescing(gap=0) as opts:
     ...     opts.gap, coalesce_options().gap
@@ -130,6 +166,7 @@ def coalescing(
     opts = Coalesce(
         gap=outer.gap if gap is None else gap,
         max_size=outer.max_size if max_size is None else max_size,
+        max_ratio=outer.max_ratio if max_ratio is None else max_ratio,
     )
     token = _current.set(opts)
     try:
@@ -147,8 +184,8 @@ def explicit_options() -> Coalesce | None:
 def coalesce_options(coalesce: Coalesce | dict[str, Any] | None = None) -> Coalesce:
     """The options of one read: ``coalesce`` as given (a :class:`Coalesce` or a dict
     of its fields), else those of the innermost :func:`coalescing` block, else from
-    ``ARRAYDS_COALESCE_GAP`` / ``ARRAYDS_COALESCE_MAX`` (their names appear in the
-    ``ValueError`` of a bad value), else the defaults.
+    ``ARRAYDS_COALESCE_GAP`` / ``ARRAYDS_COALESCE_MAX`` / ``ARRAYDS_COALESCE_RATIO``
+    (their names appear in the ``ValueError`` of a bad value), else the defaults.
 
     >>> coalesce_options({"gap": 0}).gap
     0
@@ -164,6 +201,7 @@ def coalesce_options(coalesce: Coalesce | dict[str, Any] | None = None) -> Coale
         return current
     gap = os.environ.get("ARRAYDS_COALESCE_GAP")
     size = os.environ.get("ARRAYDS_COALESCE_MAX")
+    ratio = os.environ.get("ARRAYDS_COALESCE_RATIO")
     return Coalesce(
         gap=DEFAULT_GAP
         if gap is None
@@ -171,32 +209,47 @@ def coalesce_options(coalesce: Coalesce | dict[str, Any] | None = None) -> Coale
         max_size=DEFAULT_MAX_SIZE
         if size is None
         else _parse_bytes(size, "ARRAYDS_COALESCE_MAX", positive=True),
+        max_ratio=DEFAULT_MAX_RATIO
+        if ratio is None
+        else _parse_ratio(ratio, "ARRAYDS_COALESCE_RATIO"),
     )
 
 
 def plan_ranges(spans: Sequence[tuple[int, int]], opts: Coalesce) -> list[tuple[int, int]]:
     """Merge byte ranges ``[begin, end)`` into requests (sorted, disjoint): ranges
     that overlap, touch or lie at most ``opts.gap`` bytes apart join while the
-    request stays within ``opts.max_size`` bytes; a longer range is one request.
+    request stays within ``opts.max_size`` bytes and within ``opts.max_ratio`` times
+    the bytes of its ranges; a longer range is one request.
 
     >>> o = Coalesce(gap=0, max_size=100)
     >>> plan_ranges([(10, 20), (0, 10), (15, 30), (31, 40)], o)
     [(0, 30), (31, 40)]
     >>> plan_ranges([(0, 60), (60, 120), (120, 300)], o)
     [(0, 60), (60, 120), (120, 300)]
+    >>> plan_ranges([(0, 10), (30, 40), (90, 100)], Coalesce(gap=100, max_ratio=2))
+    [(0, 40), (90, 100)]
     """
     out: list[tuple[int, int]] = []
+    needed = 0  # bytes of the ranges the last request serves
     for begin, end in sorted(spans):
         if end < begin or begin < 0:
             raise ValueError(f"bad byte range [{begin}, {end})")
         if out:
             b0, e0 = out[-1]
-            if begin <= e0 + opts.gap and max(e0, end) - b0 <= opts.max_size:
-                out[-1] = (b0, max(e0, end))
+            new = max(0, end - max(begin, e0))  # bytes of this range not yet served
+            stop = max(e0, end)
+            if (
+                begin <= e0 + opts.gap
+                and stop - b0 <= opts.max_size
+                and stop - b0 <= opts.max_ratio * (needed + new)
+            ):
+                out[-1] = (b0, stop)
+                needed += new
                 continue
             if end <= e0:  # inside a request already planned (one too long to grow)
                 continue
         out.append((begin, end))
+        needed = end - begin
     return out
 
 

@@ -102,3 +102,30 @@ def test_long_ranges_are_fetched_in_pieces_and_joined():
 def test_errors_of_the_store_propagate():
     with pytest.raises(PermissionError):
         fetch_spans([(0, 1)], lambda rs: [PermissionError("no")], "f", Coalesce())
+
+
+def test_max_ratio_stops_a_chain_of_sparse_ranges():
+    spans = [(k * 1000, k * 1000 + 10) for k in range(10)]  # 10 bytes wanted every 1000
+    assert plan_ranges(spans, Coalesce(gap=1000)) == [(0, 9010)]  # no cap: one request
+    capped = plan_ranges(spans, Coalesce(gap=1000, max_ratio=80))
+    assert capped == [(0, 3010), (4000, 7010), (8000, 9010)]
+    for b, e in capped:  # each request at most 80 times its wanted bytes
+        assert e - b <= 80 * 10 * sum(b <= s < e for s, _ in spans)
+    dense = [(k * 100, k * 100 + 90) for k in range(50)]  # a region: 10 % gaps
+    assert plan_ranges(dense, Coalesce(gap=1000, max_ratio=2)) == [(0, 4990)]
+    assert plan_ranges(spans[:2], Coalesce(gap=1000, max_ratio=1)) == spans[:2]
+
+
+@pytest.mark.parametrize("bad", [0.5, 0, -3, "x", True, float("nan"), None])
+def test_bad_max_ratio_names_the_setting(bad):
+    with pytest.raises(ValueError, match="coalescing max_ratio must be a number >= 1"):
+        Coalesce(max_ratio=bad)
+
+
+def test_max_ratio_from_the_environment(monkeypatch):
+    assert coalesce_options().max_ratio == float("inf")  # the default: no cap
+    monkeypatch.setenv("ARRAYDS_COALESCE_RATIO", "8")
+    assert coalesce_options().max_ratio == 8.0
+    monkeypatch.setenv("ARRAYDS_COALESCE_RATIO", "0.9")
+    with pytest.raises(ValueError, match="ARRAYDS_COALESCE_RATIO must be a number >= 1"):
+        coalesce_options()

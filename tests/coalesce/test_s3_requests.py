@@ -177,3 +177,26 @@ def test_coalescing_options_per_call_and_in_dask_graphs(s3, grid, proxy, monkeyp
     monkeypatch.setenv("ARRAYDS_COALESCE_GAP", "-1")
     with pytest.raises(ValueError, match="ARRAYDS_COALESCE_GAP"):
         a[0:32]
+
+
+def test_max_ratio_caps_the_bytes_of_a_sparse_batch(s3, s3_url, s3_opts, proxy):
+    from arrayds import records
+    from arrayds.storage.coalesce import coalescing
+
+    rng = np.random.default_rng(1)
+    recs = [rng.integers(0, 256, 200, dtype=np.uint8).tobytes() for _ in range(2000)]
+    records.write_records(recs, s3_url, num_shards=2, storage_options=s3_opts)
+    src = records.data_source(s3_url, storage_options=s3.storage_options(proxy.url))
+    src[[0, 1999]]  # both shards open
+    batch = list(range(0, 2000, 50))  # 20 records of each shard, 10 KB apart
+    fetched = {}
+    for ratio in (None, 4):
+        proxy.stats.reset()
+        with coalescing(max_ratio=ratio):
+            assert src.__getitems__(batch) == [recs[i] for i in batch]
+        got = proxy.stats.snapshot()
+        fetched[ratio] = (got["requests"], got["bytes_down"])
+    assert fetched[None][0] == 2  # no cap: a GET per shard, most of each shard
+    assert fetched[None][1] >= 30 * 40 * 200
+    assert fetched[4][0] == 40  # capped: the records 10 KB apart are fetched alone
+    assert fetched[4][1] < fetched[None][1] / 10
