@@ -1,4 +1,4 @@
-"""Batches read ahead from S3 (issue 26): ``ArrayRecordDataSource.batches`` reads the
+"""Batches read ahead from S3: ``ArrayRecordDataSource.batches`` reads the
 records of several batches as one coalesced pass per shard, so a block shuffle's
 window, or a group of fully shuffled batches, costs a GET per shard instead of one
 per batch and shard. Requests counted by the proxy in front of moto."""
