@@ -54,3 +54,21 @@ def test_blocks_across_shards_and_local_stores_keep_one_task_per_block(tmp_path)
     y = arrayds.from_arrayrecord(local)
     assert _reads(y) == 0 and y.numblocks == (8, 8)
     np.testing.assert_array_equal(y.compute(scheduler="sync"), data)
+
+
+def test_read_tasks_run_with_every_option_of_the_block_their_graph_was_made_in():
+    from arrayds.storage.coalesce import coalesce_options, coalescing
+
+    url = f"memory://coalesce-graph-{uuid.uuid4().hex[:8]}/a"
+    _, a = _array(url)
+    with coalescing(gap=0, max_size="2K", max_ratio=3):
+        src = dask_array.ArraySource(a)
+    seen = []
+
+    def read_block(key, zero_copy=False):
+        seen.append(coalesce_options())
+        return np.zeros((1,))
+
+    a.read_block = read_block  # what the task's read sees, outside the block
+    src[(slice(0, 8), slice(0, 8))]
+    assert (seen[0].gap, seen[0].max_size, seen[0].max_ratio) == (0, 2048, 3.0)

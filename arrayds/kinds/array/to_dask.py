@@ -47,7 +47,7 @@ class ArraySource:
         opts = self._coalesce
         if opts is None:
             return self._a.read_block(key, zero_copy=ZERO_COPY_BLOCKS)
-        with coalescing(opts.gap, opts.max_size):
+        with coalescing(opts.gap, opts.max_size, opts.max_ratio):
             return self._a.read_block(key, zero_copy=ZERO_COPY_BLOCKS)
 
     def __dask_tokenize__(self) -> tuple[Any, ...]:
