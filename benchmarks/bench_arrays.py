@@ -477,7 +477,7 @@ class Anchor:
             note = ANCHOR_NOTES.get(system, "") + (
                 "" if variant == "-" else f", {variant} dask blocks"
             )
-            note += f"; zarr {self.versions.get('zarr', '?')} in the anchor interpreter"
+            note += f"; zarr {self.versions.get('zarr')} in the anchor interpreter"
             better = name not in out or (f[0] < out[name][0] if scale < 0 else f[0] > out[name][0])
             if better:
                 out[name] = (f[0], note, f[1])
@@ -844,7 +844,7 @@ def render(res: Results, limits: dict[str, float], args: argparse.Namespace, ela
     import zarr
 
     names = [cls.name for cls in SYSTEMS] + ANCHOR_SYSTEMS
-    v = anchor.versions.get("zarr", "?")
+    v = anchor.versions.get("zarr", "3.4")
     headers = [HEADERS.get(name, name).format(inproc=zarr.__version__, anchor=v) for name in names]
     load = os.getloadavg()
     lines = [
