@@ -50,6 +50,9 @@ import numpy as np
 
 import arrayds
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from anchor_runner import AnchorUnavailable, run_anchor  # noqa: E402
+
 TARGETS = {  # arrayds / best anchor (throughput), or latency ratio for A3
     "A1": (">=", 1.1),
     "A2": (">=", 1.1),
@@ -429,6 +432,63 @@ class H5System(System):
 
 
 SYSTEMS = [ArraydsSystem, ZarrSystem, ZarrShardedSystem, TensorstoreSystem, H5System]
+ANCHOR_SYSTEMS = ["zarr-anchor", "zarr-anchor-sharded"]
+"""The zarr rows run by the anchor interpreter's zarr-python (anchors/arrays.py)."""
+
+
+# ------------------------------------------------------------------- anchors
+
+
+class Anchor:
+    """The zarr side of A1-A4 by the anchor interpreter's zarr-python (3.4), on the
+    same data in the same run (benchmarks/anchors/arrays.py, run before the in-process
+    rows of the workload); ``skipped`` says why when there is no anchor interpreter."""
+
+    def __init__(self) -> None:
+        self.sections: dict[str, dict[str, Any]] = {}
+        self.versions: dict[str, str] = {}
+        self.skipped = ""
+
+    def run(self, root: str, repeat: int, case: dict[str, Any]) -> None:
+        if self.skipped:
+            return
+        try:
+            got = run_anchor("arrays", {"root": root, "repeat": repeat, "cases": [case]})
+        except AnchorUnavailable as e:
+            self.skipped = str(e)
+            return
+        self.sections.update(got.sections)
+        self.versions = got.info["versions"]
+
+    def figures(self, workload: str, scale: float) -> dict[str, tuple[float, str, float]]:
+        """System -> (value, note, value per CPU second) of ``workload``: its fastest
+        variant; ``scale / seconds`` is the value (MB/s), or with a negative ``scale``,
+        ``-scale * seconds`` (ms per read)."""
+        out: dict[str, tuple[float, str, float]] = {}
+        for label, s in self.sections.items():
+            w, system, variant = label.split("|")
+            if w != workload:
+                continue
+            name = system.replace("zarr", "zarr-anchor", 1)
+            if scale < 0:
+                f = (-scale * s["seconds"], -scale * s["cpu"])
+            else:
+                f = (scale / s["seconds"], scale / max(s["cpu"], 1e-9))
+            note = ANCHOR_NOTES.get(system, "") + (
+                "" if variant == "-" else f", {variant} dask blocks"
+            )
+            note += f"; zarr {self.versions.get('zarr')} in the anchor interpreter"
+            better = name not in out or (f[0] < out[name][0] if scale < 0 else f[0] > out[name][0])
+            if better:
+                out[name] = (f[0], note, f[1])
+        return out
+
+
+ANCHOR_NOTES = {
+    "zarr": "ZstdCodec(level=1), da.store(lock=False) / da.from_zarr",
+    "zarr-sharded": "ZstdCodec(level=1), 16 MiB shards, dask blocks = shards for writes",
+}
+anchor = Anchor()
 
 
 # ----------------------------------------------------------------- workloads
@@ -567,6 +627,14 @@ def a1_a2_a3(root: str, n: int, chunk: int, repeat: int, nreads: int, res: Resul
     data = make_data(n)
     nbytes = data.nbytes
     shard = chunk * 2  # 4 MiB chunks -> 16 MiB shards
+    rng = np.random.default_rng(0)
+    nc = n // chunk
+    coords = (rng.integers(0, nc, size=(nreads, 2)) * chunk).tolist()
+    np.save(os.path.join(root, "a1.npy"), data)
+    case = {"case": "a1", "data": os.path.join(root, "a1.npy"), "chunk": chunk}
+    case |= {"shard": shard, "workloads": sorted(only & {"A1", "A2", "A3"}), "coords": coords}
+    anchor.run(root, repeat, case)
+    os.unlink(os.path.join(root, "a1.npy"))
     systems = [cls(os.path.join(root, "a1"), (n, n), chunk, shard) for cls in SYSTEMS]
     os.makedirs(os.path.join(root, "a1"), exist_ok=True)
     x = da.from_array(data, chunks=(chunk, chunk))
@@ -581,7 +649,8 @@ def a1_a2_a3(root: str, n: int, chunk: int, repeat: int, nreads: int, res: Resul
         h5 = [s for s in systems if isinstance(s, H5System)][0]
         notes["h5py"] = ("h5py", WRITE_NOTES["h5py"] + ", " + h5.filter_note)
         if "A1" in only:
-            res.add("A1", "MB/s", best_variant(timings, nbytes, notes))
+            figures = best_variant(timings, nbytes, notes) | anchor.figures("A1", nbytes / 1e6)
+            res.add("A1", "MB/s", figures)
         res.sizes = {s.name: s.stored_bytes() / nbytes for s in systems}  # type: ignore[attr-defined]
 
         # correctness before timing reads
@@ -592,12 +661,10 @@ def a1_a2_a3(root: str, n: int, chunk: int, repeat: int, nreads: int, res: Resul
         if "A2" in only:
             want = float(data.sum(dtype=np.float64))
             jobs, notes = sum_jobs(systems, chunk, want)
-            res.add("A2", "MB/s", best_variant(interleave(repeat, jobs), nbytes, notes))
+            figures = best_variant(interleave(repeat, jobs), nbytes, notes)
+            res.add("A2", "MB/s", figures | anchor.figures("A2", nbytes / 1e6))
 
     if "A3" in only:
-        rng = np.random.default_rng(0)
-        nc = n // chunk
-        coords = (rng.integers(0, nc, size=(nreads, 2)) * chunk).tolist()
         jobs = []
         for s in systems:
             s.read_box(0, 0, chunk, chunk)  # open handles, read metadata (untimed)
@@ -612,6 +679,7 @@ def a1_a2_a3(root: str, n: int, chunk: int, repeat: int, nreads: int, res: Resul
             name: (1000 * t / nreads, "direct API, one chunk per read", 1000 * t.cpu / nreads)
             for name, t in timings.items()
         }
+        figures |= anchor.figures("A3", -1000 / nreads)
         res.add("A3", "ms/read", figures, higher=False)
     for s in systems:
         if isinstance(s, H5System):
@@ -623,6 +691,10 @@ def a4(root: str, n: int, chunk: int, repeat: int, res: Results) -> None:
     nbytes = data.nbytes
     shard = min(n, 2048)  # 2048 x 2048 float32: 16 MiB shards
     mult = shard // chunk
+    np.save(os.path.join(root, "a4.npy"), data)
+    case = {"case": "a4", "data": os.path.join(root, "a4.npy"), "chunk": chunk, "shard": shard}
+    anchor.run(root, repeat, case)
+    os.unlink(os.path.join(root, "a4.npy"))
     systems = [cls(os.path.join(root, "a4"), (n, n), chunk, shard) for cls in SYSTEMS]
     os.makedirs(os.path.join(root, "a4"), exist_ok=True)
     x = da.from_array(data, chunks=(chunk, chunk))
@@ -636,7 +708,8 @@ def a4(root: str, n: int, chunk: int, repeat: int, res: Results) -> None:
             if not isinstance(s, (ArraydsSystem, ZarrShardedSystem)):
                 note += f", {ntasks} tasks"
             notes[s.name] = (s.name, note)
-        res.add("A4 dask write", "MB/s", best_variant(interleave(repeat, jobs), nbytes, notes))
+        figures = best_variant(interleave(repeat, jobs), nbytes, notes)
+        res.add("A4 dask write", "MB/s", figures | anchor.figures("A4 dask write", nbytes / 1e6))
         for s in systems:
             if isinstance(s, H5System):
                 s.close()
@@ -657,14 +730,16 @@ def a4(root: str, n: int, chunk: int, repeat: int, res: Results) -> None:
                 job = f"{s.name}/{m}"
                 jobs.append((job, lambda y=y: y.compute(), None))
                 notes[job] = (s.name, note)
-        res.add("A4 dask read", "MB/s", best_variant(interleave(repeat, jobs), nbytes, notes))
+        figures = best_variant(interleave(repeat, jobs), nbytes, notes)
+        res.add("A4 dask read", "MB/s", figures | anchor.figures("A4 dask read", nbytes / 1e6))
 
         jobs, notes = [], {}
         for s in systems:
             assert np.array_equal(s.read_all(), data), s.name
             jobs.append((s.name, s.read_all, None))
             notes[s.name] = (s.name, "one call for the whole array")
-        res.add("A4 direct read", "MB/s", best_variant(interleave(repeat, jobs), nbytes, notes))
+        figures = best_variant(interleave(repeat, jobs), nbytes, notes)
+        res.add("A4 direct read", "MB/s", figures | anchor.figures("A4 direct read", nbytes / 1e6))
         for s in systems:
             if isinstance(s, H5System):
                 s.close()
@@ -757,8 +832,20 @@ def fmt(v: float) -> str:
     return f"{v:.2f}"
 
 
+HEADERS = {
+    "zarr": "zarr {inproc} (in-process)",
+    "zarr-sharded": "zarr {inproc} sharded (in-process)",
+    "zarr-anchor": "zarr {anchor}",
+    "zarr-anchor-sharded": "zarr {anchor} sharded",
+}
+
+
 def render(res: Results, limits: dict[str, float], args: argparse.Namespace, elapsed: float) -> str:
-    names = [cls.name for cls in SYSTEMS]
+    import zarr
+
+    names = [cls.name for cls in SYSTEMS] + ANCHOR_SYSTEMS
+    v = anchor.versions.get("zarr", "3.4")
+    headers = [HEADERS.get(name, name).format(inproc=zarr.__version__, anchor=v) for name in names]
     load = os.getloadavg()
     lines = [
         f"n={args.n} (A1/A2/A3/A5 {args.n}x{args.n} float32 in {args.chunk}x{args.chunk} "
@@ -768,7 +855,7 @@ def render(res: Results, limits: dict[str, float], args: argparse.Namespace, ela
         f"total {elapsed:.0f} s",
         "",
         "| workload | unit | "
-        + " | ".join(names)
+        + " | ".join(headers)
         + " | best anchor | ratio | target | ratio (CPU) |",
         "|---|---|" + "---:|" * len(names) + "---|---:|---|---:|",
     ]
@@ -800,7 +887,7 @@ def render(res: Results, limits: dict[str, float], args: argparse.Namespace, ela
         "CPU-time figures (MB per CPU second; A3: CPU ms per read), all threads of the "
         "processes involved (A5: the client, its scheduler and both workers):",
         "",
-        "| workload | " + " | ".join(names) + " |",
+        "| workload | " + " | ".join(headers) + " |",
         "|---|" + "---:|" * len(names),
     ]
     for row in res.rows:
@@ -809,6 +896,17 @@ def render(res: Results, limits: dict[str, float], args: argparse.Namespace, ela
             f = row["figures"].get(name)
             cells.append("-" if f is None else fmt(f[2]))
         lines.append(f"| {row['workload']} | " + " | ".join(cells) + " |")
+    if anchor.skipped:
+        lines += ["", f"zarr {v} (anchor interpreter) rows skipped: {anchor.skipped}"]
+    else:
+        a = anchor.versions
+        lines += [
+            "",
+            f"zarr {v} columns: the anchor interpreter (Python {a.get('python')}, dask "
+            f"{a.get('dask')}, numpy {a.get('numpy')}), same data, same run, run before the "
+            f"in-process rows of each workload (not interleaved with them); A5 has no "
+            f"anchor column (zarr {zarr.__version__} in-process only).",
+        ]
     lines += ["", "Options behind each figure:", ""]
     for row in res.rows:
         for name, (_v, note, _c) in row["figures"].items():
@@ -861,7 +959,9 @@ def main(argv: list[str] | None = None) -> int:
     sys.stdout.write("## Chunked arrays: arrayds vs zarr, tensorstore, h5py\n\n" + text + "\n")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"rows": res.rows, "limits": limits, "argv": sys.argv}, f, indent=1)
+            doc = {"rows": res.rows, "limits": limits, "argv": sys.argv}
+            doc["anchor"] = {"versions": anchor.versions, "skipped": anchor.skipped}
+            json.dump(doc, f, indent=1)
     return 0
 
 

@@ -6,8 +6,11 @@ doing the same work in the same run.
     python benchmarks/bench_scale.py --appends=3000 --records=3000 --xr-steps=500
     python benchmarks/bench_scale.py --merge=off     # appends without the tiered merge
 
-Workloads (each write is one commit of its own, page cache hot, local disk; the writes of
-the two libraries are interleaved, one of each in turn):
+Workloads (each write is one commit of its own, page cache hot, local disk; the array
+workload's zarr is this venv's, its writes interleaved with arrayds', one of each in
+turn; the records and xarray workloads' zarr is the anchor interpreter's (zarr-python
+3.4 with xarray, see below, benchmarks/anchors/scale_zarr.py), run after arrayds' writes
+on the same data, or, without an anchor interpreter, this venv's, interleaved):
 * array: ``--appends`` single-row appends of 128 float64 (1 KiB) to an array with
   chunks of one row: ``Array.append`` / zarr ``Array.append``;
 * records: ``--records`` appends of 20 records of 100 bytes:
@@ -81,7 +84,7 @@ import arrayds
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.join(HERE, "anchors")]
-from anchor_runner import AnchorUnavailable, run_anchor  # noqa: E402
+from anchor_runner import AnchorUnavailable, anchor_python, run_anchor  # noqa: E402
 from scaling import (  # noqa: E402
     OPENS,
     ROW,
@@ -113,6 +116,7 @@ class Run:
     cold_open_s: float | None = None  # arrayds: open with its segment cache emptied
     compact: tuple[float, float, float, tuple[int, int]] | None = None  # + time taken
     files: int = 0  # shard files the manifest names (zarr: chunk files)
+    zarr: str = ""  # zarr's side: its version and where it ran
     history: History | None = None  # arrayds' array workload: beside icechunk
     # arrayds' array workload: the anchor interpreter's zarr and icechunk on the same
     # appends (anchors/history.py's result), or {"skipped": why}
@@ -193,9 +197,9 @@ def cold_open(open_fn: Callable[[], object]) -> float:
 
 def measure(
     ours: Run,
-    theirs: Run,
+    theirs: Run | None,
     ours_open: Callable[[str], object],
-    theirs_open: Callable[[str], object],
+    theirs_open: Callable[[str], object] | None,
     read_fn: Callable[[object, int], object],
     size: int,
     paths: tuple[str, str, str, str],
@@ -208,6 +212,8 @@ def measure(
         [(lambda: ours_open(url), url), (lambda: ours_open(once), once)], read_fn, size
     )
     ours.cold_open_s = cold_open(lambda: ours_open(url))
+    if theirs is None or theirs_open is None:  # the anchor interpreter measures its own
+        return
     (theirs.open_s, theirs.read_s, theirs.disk), theirs.once = measure_states(
         [(lambda: theirs_open(zpath), zpath), (lambda: theirs_open(zonce), zonce)],
         read_fn,
@@ -262,7 +268,8 @@ def bench_array(n: int, workdir: str, compact: bool, merge: bool | str) -> tuple
     import zarr
 
     rows = np.random.default_rng(1).standard_normal((n, ROW))
-    ours, theirs, ice = Run(), Run(), Run()
+    ours, ice = Run(), Run()
+    theirs = Run(zarr=f"{_zarr_version()} in-process, writes interleaved")
 
     url = os.path.join(workdir, "array.ads")
     a = arrayds.open_array(url, mode="w", shape=(0, ROW), dtype="f8", chunks=(1, ROW))
@@ -341,25 +348,22 @@ def bench_records(n: int, workdir: str, compact: bool, merge: bool | str) -> tup
     batches = make_records(n)
     flat = [r for b in batches for r in b]
     size = len(flat)
-    ours, theirs = Run(), Run()
+    ours, theirs = Run(), Run(zarr=f"{_zarr_version()} in-process, writes interleaved")
+    anchored = have_anchor()
 
     url = os.path.join(workdir, "records.ads")
     zpath = os.path.join(workdir, "records.zarr")
-    z = zarr.create_array(
-        zpath, shape=(0,), chunks=(RECORDS_PER_WRITE,), dtype=VariableLengthBytes()
-    )
-
-    def zarr_append(i: int) -> None:
-        z.append(np.array(batches[i], dtype=object))
-
-    (ours.wall, ours.cpu), (theirs.wall, theirs.cpu) = timed_writes(
-        n,
-        lambda i: arrayds.to_arrayrecord(batches[i], url, mode="a" if i else "w", compact=merge),
-        zarr_append,
-    )
-    assert z.shape == (size,)
+    writers = [
+        lambda i: arrayds.to_arrayrecord(batches[i], url, mode="a" if i else "w", compact=merge)
+    ]
+    if not anchored:
+        z = zarr.create_array(
+            zpath, shape=(0,), chunks=(RECORDS_PER_WRITE,), dtype=VariableLengthBytes()
+        )
+        writers.append(lambda i: z.append(np.array(batches[i], dtype=object)))
+    timings = timed_writes(n, *writers)
+    ours.wall, ours.cpu = timings[0]
     ours.files = arrayds.open(url).num_shards
-    theirs.files = zarr_chunk_files(zpath)
 
     def ours_open(u: str = url):
         return arrayds.open(u)
@@ -370,18 +374,26 @@ def bench_records(n: int, workdir: str, compact: bool, merge: bool | str) -> tup
     def read(h, i):
         return h[i]
 
-    zarr_item = theirs_open()[size - 3]
-    while isinstance(zarr_item, np.ndarray):  # a 0-d object array of a numpy bytes array
-        zarr_item = zarr_item.item()
-    assert ours_open()[size - 3] == bytes(zarr_item) == flat[size - 3]
+    assert ours_open()[size - 3] == flat[size - 3]
     once = os.path.join(workdir, "records-once.ads")
     arrayds.to_arrayrecord(flat, once, mode="w")
-    zonce = os.path.join(workdir, "records-once.zarr")
-    zo = zarr.create_array(
-        zonce, shape=(size,), chunks=(RECORDS_PER_WRITE,), dtype=VariableLengthBytes()
-    )
-    zo[:] = np.array(flat, dtype=object)
-    measure(ours, theirs, ours_open, theirs_open, read, size, (url, once, zpath, zonce))
+    if anchored:
+        measure(ours, None, ours_open, None, read, size, (url, once, "", ""))
+        data = np.frombuffer(b"".join(flat), dtype=np.uint8).reshape(size, RECORD_BYTES)
+        theirs = anchor_zarr("records", data, workdir, per_write=RECORDS_PER_WRITE)
+    else:
+        theirs.wall, theirs.cpu = timings[1]
+        theirs.files = zarr_chunk_files(zpath)
+        zarr_item = theirs_open()[size - 3]
+        while isinstance(zarr_item, np.ndarray):  # a 0-d object array of a numpy bytes array
+            zarr_item = zarr_item.item()
+        assert bytes(zarr_item) == flat[size - 3]
+        zonce = os.path.join(workdir, "records-once.zarr")
+        zo = zarr.create_array(
+            zonce, shape=(size,), chunks=(RECORDS_PER_WRITE,), dtype=VariableLengthBytes()
+        )
+        zo[:] = np.array(flat, dtype=object)
+        measure(ours, theirs, ours_open, theirs_open, read, size, (url, once, zpath, zonce))
     ours.compact = after_compact(url, ours_open, read, size, compact)
     return ours, theirs
 
@@ -406,7 +418,8 @@ def bench_xarray(n: int, workdir: str, compact: bool, merge: bool | str) -> tupl
     import xarray as xr
 
     steps = [xr_step(i) for i in range(n)]
-    ours, theirs = Run(), Run()
+    ours, theirs = Run(), Run(zarr=f"{_zarr_version()} in-process, writes interleaved")
+    anchored = have_anchor()
 
     url = os.path.join(workdir, "xr.ads")
 
@@ -424,9 +437,9 @@ def bench_xarray(n: int, workdir: str, compact: bool, merge: bool | str) -> tupl
         else:
             steps[i].to_zarr(zpath, append_dim="time", zarr_format=3, consolidated=False)
 
-    (ours.wall, ours.cpu), (theirs.wall, theirs.cpu) = timed_writes(n, ours_write, theirs_write)
+    timings = timed_writes(n, ours_write, *([] if anchored else [theirs_write]))
+    ours.wall, ours.cpu = timings[0]
     ours.files = sum(arrayds.open_array(url, v).nshards for v in ("t2m", "time", "lat", "lon"))
-    theirs.files = zarr_chunk_files(zpath)
 
     def ours_open(u: str = url):
         return xr.open_dataset(u, engine="arrayds")
@@ -438,15 +451,53 @@ def bench_xarray(n: int, workdir: str, compact: bool, merge: bool | str) -> tupl
         return h["t2m"][i, 5, 9].values
 
     last = steps[n - 1]["t2m"].values[0, 5, 9]
-    assert float(read(ours_open(), n - 1)) == float(read(theirs_open(), n - 1)) == last
+    assert float(read(ours_open(), n - 1)) == last
     whole = xr.concat(steps, dim="time").chunk({"time": 1})
     once = os.path.join(workdir, "xr-once.ads")
     whole.arrayds.to_arrayrecord(once, mode="w")
-    zonce = os.path.join(workdir, "xr-once.zarr")
-    whole.to_zarr(zonce, mode="w", zarr_format=3, consolidated=False)
-    measure(ours, theirs, ours_open, theirs_open, read, n, (url, once, zpath, zonce))
+    if anchored:
+        measure(ours, None, ours_open, None, read, n, (url, once, "", ""))
+        theirs = anchor_zarr("xarray", whole["t2m"].values, workdir)
+    else:
+        theirs.wall, theirs.cpu = timings[1]
+        theirs.files = zarr_chunk_files(zpath)
+        assert float(read(theirs_open(), n - 1)) == last
+        zonce = os.path.join(workdir, "xr-once.zarr")
+        whole.to_zarr(zonce, mode="w", zarr_format=3, consolidated=False)
+        measure(ours, theirs, ours_open, theirs_open, read, n, (url, once, zpath, zonce))
     ours.compact = after_compact(url, ours_open, read, n, compact)
     return ours, theirs
+
+
+def have_anchor() -> bool:
+    """Whether there is an anchor interpreter: then the records and xarray workloads'
+    zarr side is its zarr-python (:func:`anchor_zarr`), else this venv's, in-process."""
+    try:
+        anchor_python()
+    except AnchorUnavailable:
+        return False
+    return True
+
+
+def anchor_zarr(workload: str, data: np.ndarray, workdir: str, **job: Any) -> Run:
+    """The zarr side of the records or xarray workload by the anchor interpreter's
+    zarr-python (benchmarks/anchors/scale_zarr.py) on ``data``, after arrayds' writes
+    in the same run."""
+    path = os.path.join(workdir, f"anchor-{workload}.npy")
+    np.save(path, data)
+    got = run_anchor("scale_zarr", {"workload": workload, "data": path, "workdir": workdir, **job})
+    r = got.info["run"]
+    (open_s, read_s, disk), (o_open, o_read, o_disk) = r["states"]
+    return Run(
+        wall=r["wall"],
+        cpu=r["cpu"],
+        open_s=open_s,
+        read_s=read_s,
+        disk=tuple(disk),
+        once=(o_open, o_read, tuple(o_disk)),
+        files=r["files"],
+        zarr=f"{got.info['versions']['zarr']} in the anchor interpreter, after arrayds' writes",
+    )
 
 
 # ---- the report
@@ -481,6 +532,8 @@ def render_workload(title: str, what: str, ours: Run, theirs: Run) -> tuple[list
     missed: list[str] = []
     lines = [
         f"### {title}: {n:,} writes ({what})",
+        "",
+        f"zarr: zarr-python {theirs.zarr}.",
         "",
         "| measurement | arrayds | zarr | arrayds/zarr (wall) | arrayds/zarr (CPU) | target |",
         "|---|---:|---:|---:|---:|---|",
@@ -732,7 +785,8 @@ def render(results: list[tuple[str, str, Run, Run]], args: argparse.Namespace, e
         f"`python benchmarks/bench_scale.py{flags} --appends={args.appends} "
         f"--records={args.records} --xr-steps={args.xr_steps} --merge={args.merge}` - every "
         f"write is its own commit (arrayds' appends with compact={MERGES[args.merge]!r}); "
-        f"arrayds and zarr {_zarr_version()} in the same run, their writes interleaved, "
+        "arrayds and zarr-python in the same run (each workload names its zarr: the "
+        "anchor interpreter's, after arrayds' writes, or this venv's, interleaved), "
         f"local disk, page cache hot; {platform.machine()}, {os.cpu_count()} cores, "
         f"Python {platform.python_version()}. Per-write costs are medians over a window "
         "of writes centred on the mark; CPU is this process's CPU time (all threads).",

@@ -3,7 +3,9 @@
     python benchmarks/bench_xarray_ragged.py            # default sizes (see below)
     python benchmarks/bench_xarray_ragged.py --quick    # small, for CI
 
-Xarray (same data, same codec zstd:3, same chunk grid, page cache hot): a float32
+Xarray (same data, same codec zstd:3, same chunk grid, page cache hot; zarr-python 3.4
+and xarray of the anchor interpreter, benchmarks/anchors/xarray_zarr.py, or without
+one this venv's, in-process): a float32
 ``time x lat x lon`` field (a smooth climate-like pattern plus noise rounded to
 0.01 K) written once with ``ds.to_zarr`` (zarr format 3, ``ZstdCodec(level=3)``) and
 once with ``arrayds.to_arrayrecord``; then, best of ``--repeat``:
@@ -43,6 +45,9 @@ from collections.abc import Callable
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from anchor_runner import AnchorUnavailable, run_anchor  # noqa: E402
+
 TARGETS = {
     "open_dataset(chunks={}) + mean, large chunks": 1.3,
     "open_dataset(chunks={}) + mean, medium chunks": 1.3,
@@ -74,7 +79,56 @@ def compare(
     return w[0], w[1], c[0], c[1]
 
 
+def alone(repeat: int, fn: Callable[[], object]) -> tuple[float, float]:
+    """Best wall-clock and best CPU time (all threads) of ``fn`` over ``repeat`` runs."""
+    w = c = float("inf")
+    for _ in range(repeat):
+        c0, t0 = _cpu(), time.perf_counter()
+        fn()
+        w, c = min(w, time.perf_counter() - t0), min(c, _cpu() - c0)
+    return w, c
+
+
 # --------------------------------------------------------------------- xarray
+
+
+def anchor_xarray(
+    args: argparse.Namespace, workdir: str, ds, cases: tuple, point_yx: tuple[int, int]
+) -> dict:
+    """The zarr side of the xarray rows by the anchor interpreter's zarr-python and
+    xarray (benchmarks/anchors/xarray_zarr.py), same data, before arrayds' rows in the
+    same run -> its sections by label, ``point`` and ``stored`` (bytes by label); empty
+    without an anchor interpreter (then this venv's zarr is measured in-process,
+    alternating with arrayds). ``args._zarr`` says which zarr it was."""
+    import zarr
+
+    args._zarr = f"zarr {zarr.__version__} in-process, runs alternating with arrayds'"
+    data, means = os.path.join(workdir, "t2m.npy"), os.path.join(workdir, "t2m-means.npy")
+    np.save(data, ds.t2m.values)
+    np.save(means, ds.t2m.mean(("lat", "lon")).values)
+    job = {
+        "data": data,
+        "means": means,
+        "workdir": workdir,
+        "repeat": args.repeat,
+        "cases": [
+            {"label": label, "chunks": chunks, "point": list(point_yx) if k == 2 else None}
+            for k, (label, chunks) in enumerate(cases)
+        ],
+    }
+    try:
+        got = run_anchor("xarray_zarr", job)
+    except AnchorUnavailable:
+        return {}
+    finally:
+        os.unlink(data)
+        os.unlink(means)
+    v = got.info["versions"]
+    args._zarr = (
+        f"zarr {v['zarr']} with xarray {v['xarray']} in the anchor interpreter "
+        f"(Python {v['python']}), before arrayds' runs"
+    )
+    return {**got.sections, "stored": got.info["stored"]}
 
 
 def climate(nt: int, ny: int, nx: int, seed: int = 0):
@@ -112,24 +166,28 @@ def bench_xarray(args: argparse.Namespace, workdir: str) -> list[tuple]:
     rows = []
     ds = climate(args.nt, args.ny, args.nx)
     mib = ds.t2m.nbytes / 2**20
-    for label, chunks in (
+    cases = (
         ("large chunks", {"time": args.big_time, "lat": args.ny, "lon": args.nx}),
         ("medium chunks", {"time": max(1, args.big_time // 4), "lat": args.ny, "lon": args.nx}),
         ("small chunks", {"time": 8, "lat": args.ny // 2, "lon": args.nx // 2}),
-    ):
+    )
+    point_yx = (args.ny // 3, args.nx // 3)
+    anchor = anchor_xarray(args, workdir, ds, cases, point_yx)
+    for label, chunks in cases:
         dsk = ds.chunk(chunks)
         zurl = os.path.join(workdir, f"zarr-{label.split()[0]}.zarr")
         aurl = os.path.join(workdir, f"arrayds-{label.split()[0]}")
         enc_chunks = tuple(c[0] for c in dsk.t2m.chunks)
-        dsk.to_zarr(
-            zurl,
-            mode="w",
-            zarr_format=3,
-            consolidated=True,
-            encoding={
-                "t2m": {"compressors": [zarr.codecs.ZstdCodec(level=3)], "chunks": enc_chunks}
-            },
-        )
+        if not anchor:
+            dsk.to_zarr(
+                zurl,
+                mode="w",
+                zarr_format=3,
+                consolidated=True,
+                encoding={
+                    "t2m": {"compressors": [zarr.codecs.ZstdCodec(level=3)], "chunks": enc_chunks}
+                },
+            )
         arrayds.to_arrayrecord(dsk, aurl, mode="w", compression="zstd:3")
 
         def ours(url: str = aurl) -> object:
@@ -140,9 +198,14 @@ def bench_xarray(args: argparse.Namespace, workdir: str) -> list[tuple]:
             with xr.open_dataset(url, engine="zarr", chunks={}) as d:
                 return d.t2m.mean(("lat", "lon")).compute()
 
-        np.testing.assert_allclose(ours(), zarrs(), rtol=1e-5)
         with dask.config.set(scheduler="threads"):
-            t_ours, t_zarr, c_ours, c_zarr = compare(args.repeat, ours, zarrs)
+            if anchor:
+                np.testing.assert_allclose(ours(), ds.t2m.mean(("lat", "lon")), rtol=1e-5)
+                t_ours, c_ours = alone(args.repeat, ours)
+                t_zarr, c_zarr = anchor[label]["seconds"], anchor[label]["cpu"]
+            else:
+                np.testing.assert_allclose(ours(), zarrs(), rtol=1e-5)
+                t_ours, t_zarr, c_ours, c_zarr = compare(args.repeat, ours, zarrs)
         nchunks = int(np.prod([len(c) for c in dsk.t2m.chunks]))
         chunk_mib = np.prod(enc_chunks) * 4 / 2**20
         rows.append(
@@ -155,7 +218,7 @@ def bench_xarray(args: argparse.Namespace, workdir: str) -> list[tuple]:
             )
         )
         if label == "small chunks":
-            y, x = args.ny // 3, args.nx // 3
+            y, x = point_yx
 
             def point(engine: str, url: str, y: int = y, x: int = x) -> Callable[[], object]:
                 def run() -> object:
@@ -164,10 +227,15 @@ def bench_xarray(args: argparse.Namespace, workdir: str) -> list[tuple]:
 
                 return run
 
-            np.testing.assert_array_equal(point("arrayds", aurl)(), point("zarr", zurl)())
-            t_ours, t_zarr, c_ours, c_zarr = compare(
-                args.repeat, point("arrayds", aurl), point("zarr", zurl)
-            )
+            if anchor:
+                np.testing.assert_array_equal(point("arrayds", aurl)(), ds.t2m.values[:, y, x])
+                t_ours, c_ours = alone(args.repeat, point("arrayds", aurl))
+                t_zarr, c_zarr = anchor["point"]["seconds"], anchor["point"]["cpu"]
+            else:
+                np.testing.assert_array_equal(point("arrayds", aurl)(), point("zarr", zurl)())
+                t_ours, t_zarr, c_ours, c_zarr = compare(
+                    args.repeat, point("arrayds", aurl), point("zarr", zurl)
+                )
             rows.append(
                 (
                     "lazy isel: one point's time series (no dask)",
@@ -183,7 +251,9 @@ def bench_xarray(args: argparse.Namespace, workdir: str) -> list[tuple]:
             for d, _, fs in os.walk(os.path.join(workdir, "arrayds-large"))
             for f in fs
         ),
-        "zarr": sum(
+        "zarr": anchor["stored"]["large chunks"]
+        if anchor
+        else sum(
             os.path.getsize(os.path.join(d, f))
             for d, _, fs in os.walk(os.path.join(workdir, "zarr-large.zarr"))
             for f in fs
@@ -342,7 +412,8 @@ def render(rows: list[tuple], args: argparse.Namespace, elapsed: float) -> str:
         f"({r.get('gib', 0):.2f} GiB; pieces of {r.get('pieces')} samples in "
         f"{r.get('shards')} shards), {args.picks} random clips per read, zstd:1 on both "
         f"sides; best of {args.repeat}; page cache hot; threaded dask scheduler; "
-        f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}.",
+        f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
+        f"zarr: {getattr(args, '_zarr', '-')}.",
         "",
         "| measurement | arrayds | zarr / awkward+Parquet | ratio | CPU-time ratio | target |",
         "|---|---:|---:|---:|---:|---:|",
@@ -357,7 +428,8 @@ def render(rows: list[tuple], args: argparse.Namespace, elapsed: float) -> str:
         )
     lines.append("")
     lines.append(
-        "Ratio: wall-clock throughput of arrayds over the other (best runs, alternating). "
+        "Ratio: wall-clock throughput of arrayds over the other (best runs; alternating "
+        "but for the anchor interpreter's zarr, which runs before arrayds). "
         "CPU-time ratio: CPU seconds (all threads) the other spent over what arrayds "
         "spent for the same work; it is what the ratio would be on an idle machine when "
         f"both use the cores alike. Load average at the end: {os.getloadavg()[0]:.1f}. "
