@@ -125,6 +125,7 @@ _WRITE_KEYS = (
     "compute",
     "progress",
     "compact",
+    "retries",
 )
 
 
