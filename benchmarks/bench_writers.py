@@ -11,10 +11,9 @@ Each writer is its own Python process (``--worker``): it opens the node, says
 ``ready``, waits for ``go`` on stdin (all start together), then appends its rows one
 append at a time and prints how many commit races it lost and retried
 (:func:`arrayds.nodes.retry.retried`), how many attempts each append took and how long it
-waited between them (:func:`arrayds.nodes.retry.slept`). Array and records appends retry
-with their default ``retries=``; an xarray ``append_dim=`` write takes no ``retries=``,
-so its writer writes again after a ``CommitConflictError``, with the waits and budget
-of :mod:`arrayds.nodes.retry`. Row ``j`` of writer ``k`` holds the value ``k * 100_000 + j``
+waited between them (:func:`arrayds.nodes.retry.slept`). Array, records and xarray
+(``append_dim=``) appends retry with their default ``retries=``. Row ``j`` of writer
+``k`` holds the value ``k * 100_000 + j``
 (an array append adds two equal rows, a records append one record, an xarray append
 one time step whose coordinate and variable ``v`` both hold it), so the final node
 shows any row lost or duplicated. While they run, this process reads the node again
@@ -61,7 +60,7 @@ import numpy as np
 
 import arrayds
 from arrayds.errors import CommitConflictError, CorruptionError
-from arrayds.nodes.retry import APPEND_RETRIES, backoff, retried, slept
+from arrayds.nodes.retry import retried, slept
 from arrayds.verify import collect_garbage, verify
 
 KINDS = ("array", "records", "xarray")
@@ -141,18 +140,10 @@ def _xarray_rows(values: list[int]) -> Any:
 
 
 def _append_xarray(url: str, so: dict[str, Any] | None, value: int) -> None:
-    """``to_arrayrecord(..., append_dim="time")`` of one row, written again after a
-    ``CommitConflictError`` (xarray appends take no ``retries=``), with the waits and
-    the budget of :mod:`arrayds.nodes.retry` (``CommitConflictError`` once it is spent)."""
+    """``to_arrayrecord(..., append_dim="time")`` of one row (with the default
+    ``retries=``: a lost race places the row after the other writer's)."""
     row = _xarray_rows([value])
-    for attempt in range(APPEND_RETRIES + 1):
-        try:
-            arrayds.to_arrayrecord(row, url, mode="a", append_dim="time", storage_options=so)
-            return
-        except CommitConflictError:
-            if attempt == APPEND_RETRIES:
-                raise
-            backoff(attempt + 1)
+    arrayds.to_arrayrecord(row, url, mode="a", append_dim="time", storage_options=so)
 
 
 # ---------------------------------------------------------------- the run
