@@ -6,6 +6,7 @@ dataset at once, while this process reads and runs ``arrayds gc`` beside them.
     python benchmarks/bench_writers.py --store s3 --store gcs   # also moto / fake-gcs
     python benchmarks/bench_writers.py --faults --store s3      # writers through a proxy
     python benchmarks/bench_writers.py --store s3 --kind array  # one kind only
+    python benchmarks/bench_writers.py --writers 16 --appends 10  # one size only
 
 Each writer is its own Python process (``--worker``): it opens the node, says
 ``ready``, waits for ``go`` on stdin (all start together), then appends its rows one
@@ -339,11 +340,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--faults", action="store_true", help="writers through a fault proxy (S3/GCS only)"
     )
+    p.add_argument("--writers", type=int, action="append", help="default: 4 and 16")
+    p.add_argument("--appends", type=int, default=None, help="per writer (default 20)")
     args = p.parse_args(argv)
     stores = args.store or ["local"]
     if args.faults and "local" in stores:
         p.error("--faults needs --store s3 or --store gcs (the proxy speaks HTTP)")
     sizes = [(4, 3)] if args.quick else [(4, 20), (16, 20)]
+    if args.writers or args.appends:
+        sizes = [(w, args.appends or 20) for w in args.writers or (4, 16)]
     workdir = tempfile.mkdtemp(dir=args.workdir)
     print(
         "| store | kind | writers x appends | conflicts retried | attempts per append "
