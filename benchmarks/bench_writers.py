@@ -20,7 +20,7 @@ one time step whose coordinate and variable ``v`` both hold it), so the final no
 shows any row lost or duplicated. While they run, this process reads the node again
 and again (every read must be a committed state, the last one extended: generations
 increase, the earlier rows are a prefix of the later ones, no xarray coordinate is
-paired with another row's value) and runs ``collect_garbage(min_age=60,
+paired with another row's value) and runs ``collect_garbage(min_age=GC_MIN_AGE,
 keep_versions=3)``; at the end every retained version must open and
 ``arrayds.verify`` pass.
 
@@ -98,6 +98,14 @@ def fault_schedule() -> tuple[Any, ...]:
 
 
 FAULT_SEED = 28
+
+GC_MIN_AGE = 600
+"""The ``min_age`` of the gc beside the writers: longer than a writer may hold the
+shards of an append before it commits them (a records, dask or xarray append keeps
+them through all its retries, whose waits alone may add up to
+:func:`arrayds.nodes.retry.budget`, 187 s); with 60 s, a 16-writer xarray run on S3
+read a committed manifest naming a missing shard (most likely removed by gc while
+the append that wrote it was still retrying)."""
 
 
 # ---------------------------------------------------------------- the writer process
@@ -245,7 +253,7 @@ def run(
         assert values[: len(seen)] == seen, "a later read does not extend an earlier one"
         gen, seen, reads = g, values, reads + 1
         if gc:
-            collect_garbage(url, storage_options=so, min_age=60, keep_versions=3)
+            collect_garbage(url, storage_options=so, min_age=GC_MIN_AGE, keep_versions=3)
         if not running:
             break
     wall = time.perf_counter() - start
