@@ -80,6 +80,15 @@ def to_arrayrecord(
     (:func:`arrayds.compact`: everything rewritten into shards of ``shard_size``).
     ``False``: neither (a pipeline that runs ``arrayds compact`` on a schedule).
 
+    ``retries=`` (extra keyword of appends: arrays, records, xarray ``append_dim=``;
+    default :data:`arrayds.nodes.retry.APPEND_RETRIES`): how often an append whose
+    commit lost the race to another writer's is placed after that writer's rows and
+    committed again, after a random wait (:mod:`arrayds.nodes.retry`); its shards are
+    not written again. ``0`` raises :class:`arrayds.CommitConflictError` at once. An
+    append that no longer fits (the node was replaced by one of another dtype, grid or
+    encoding) raises it too. Nothing of a write that raises is visible. Not an integer
+    of 0 or more: ``ValueError``.
+
     Returns the written :class:`arrayds.Array` (read-only handle), or with
     ``compute=False`` a ``dask.delayed.Delayed`` that writes and commits when computed
     (nothing is visible before). ``progress=True`` shows a progress bar for local

@@ -6,21 +6,21 @@ dataset at once, while this process reads and runs ``arrayds gc`` beside them.
     python benchmarks/bench_writers.py --store s3 --store gcs   # also moto / fake-gcs
     python benchmarks/bench_writers.py --faults --store s3      # writers through a proxy
     python benchmarks/bench_writers.py --store s3 --kind array  # one kind only
+    python benchmarks/bench_writers.py --writers 16 --appends 10  # one size only
 
 Each writer is its own Python process (``--worker``): it opens the node, says
 ``ready``, waits for ``go`` on stdin (all start together), then appends its rows one
 append at a time and prints how many commit races it lost and retried
 (:func:`arrayds.nodes.retry.retried`), how many attempts each append took and how long it
-waited between them (:func:`arrayds.nodes.retry.slept`). Array and records appends retry
-with their default ``retries=``; an xarray ``append_dim=`` write takes no ``retries=``,
-so its writer writes again after a ``CommitConflictError``, with the waits and budget
-of :mod:`arrayds.nodes.retry`. Row ``j`` of writer ``k`` holds the value ``k * 100_000 + j``
+waited between them (:func:`arrayds.nodes.retry.slept`). Array, records and xarray
+(``append_dim=``) appends retry with their default ``retries=``. Row ``j`` of writer
+``k`` holds the value ``k * 100_000 + j``
 (an array append adds two equal rows, a records append one record, an xarray append
 one time step whose coordinate and variable ``v`` both hold it), so the final node
 shows any row lost or duplicated. While they run, this process reads the node again
 and again (every read must be a committed state, the last one extended: generations
 increase, the earlier rows are a prefix of the later ones, no xarray coordinate is
-paired with another row's value) and runs ``collect_garbage(min_age=60,
+paired with another row's value) and runs ``collect_garbage(min_age=GC_MIN_AGE,
 keep_versions=3)``; at the end every retained version must open and
 ``arrayds.verify`` pass.
 
@@ -61,7 +61,7 @@ import numpy as np
 
 import arrayds
 from arrayds.errors import CommitConflictError, CorruptionError
-from arrayds.nodes.retry import APPEND_RETRIES, backoff, retried, slept
+from arrayds.nodes.retry import retried, slept
 from arrayds.verify import collect_garbage, verify
 
 KINDS = ("array", "records", "xarray")
@@ -98,6 +98,14 @@ def fault_schedule() -> tuple[Any, ...]:
 
 
 FAULT_SEED = 28
+
+GC_MIN_AGE = 600
+"""The ``min_age`` of the gc beside the writers: longer than a writer may hold the
+shards of an append before it commits them (a records, dask or xarray append keeps
+them through all its retries, whose waits alone may add up to
+:func:`arrayds.nodes.retry.budget`, 187 s); with 60 s, a 16-writer xarray run on S3
+read a committed manifest naming a missing shard (most likely removed by gc while
+the append that wrote it was still retrying)."""
 
 
 # ---------------------------------------------------------------- the writer process
@@ -141,18 +149,10 @@ def _xarray_rows(values: list[int]) -> Any:
 
 
 def _append_xarray(url: str, so: dict[str, Any] | None, value: int) -> None:
-    """``to_arrayrecord(..., append_dim="time")`` of one row, written again after a
-    ``CommitConflictError`` (xarray appends take no ``retries=``), with the waits and
-    the budget of :mod:`arrayds.nodes.retry` (``CommitConflictError`` once it is spent)."""
+    """``to_arrayrecord(..., append_dim="time")`` of one row (with the default
+    ``retries=``: a lost race places the row after the other writer's)."""
     row = _xarray_rows([value])
-    for attempt in range(APPEND_RETRIES + 1):
-        try:
-            arrayds.to_arrayrecord(row, url, mode="a", append_dim="time", storage_options=so)
-            return
-        except CommitConflictError:
-            if attempt == APPEND_RETRIES:
-                raise
-            backoff(attempt + 1)
+    arrayds.to_arrayrecord(row, url, mode="a", append_dim="time", storage_options=so)
 
 
 # ---------------------------------------------------------------- the run
@@ -253,7 +253,7 @@ def run(
         assert values[: len(seen)] == seen, "a later read does not extend an earlier one"
         gen, seen, reads = g, values, reads + 1
         if gc:
-            collect_garbage(url, storage_options=so, min_age=60, keep_versions=3)
+            collect_garbage(url, storage_options=so, min_age=GC_MIN_AGE, keep_versions=3)
         if not running:
             break
     wall = time.perf_counter() - start
@@ -348,11 +348,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--faults", action="store_true", help="writers through a fault proxy (S3/GCS only)"
     )
+    p.add_argument("--writers", type=int, action="append", help="default: 4 and 16")
+    p.add_argument("--appends", type=int, default=None, help="per writer (default 20)")
     args = p.parse_args(argv)
     stores = args.store or ["local"]
     if args.faults and "local" in stores:
         p.error("--faults needs --store s3 or --store gcs (the proxy speaks HTTP)")
     sizes = [(4, 3)] if args.quick else [(4, 20), (16, 20)]
+    if args.writers or args.appends:
+        sizes = [(w, args.appends or 20) for w in args.writers or (4, 16)]
     workdir = tempfile.mkdtemp(dir=args.workdir)
     print(
         "| store | kind | writers x appends | conflicts retried | attempts per append "

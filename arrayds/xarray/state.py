@@ -62,6 +62,8 @@ from ..nodes.shards import io_pool
 __all__ = [
     "SNAPSHOT",
     "DatasetState",
+    "Rebase",
+    "Snapshot",
     "chain_stamps",
     "commit_snapshot",
     "group_entry",
@@ -489,6 +491,25 @@ def remove_replaced_members(
             pass
 
 
+@dataclass
+class Snapshot:
+    """What one dataset commit writes, planned from the state ``expected``: every
+    member array (``members``), the global attributes (``attrs``, raw JSON) and the
+    members an append grew (``appended``: name -> how many entries of its shard list
+    in ``members`` come before the new ones)."""
+
+    expected: DatasetState
+    members: Mapping[str, ArrayManifest]
+    attrs: Mapping[str, Any]
+    appended: Mapping[str, int] | None = None
+
+
+Rebase = Callable[[DatasetState], Snapshot]
+"""An append's snapshot placed after what other writers committed: called with the
+dataset's state as read anew, it returns the snapshot to commit instead, or raises
+:class:`arrayds.CommitConflictError` if the append no longer fits it."""
+
+
 def commit_snapshot(
     store: Store,
     node: str,
@@ -504,6 +525,8 @@ def commit_snapshot(
     fresh: bool = False,
     appended: Mapping[str, int] | None = None,
     merge: Merge | None = None,
+    rebase: Rebase | None = None,
+    retries: int = 0,
 ) -> dict[str, Any]:
     """Commit ``members`` (all arrays of the dataset, new manifests for ``changed``)
     and ``attrs`` as one atomic write of the group manifest at ``node``, through
@@ -524,51 +547,66 @@ def commit_snapshot(
     history. ``merge``: the tiered merge of the members an append grew, run inside
     this one commit (:func:`arrayds.nodes.merge.tiered` with member name -> appended
     files): a merged member's list is then written anew, and its roll forward writes
-    the merged manifest. Returns the committed group manifest.
+    the merged manifest. ``rebase`` (an append, ``retries=``): where the dataset
+    moved since ``expected``, the snapshot it returns from the state read anew is
+    committed instead of raising, and a refused put is tried again so, from a fresh
+    read, up to ``retries`` times (:mod:`arrayds.nodes.retry`). Returns the
+    committed group manifest.
     """
     what = f"dataset {store.display(node)!r}"
     changed = set(changed)
     gone = set(remove_children)
-    final: dict[str, ArrayManifest] = {}
-    member_json: dict[str, dict[str, Any]] = {}
-    for name, m in members.items():
-        stamp = (m.generation, m.commit)
-        if name in changed:
-            m = m.with_(generation=next_generation(expected, name), commit=write_id)
-        final[name] = m
-        member_json[name] = m.to_json()
-        if appended and name in changed and name in appended:
-            shards = member_json[name]["shards"]
-            member_json[name]["shards"] = Appended(shards, stamp, appended[name])
+    planned = Snapshot(expected, members, attrs, appended)
+    current = planned
 
-    def check(base: NodeVersion) -> None:
+    def unchanged(base: NodeVersion) -> None:
         check_unchanged(base, expected.own, {n: expected.children.get(n) for n in changed}, what)
 
     def build(base: NodeVersion) -> dict[str, Any]:
-        gen = max(base.generation, generation_of(expected.root)) + 1
-        doc = group_json(gen, write_id, attrs, member_json)
+        nonlocal current
+        current = planned
+        if rebase is not None:
+            try:
+                unchanged(base)
+            except CommitConflictError:
+                current = rebase(read_state(store, node))
+        state = current.expected
+        member_json: dict[str, dict[str, Any]] = {}
+        for name, m in current.members.items():
+            stamp = (m.generation, m.commit)
+            if name in changed:
+                m = m.with_(generation=next_generation(state, name), commit=write_id)
+            member_json[name] = m.to_json()
+            if current.appended and name in changed and name in current.appended:
+                shards = member_json[name]["shards"]
+                member_json[name]["shards"] = Appended(shards, stamp, current.appended[name])
+        gen = max(base.generation, generation_of(state.root)) + 1
+        doc = group_json(gen, write_id, current.attrs, member_json)
         # the subgroups a DataTree commit listed stay listed (their roll forward may be
         # pending), unless this write removes them
-        carried = {n: g for n, g in expected.groups.items() if n not in gone and n not in final}
-        old_snap = expected.root.get(SNAPSHOT) if expected.root is not None else None
+        carried = {
+            n: g for n, g in state.groups.items() if n not in gone and n not in current.members
+        }
+        old_snap = state.root.get(SNAPSHOT) if state.root is not None else None
         if carried and isinstance(old_snap, dict) and old_snap.get("tree") is True:
             doc[SNAPSHOT]["members"].update(carried)
             doc[SNAPSHOT]["tree"] = True
         return doc
 
     def after(base: NodeVersion, doc: dict[str, Any]) -> None:
-        roll_forward(store, node, doc, changed | expected.stale)
-        remove_replaced_members(store, node, gone - set(final), remove_files)
+        roll_forward(store, node, doc, changed | current.expected.stale)
+        remove_replaced_members(store, node, gone - set(current.members), remove_files)
         if fresh:
-            forget_histories(store, node, final)
+            forget_histories(store, node, current.members)
 
     return node_commit.commit(
         store,
         node,
         build,
         write_id=write_id,
-        check=check,
+        check=None if rebase is not None else unchanged,
         written=written,
+        retries=retries if rebase is not None else 0,
         after=after,
         what=what,
         merge=merge,

@@ -38,6 +38,7 @@ from ..nodes import commit as node_commit
 from ..nodes.commit import NodeVersion, generation_of
 from ..nodes.names import check_component, join_component
 from ..nodes.options import DEFAULT_COMPRESSION, check_compression
+from ..nodes.retry import APPEND_RETRIES, check_retries
 from ..storage import get_store
 from .attrs import encode_attrs
 from .state import (
@@ -116,15 +117,18 @@ def write_datatree(
     append_dim: Hashable | None = None,
     encoding: Mapping[str, Mapping[Hashable, Mapping[str, Any]]] | None = None,
     compact: bool | str = "tiered",
+    retries: int = APPEND_RETRIES,
 ) -> Any:
     """Write the ``xarray.DataTree`` ``dt`` to the group ``node`` of ``store`` with
     one commit (see the module docstring; ``arrayds.to_arrayrecord`` dispatches
     here). ``encoding``: node path (``"/"``, ``"/a/b"``) -> variable -> encoding, as
     for ``DataTree.to_zarr``; ``attrs``: extra attributes of the tree's root. Returns
     the written :class:`arrayds.Group`, or with ``compute=False`` a
-    ``dask.delayed.Delayed`` that writes and commits. ``compact`` is an append's
-    (``to_arrayrecord``'s keyword), which a DataTree refuses with the append."""
+    ``dask.delayed.Delayed`` that writes and commits. ``compact`` and ``retries``
+    are an append's (``to_arrayrecord``'s keywords), which a DataTree refuses with the
+    append (``retries`` must still be a count)."""
     what = f"datatree {store.display(node)!r}"
+    check_retries(retries, what)
     if mode in ("a", "r+") or append_dim is not None or region is not None:
         raise NotImplementedError(
             f"{what}: a DataTree is written whole (mode 'w-' or 'w'); to append or write a "

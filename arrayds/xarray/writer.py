@@ -35,12 +35,14 @@ naming the variable and the key; a variable whose dtype cannot be stored is a
 from __future__ import annotations
 
 import errno
+import functools
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from ..dask.graph import joint_graph, run, write_graph
+from ..errors import CommitConflictError
 from ..kinds.array.dask import normalize_region, shard_tasks, write_shards_now
 from ..kinds.array.grid import AxisGrid, ChunkGrid, normalize_chunks
 from ..kinds.array.handle import stack_entries
@@ -51,11 +53,19 @@ from ..nodes.merge import tiered
 from ..nodes.names import check_component, join_component
 from ..nodes.options import DEFAULT_COMPRESSION, check_compression, writer_options
 from ..nodes.registry import parse_node
+from ..nodes.retry import APPEND_RETRIES, check_retries
 from ..storage import get_store
 from ..storage.base import BaseStore as Store
 from .attrs import decode_attrs, encode_attrs
 from .backend import INTERNAL
-from .state import DatasetState, commit_snapshot, new_write_id, read_state, run_all
+from .state import (
+    DatasetState,
+    Snapshot,
+    commit_snapshot,
+    new_write_id,
+    read_state,
+    run_all,
+)
 
 __all__ = [
     "DATAARRAY_NAME",
@@ -452,24 +462,27 @@ class CommitJob:
 
 def _commit_task(job: CommitJob, results: list[list[dict[str, Any]]]) -> dict[str, Any]:
     """The one commit of the whole dataset (after every shard task succeeded);
-    ``results[i]`` are the shard entries of variable ``job.names[i]``."""
+    ``results[i]`` are the shard entries of variable ``job.names[i]``. An append
+    along ``job.append_dim`` with ``job.retries`` is placed after what other writers
+    committed meanwhile (:func:`_rebased`) instead of failing."""
     store = get_store(job.url, job.storage_options)
     node, expected = job.node, job.expected
-    members: dict[str, ArrayManifest] = {n: expected.members[n] for n in job.keep}
     by_name = dict(zip(job.names, results, strict=True))
+    members: dict[str, ArrayManifest] = {n: expected.members[n] for n in job.keep}
     appended: dict[str, int] = {}
     for name, base in job.bases.items():
-        new = new_shards(by_name.get(name, []))
-        shards = stack_entries(base.shards, new)
-        if new and len(shards) == len(base.shards) + len(new):  # nothing hidden: an append
-            appended[name] = len(base.shards)
-        members[name] = base.with_(shards=shards)
+        members[name], count = _stacked(base, new_shards(by_name.get(name, [])))
+        if count is not None:
+            appended[name] = count
     written = [f"{n}/{e['path']}" for n, entries in by_name.items() for e in entries]
     merge = None
     if job.tiered and appended:
         # an append: the members it grew merge their newest small shards in this commit
         files = {n: [e["path"] for e in by_name.get(n, [])] for n in appended}
         merge = tiered(store, node, files)
+    rebase = None
+    if job.retries and job.append_dim is not None:
+        rebase = functools.partial(_rebased, job, by_name, f"dataset {store.display(node)!r}")
     return commit_snapshot(
         store,
         node,
@@ -484,7 +497,105 @@ def _commit_task(job: CommitJob, results: list[list[dict[str, Any]]]) -> dict[st
         fresh=job.fresh,
         appended=appended,
         merge=merge,
+        rebase=rebase,
+        retries=job.retries,
     )
+
+
+def _stacked(base: ArrayManifest, new: list[ShardEntry]) -> tuple[ArrayManifest, int | None]:
+    """``base`` with the shard entries ``new`` stacked on its own, and how many
+    entries come before them if they hide none of those (an append), else ``None``."""
+    shards = stack_entries(base.shards, new)
+    if new and len(shards) == len(base.shards) + len(new):  # nothing hidden: an append
+        return base.with_(shards=shards), len(base.shards)
+    return base.with_(shards=shards), None
+
+
+_ENCODING_ATTRS = (*_CF_FROM_STORE, *_TIME_KEYS, INTERNAL)
+"""The attributes of a stored variable that say how its values are encoded: data
+appended to it was encoded with them."""
+
+
+def _rebased(
+    job: CommitJob, by_name: Mapping[str, list[dict[str, Any]]], what: str, state: DatasetState
+) -> Snapshot:
+    """The snapshot of an append along ``job.append_dim`` (planned from
+    ``job.expected``, its shard entries ``by_name``) placed after what the dataset
+    holds now (``state``, read anew): each variable it grows keeps the stored
+    manifest with the appended chunks after its own, moved along that dimension (the
+    shards hold whole chunks: nothing is written again); the variables it writes
+    whole are written as planned; the other stored variables stay. The global
+    attributes are the stored ones updated with the append's.
+    :class:`arrayds.CommitConflictError` where the append no longer fits: the dataset
+    removed, or a variable it grows replaced by one of other dimensions, dtype,
+    chunks across the append dimension or encoding, or a variable along that
+    dimension added by another writer (the dataset would have variables of different
+    lengths)."""
+    dim = job.append_dim
+    if state.kind != "group":
+        raise CommitConflictError(
+            f"{what} was removed or replaced by a {state.kind or 'missing'} node while this "
+            f"append ran; nothing of this write is visible"
+        )
+    members = {n: m for n, m in state.members.items() if n not in job.bases}
+    extra = sorted(n for n, m in members.items() if dim in (m.dims or ()))
+    if extra:
+        raise CommitConflictError(
+            f"{what}: another writer added variables {extra} along {dim!r} while this "
+            f"append ran, which it does not extend; nothing of this write is visible"
+        )
+    appended: dict[str, int] = {}
+    for name, base in job.bases.items():
+        new = new_shards(by_name.get(name, []))
+        old, cur = job.expected.members.get(name), state.members.get(name)
+        if old is None or dim not in (base.dims or ()):  # written whole, as planned
+            grown, count = _stacked(base, new)
+        else:
+            axis = list(base.dims or ()).index(dim)
+            if cur is None or not _same_layout(cur, old, axis):
+                raise CommitConflictError(
+                    f"{what}: variable {name!r} was replaced by another writer (now "
+                    f"{'missing' if cur is None else _layout(cur)}, was {_layout(old)}) "
+                    f"while this append ran; nothing of this write is visible"
+                )
+            first = old.grid.axes[axis].nchunks
+            ax = base.grid.axes[axis]
+            axes = list(cur.grid.axes)
+            axes[axis] = axes[axis].concat(ax.sub(first, ax.nchunks))
+            moved = [e.shifted(axis, cur.grid.axes[axis].nchunks - first) for e in new]
+            grown, count = _stacked(cur.with_(grid=ChunkGrid(axes), attrs=base.attrs), moved)
+        members[name] = grown
+        if count is not None:
+            appended[name] = count
+    lengths: dict[str, set[int]] = {}
+    for m in members.values():
+        for d, n in zip(m.dims or (), m.shape, strict=False):
+            lengths.setdefault(d, set()).add(n)
+    differ = sorted(d for d, ns in lengths.items() if len(ns) > 1)
+    if differ:
+        raise CommitConflictError(
+            f"{what}: another writer changed the length of {differ} while this append "
+            f"ran; nothing of this write is visible"
+        )
+    return Snapshot(state, members, {**state.attrs, **job.own_attrs}, appended)
+
+
+def _same_layout(cur: ArrayManifest, old: ArrayManifest, axis: int) -> bool:
+    """Whether chunks planned for ``old`` along ``axis`` fit ``cur``: the same
+    dimensions, dtype, chunks on every other axis and encoding."""
+    return (
+        cur.dims == old.dims
+        and cur.dtype == old.dtype
+        and cur.ndim == old.ndim
+        and all(cur.grid.axes[d] == old.grid.axes[d] for d in range(cur.ndim) if d != axis)
+        and all(cur.attrs.get(k) == old.attrs.get(k) for k in _ENCODING_ATTRS)
+    )
+
+
+def _layout(m: ArrayManifest) -> str:
+    """What :func:`_same_layout` compares, in words."""
+    enc = {k: m.attrs[k] for k in _ENCODING_ATTRS if k in m.attrs}
+    return f"dims {m.dims}, dtype {m.dtype}, chunks {m.grid.chunks}, encoding {enc}"
 
 
 def _decoded_dtype(name: str, m: ArrayManifest) -> np.dtype:
@@ -573,14 +684,30 @@ def write_dataset(
     append_dim: Hashable | None = None,
     encoding: Mapping[Hashable, Mapping[str, Any]] | None = None,
     compact: bool | str = "tiered",
+    retries: int = APPEND_RETRIES,
 ) -> Any:
     """Write an ``xarray.Dataset`` or ``DataArray`` to the group ``node`` of ``store``
     (see the module docstring; ``arrayds.to_arrayrecord`` dispatches here;
     ``compact="tiered"``: an append's commit merges the members' newest small shards
-    by tiers). Returns
-    the written :class:`arrayds.Group`, or with ``compute=False`` a
-    ``dask.delayed.Delayed`` that writes and commits."""
+    by tiers; ``retries``: how often an ``append_dim=`` append whose commit lost the
+    race to another writer's is placed after what that writer committed and tried
+    again, :mod:`arrayds.nodes.retry`; other writes raise
+    :class:`arrayds.CommitConflictError` at once). Returns the written
+    :class:`arrayds.Group`, or with ``compute=False`` a ``dask.delayed.Delayed`` that
+    writes and commits.
+
+    >>> import numpy as np, xarray as xr, arrayds
+    >>> row = xr.Dataset({"v": ("t", [1.0])}, coords={"t": [0]})
+    >>> _ = arrayds.to_arrayrecord(row, "memory://doc-retries", mode="w")
+    >>> pending = arrayds.to_arrayrecord(row, "memory://doc-retries", mode="a",
+    ...                                  append_dim="t", compute=False)
+    >>> _ = arrayds.to_arrayrecord(row, "memory://doc-retries", mode="a", append_dim="t")
+    >>> _ = pending.compute()  # placed after the other writer's row
+    >>> xr.open_dataset("memory://doc-retries", engine="arrayds").sizes["t"]
+    3
+    """
     what = f"dataset {store.display(node)!r}"
+    retries = check_retries(retries, what)
     ds = _as_dataset(data)
     _check_arguments(mode, region, append_dim, dims, serializer, group_size, what)
     compression = check_compression(compression, what)
@@ -620,6 +747,8 @@ def write_dataset(
         compute=compute,
         progress=progress,
         compact=compact,
+        append_dim=append_dim if appending else None,
+        retries=retries,
     )
 
 
@@ -867,24 +996,30 @@ def store_encoded(
     compute: bool = True,
     progress: bool = False,
     compact: bool | str = "tiered",
+    append_dim: Hashable | None = None,
+    retries: int = 0,
 ) -> Any:
     """Write the checked ``plan`` (:func:`plan_encoded`) and the global ``gattrs``
     (CF-encoded, plus ``attrs``) to the group ``node`` with one commit, planned from
     ``state`` (what :func:`read_state` returned before any check): one task graph of
     the shard tasks and the commit (:func:`commit_graph`). An append (mode ``"a"``,
     ``compact="tiered"``) runs the tiered merge of the members it grew inside that
-    commit (:func:`arrayds.nodes.merge.tiered`: one version). Returns the written
+    commit (:func:`arrayds.nodes.merge.tiered`: one version); an append along
+    ``append_dim`` (the plan grows the stored variables along it) whose commit finds
+    another writer's is placed after it, ``retries`` times at most
+    (:func:`arrayds.xarray.state.commit_snapshot`'s ``rebase``). Returns the written
     :class:`arrayds.Group`, or with ``compute=False`` the ``dask.delayed.Delayed``
     that writes and commits."""
     what = f"dataset {store.display(node)!r}"
     write_id = new_write_id()
     existing = state.members if mode != "w" else {}
     written = set(plan.bases)
-    gattrs_json = encode_attrs(gattrs, what)
+    own_attrs = encode_attrs(gattrs, what)
     if attrs:
-        gattrs_json.update(encode_attrs(dict(attrs), what))
+        own_attrs.update(encode_attrs(dict(attrs), what))
+    gattrs_json = own_attrs
     if mode != "w" and state.kind == "group":
-        gattrs_json = {**state.attrs, **gattrs_json}
+        gattrs_json = {**state.attrs, **own_attrs}
     remove_files = dict(plan.remove_files)
     remove_children: list[str] = []
     if mode == "w" and state.exists:
@@ -907,6 +1042,9 @@ def store_encoded(
         remove_files=remove_files,
         names=[p.name for p in plan.plans],
         tiered=mode == "a" and compact == "tiered",
+        append_dim=append_dim if mode == "a" else None,
+        retries=retries if mode == "a" and append_dim is not None else 0,
+        own_attrs=own_attrs,
     )
     return commit_graph(
         store,

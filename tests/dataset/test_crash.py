@@ -296,7 +296,7 @@ def test_compute_false_creates_and_changes_nothing_before_compute(local_url):
     x = da.ones((10, 10), chunks=5)
     writes = [
         arrayds.to_arrayrecord(x, url, "a", mode="w", compute=False),
-        arrayds.to_arrayrecord(x, url, "a", mode="a", compute=False),
+        arrayds.to_arrayrecord(x, url, "a", mode="a", retries=0, compute=False),
         arrayds.to_arrayrecord(x, url, "a", mode="r+", region=(slice(0, 10),), compute=False),
         arrayds.to_arrayrecord(x, url, "b/c", mode="w-", compute=False),
     ]

@@ -1,6 +1,7 @@
 """Faults on the write kinds beyond arrays (records appends, ragged appends, xarray
-``append_dim=``) and on records and xarray reads, through the proxy on moto S3 and on
-fake-gcs-server (``backend``, from conftest.py).
+``append_dim=`` and region writes, DataTree writes, ``arrayds.upgrade``) and on
+records and xarray reads, through the proxy on moto S3 and on fake-gcs-server
+(``backend``, from conftest.py).
 
 Each append runs under a seeded schedule of transient faults that includes a lost
 reply to the manifest PUT: it commits exactly once or raises, the node then reads
@@ -11,6 +12,7 @@ through the proxy return exactly the stored values or raise.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -180,3 +182,108 @@ def test_a_version_read_is_that_version_while_a_writer_appends(faulty) -> None:
     got = _xarray_with_a_commit_between_member_reads(faulty, version=True)
     assert got["time"].values.tolist() == [0, 1]
     assert got["v"].values.tolist() == [0, 10]
+
+
+def _tree_read(url: str, direct: dict) -> dict:
+    """Every group of the tree at ``url``, read straight from the server."""
+    xr = pytest.importorskip("xarray")
+    store_mod.clear_reader_cache()
+    return {
+        g: xr.open_dataset(url, engine="arrayds", group=g, storage_options=direct).load().to_dict()
+        for g in (None, "g")
+    }
+
+
+def test_xarray_region_writes_under_faults(faulty) -> None:
+    xr = pytest.importorskip("xarray")
+    url, direct = faulty.url, faulty.direct
+    t = np.arange(8)
+    base = xr.Dataset({"v": (("time",), t * 1.0)}, coords={"time": t}).chunk({"time": 2})
+    arrayds.to_arrayrecord(base, url, mode="w", storage_options=direct)
+
+    def read() -> dict:
+        store_mod.clear_reader_cache()
+        return xr.open_dataset(url, engine="arrayds", storage_options=direct).load().to_dict()
+
+    def write(i: int) -> dict:
+        cur = xr.Dataset.from_dict(read())
+        where = slice(2 * (i % 4), 2 * (i % 4) + 2)
+        part = xr.Dataset({"v": (("time",), np.full(2, 100.0 + i))})
+        arrayds.to_arrayrecord(
+            part, url, mode="r+", region={"time": where}, storage_options=faulty.opts
+        )
+        cur["v"][where] = 100.0 + i
+        return cur.to_dict()
+
+    _attempts(faulty, write, read, 3)
+
+
+def test_datatree_writes_under_faults(faulty) -> None:
+    xr = pytest.importorskip("xarray")
+    url, direct = faulty.url, faulty.direct
+
+    def tree(i: int) -> Any:
+        return xr.DataTree.from_dict(
+            {
+                "/": xr.Dataset({"a": (("x",), np.arange(3.0) + i)}),
+                "/g": xr.Dataset({"b": (("y",), np.arange(2) * i)}),
+            }
+        )
+
+    arrayds.to_arrayrecord(tree(0), url, mode="w", storage_options=direct)
+
+    def write(i: int) -> dict:
+        arrayds.to_arrayrecord(tree(i + 1), url, mode="w", storage_options=faulty.opts)
+        return {
+            None: tree(i + 1).to_dataset().to_dict(),
+            "g": tree(i + 1)["g"].to_dataset(inherit=False).to_dict(),
+        }
+
+    _attempts(faulty, write, lambda: _tree_read(url, direct), 3)
+
+
+V1 = Path(__file__).resolve().parents[1] / "data" / "datasets" / "v1"
+"""A committed format 1 dataset (tests/data/datasets)."""
+V1_NODES = ("", "g", "g/y", "r", "x")
+
+
+def test_upgrade_under_faults(faulty) -> None:
+    """``arrayds.upgrade`` through the proxy under :data:`SCHEDULE`, run until it
+    succeeds: every run upgrades each node once or raises; after each, every node is
+    whole in format 1 or 2, the data reads as before and ``verify`` passes."""
+    import fsspec
+
+    from arrayds.nodes import commit as commit_mod
+    from arrayds.storage import get_store
+
+    url, direct = faulty.url, faulty.direct
+    fs, root = fsspec.core.url_to_fs(url, **direct)
+    fs.put(str(V1), root, recursive=True)
+
+    def read() -> tuple[Any, ...]:
+        store_mod.clear_reader_cache()
+        g = arrayds.open(url, storage_options=direct)
+        return (g["x"][:].tolist(), list(g["r"][:]), g["g/y"][:].tolist())
+
+    def versions() -> list[int]:
+        st = get_store(url, direct)
+        return [commit_mod.read(st, n).format_version for n in V1_NODES]
+
+    data = read()
+    assert versions() == [1] * len(V1_NODES)
+    faulty.proxy.set_schedule(SCHEDULE, seed=28)
+    for _ in range(4):
+        try:
+            arrayds.upgrade(url, storage_options=faulty.opts)
+        except (OSError, arrayds.CommitConflictError):
+            pass
+        else:
+            break
+        assert set(versions()) <= {1, 2}
+        assert read() == data
+        assert not verify(url, storage_options=direct).problems
+    assert faulty.proxy.injected["lost"] == 1
+    assert versions() == [2] * len(V1_NODES)  # each node upgraded exactly once
+    assert read() == data
+    assert not verify(url, storage_options=direct).problems
+    assert arrayds.upgrade(url, storage_options=direct) == []  # nothing left to upgrade

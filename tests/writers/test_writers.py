@@ -4,10 +4,9 @@ GCS (fake-gcs-server), while the test reads and runs gc beside them
 (benchmarks/bench_writers.py ``run``: every row present exactly once, no append gives
 up, reads see committed states in increasing order and never pair an xarray
 coordinate with another row's value, every retained version opens and verifies). The
-array and records writers retry with the default ``retries=``; xarray appends take no
-``retries=``, so their writers write again after a ``CommitConflictError`` with the
-waits of arrayds.nodes.retry. Then the retry knob's bad input and the conflict it turns into
-a retry, in one process."""
+writers retry with the default ``retries=``. Then the retry knob's bad input and the
+conflict it turns into a retry, in one process (dask and xarray appends:
+test_append_retries.py)."""
 
 from __future__ import annotations
 

@@ -39,7 +39,7 @@ def test_a_refused_dataset_commit_removes_its_shards(tmp_path):
     url = str(tmp_path / "d.ads")
     arrayds.to_arrayrecord(dataset(), url)
     more = dataset(2, seed=1).assign_coords(t=[4, 5])
-    pending = arrayds.to_arrayrecord(more, url, mode="a", append_dim="t", compute=False)
+    pending = arrayds.to_arrayrecord(more, url, mode="a", append_dim="t", retries=0, compute=False)
     arrayds.to_arrayrecord(dataset(seed=2), url, mode="w")  # another writer commits first
     committed = _shards(url)
     with pytest.raises(CommitConflictError, match="another writer"):

@@ -44,6 +44,7 @@ from ...nodes.merge import tiered as tiered_merge
 from ...nodes.names import SHARD_DIR, join_component, new_write_id, shard_name
 from ...nodes.options import DEFAULT_COMPRESSION, check_compression, writer_options
 from ...nodes.read import read_node
+from ...nodes.retry import APPEND_RETRIES, check_retries
 from ...nodes.shards import write_shard
 from ...storage import get_store
 from ...storage.base import BaseStore as Store
@@ -154,7 +155,7 @@ class CommitJob:
     """What the commit task needs besides the shard entries."""
 
     __slots__ = ("url", "storage_options", "node", "mode", "base", "expected", "write_id",
-                 "tiered")  # fmt: skip
+                 "tiered", "retries", "first", "attrs")  # fmt: skip
 
     def __init__(self, **kw: Any) -> None:
         for k in self.__slots__:
@@ -229,7 +230,13 @@ def _commit_task(job: CommitJob, entries: list[dict[str, Any]]) -> Array:
     generation the write planned from), else nothing of the write is visible and its
     shards are removed; mode ``"w"`` removes what only the replaced node used. An
     append (``job.tiered``: ``compact="tiered"``) runs the tiered merge of the newest
-    small shards inside this commit (:func:`arrayds.nodes.merge.tiered`: one version)."""
+    small shards inside this commit (:func:`arrayds.nodes.merge.tiered`: one version).
+
+    An append with ``job.retries`` (``retries=``, :mod:`arrayds.nodes.retry`) whose
+    array another writer committed to since the plan goes after that writer's rows
+    instead (:func:`_rebased`: its shards hold whole chunks, so only their entries
+    move, nothing is written again), and a refused put is tried again so, from a
+    fresh read, up to ``job.retries`` times."""
     store = get_store(job.url, job.storage_options)
     node, mode, expected = job.node, job.mode, job.expected
     what = f"array {store.display(node)!r}"
@@ -239,11 +246,13 @@ def _commit_task(job: CommitJob, entries: list[dict[str, Any]]) -> Array:
         for e in entries
     ]
     final = m.with_(shards=stack_entries(m.shards, new, m.grid.grid_shape))
-    change: Any = final.to_json()
+    planned: Any = final.to_json()
     if expected is not None and len(final.shards) == len(m.shards) + len(new):
         # the check below pins the node to the manifest planned from: only the new
         # entries need writing
-        change = commit.Extend(final.header_json(), [e.to_json() for e in new])
+        planned = commit.Extend(final.header_json(), [e.to_json() for e in new])
+    rebase = mode == "a" and job.retries > 0
+    stamp = None if expected is None else (expected[0], expected[1] or "")
 
     def check(base: commit.NodeVersion) -> None:
         if mode == "w-" and base.exists:
@@ -251,24 +260,32 @@ def _commit_task(job: CommitJob, entries: list[dict[str, Any]]) -> Array:
                 f"{what} was created by another writer while this write ran (mode 'w-'); "
                 f"nothing of this write is visible"
             )
-        if expected is not None and (
-            base.kind != "array" or base.stamp != (expected[0], expected[1] or "")
-        ):
+        if expected is not None and not rebase and (base.kind != "array" or base.stamp != stamp):
             got = base.generation if base.exists else None
             raise CommitConflictError(
                 f"{what}: another writer committed (generation {got}) after this write "
-                f"started from generation {expected[0]}; nothing of this write is visible"
+                f"started from generation {expected[0]}; nothing of this write is visible "
+                f"(an append retries after the other writer's rows with retries=N)"
             )
+
+    def build(base: commit.NodeVersion) -> Any:
+        nonlocal final
+        if not rebase or (base.kind == "array" and base.stamp == stamp):
+            final = m.with_(shards=stack_entries(m.shards, new, m.grid.grid_shape))
+            return planned
+        final, added = _rebased(base, m, job.first, new, job.attrs, what)
+        return commit.Extend(final.header_json(), [e.to_json() for e in added])
 
     written = [e.path for e in new]
     merge = tiered_merge(store, node, written) if job.tiered and mode == "a" and new else None
     raw = commit.commit(
         store,
         node,
-        lambda base: change,
+        build,
         write_id=job.write_id,
         check=check,
         written=written,
+        retries=job.retries if rebase else 0,
         parents=mode in ("w", "w-"),
         replaces=mode == "w",
         what=what,
@@ -278,6 +295,41 @@ def _commit_task(job: CommitJob, entries: list[dict[str, Any]]) -> Array:
         # the whole list committed (merged, or a retried task's landed commit)
         return Array(store, node, ArrayManifest.from_json(raw, what), "r")
     return Array(store, node, final.with_(generation=raw["generation"], commit=job.write_id), "r")
+
+
+def _rebased(
+    base: commit.NodeVersion,
+    planned: ArrayManifest,
+    first: int,
+    new: Sequence[ShardEntry],
+    attrs: Mapping[str, Any] | None,
+    what: str,
+) -> tuple[ArrayManifest, list[ShardEntry]]:
+    """An append planned as ``planned`` (the manifest it read, grown by the chunks
+    from index ``first`` of axis 0 on, which the shards ``new`` hold), placed after
+    the rows of the array as another writer left it (``base``): (the manifest to
+    commit, the moved entries). :class:`CommitConflictError` if the appended chunks do
+    not fit it any more (removed, or replaced by an array of another dtype or grid)."""
+    if base.kind != "array":
+        raise CommitConflictError(
+            f"{what} was removed or replaced by a {base.kind or 'missing'} node while this "
+            f"append ran; nothing of this write is visible"
+        )
+    cur = ArrayManifest.from_json(base.raw or {}, what)
+    if cur.dtype != planned.dtype or cur.grid.axes[1:] != planned.grid.axes[1:]:
+        raise CommitConflictError(
+            f"{what}: another writer replaced the array (now dtype {cur.dtype}, shape "
+            f"{cur.shape}, chunks {cur.grid.chunks}) while this append of chunks of dtype "
+            f"{planned.dtype} and chunks {planned.grid.chunks[1:]} on the other axes ran; "
+            f"nothing of this write is visible"
+        )
+    ax0 = planned.grid.axes[0]
+    shift = cur.grid.axes[0].nchunks - first
+    grid = ChunkGrid((cur.grid.axes[0].concat(ax0.sub(first, ax0.nchunks)), *cur.grid.axes[1:]))
+    added = [e.shifted(0, shift) for e in new]
+    shards = stack_entries(cur.shards, added, cur.grid.grid_shape)
+    merged_attrs = {**cur.attrs, **dict(attrs or {})}
+    return cur.with_(grid=grid, attrs=merged_attrs, shards=shards), added
 
 
 # ---------------------------------------------------------------------- write
@@ -347,6 +399,8 @@ class ArrayWritePlan:
     expected: tuple[int, str] | None
     """The (generation, commit) the node must still have at the commit, if any."""
     what: str
+    attrs: Mapping[str, Any] | None = None
+    """The attributes the write sets (over the stored ones)."""
 
 
 def write_array(
@@ -358,12 +412,15 @@ def write_array(
     compute: bool = True,
     progress: bool = False,
     compact: bool | str = "tiered",
+    retries: int = APPEND_RETRIES,
     **plan: Any,
 ) -> Any:
     """Write the dask array ``x`` to the array node ``node`` (see
     :func:`arrayds.to_arrayrecord`; ``plan``: the keywords of :func:`plan_array_write`,
     ``mode``, ``compression``, ``region``, ``attrs``, ``dims``, ``fill_value``;
-    ``compact="tiered"``: an append's commit merges the newest small shards by tiers).
+    ``compact="tiered"``: an append's commit merges the newest small shards by tiers;
+    ``retries``: how often an append whose commit lost the race to another writer's
+    is placed after that writer's rows and committed again, :mod:`arrayds.nodes.retry`).
     Returns the committed :class:`Array` or, with ``compute=False``, a
     ``dask.delayed.Delayed`` that writes and commits.
 
@@ -375,8 +432,12 @@ def write_array(
     >>> write_array(da.ones(5, chunks=2), st, "x").chunks
     ((2, 2, 1),)
     """
+    retries = check_retries(retries, f"array {store.display(node)!r}")
     commit_task = write_plan_graph(
-        plan_array_write(x, store, node, **plan), shard_size, tiered=compact == "tiered"
+        plan_array_write(x, store, node, **plan),
+        shard_size,
+        tiered=compact == "tiered",
+        retries=retries,
     )
     if not compute:
         return commit_task
@@ -447,7 +508,7 @@ def plan_array_write(
             attrs=attrs,
             name=what,
         )
-        return ArrayWritePlan(x, store, node, eff, base, (0,) * x.ndim, dtype, None, what)
+        return ArrayWritePlan(x, store, node, eff, base, (0,) * x.ndim, dtype, None, what, attrs)
     assert isinstance(cur, ArrayManifest)
     return _plan_update(x, store, node, eff, cur, dtype, region, attrs, dims, what)
 
@@ -505,14 +566,22 @@ def _plan_update(
         offset = c_start
         base = old.with_(attrs=new_attrs)
     expected = (old.generation, old.commit)
-    return ArrayWritePlan(x, store, node, mode, base, offset, old.dtype, expected, what)
+    return ArrayWritePlan(x, store, node, mode, base, offset, old.dtype, expected, what, attrs)
 
 
-def write_plan_graph(plan: ArrayWritePlan, shard_size: Any = None, *, tiered: bool = True) -> Any:
+def write_plan_graph(
+    plan: ArrayWritePlan,
+    shard_size: Any = None,
+    *,
+    tiered: bool = True,
+    retries: int = APPEND_RETRIES,
+) -> Any:
     """The ``dask.delayed.Delayed`` of a planned write: one task per shard
     (:func:`shard_tasks`), one commit task on top of them, the source tasks fused into
     the shard tasks (:func:`arrayds.dask.graph.write_graph`). Nothing runs yet.
-    ``tiered``: an append's commit runs the tiered merge.
+    ``tiered``: an append's commit runs the tiered merge; ``retries``: how often an
+    append's commit that lost a race is placed after the other writer's rows and tried
+    again (as :func:`write_array`'s).
 
     >>> import arrayds, dask.array as da
     >>> st = arrayds.open("memory://doc-plan-graph", mode="w").store
@@ -548,6 +617,9 @@ def write_plan_graph(plan: ArrayWritePlan, shard_size: Any = None, *, tiered: bo
         expected=plan.expected,
         write_id=write_id,
         tiered=tiered,
+        retries=check_retries(retries, plan.what),
+        first=plan.offset[0] if plan.offset else 0,
+        attrs=None if plan.attrs is None else dict(plan.attrs),
     )
     layer[commit_key] = (_commit_task, cjob, shard_keys)
     return Delayed(commit_key, write_graph([y], name, layer), layer=name)

@@ -126,6 +126,7 @@ _WRITE_KEYS = (
     "compute",
     "progress",
     "compact",
+    "retries",
 )
 
 
