@@ -689,6 +689,10 @@ class ArrayManifest:
     commit: str = ""
     _table: ShardTable | None = field(default=None, repr=False, compare=False)
     _partial: dict[Any, ShardTable] = field(default_factory=dict, repr=False, compare=False)
+    _sizes: dict[str, int | None] = field(default_factory=dict, repr=False, compare=False)
+    """The byte size of each shard file of the tables :meth:`table_for` built."""
+    _records: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
+    """The records those tables place in each of their shard files (the most any did)."""
 
     kind = "array"
 
@@ -726,6 +730,9 @@ class ArrayManifest:
                 t = cache.pop(key, None)
                 if t is None:
                     t = ShardTable(self.shards.entries_of(key), self.ndim)
+                    self._sizes.update(t.sizes)  # facts of immutable files: kept
+                    for path in t.sizes:
+                        self._records[path] = max(self._records.get(path, 0), t.records_in(path))
                     held = sum(len(x) for x in cache.values()) + len(t)
                     while cache and held > self.PARTIAL_ENTRIES:
                         held -= len(cache.pop(next(iter(cache))))
@@ -737,20 +744,17 @@ class ArrayManifest:
         """The byte size of each shard file the manifest records (``None``: not
         recorded), of every file if the whole table is built, else of those of the
         tables :meth:`table_for` built (opening a shard needs its own size only)."""
-        if self._table is not None or not self._partial:
+        if self._table is not None or not self._sizes:
             return self.table.sizes
-        out: dict[str, int | None] = {}
-        for t in self._partial.values():
-            out.update(t.sizes)
-        return out
+        return self._sizes
 
     def shard_records(self, path: str) -> int:
         """How many records the entries place in shard file ``path`` (of the tables
         built, as :meth:`shard_sizes`: a read may see fewer than the file holds when
         its entries span segments it did not need)."""
-        if self._table is not None or not self._partial:
+        if self._table is not None or not self._sizes:
             return self.table.records_in(path)
-        return max(t.records_in(path) for t in self._partial.values())
+        return self._records.get(path, 0)
 
     @classmethod
     def new(
@@ -794,6 +798,8 @@ class ArrayManifest:
         """A copy with some fields replaced (the shard table is rebuilt lazily)."""
         changes.setdefault("_table", None)
         changes.setdefault("_partial", {})
+        changes.setdefault("_sizes", {})
+        changes.setdefault("_records", {})
         return replace(self, **changes)
 
     def committed(self, generation: int, commit: str) -> ArrayManifest:
