@@ -4,32 +4,25 @@ and a version 1 manifest are what a dask write of the same shards gives."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
-import sys
 from pathlib import Path
 
 import dask.array as da
 import numpy as np
 import pytest
+from benchscript import loaded
 
 import arrayds
 from arrayds import records
 from arrayds.verify import verify
 
-PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_manifest_scale.py"
-
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_manifest_scale", PATH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_manifest_scale"] = module
-    spec.loader.exec_module(module)
-    yield module
-    del sys.modules["bench_manifest_scale"]
+    with loaded("bench_manifest_scale") as module:
+        yield module
 
 
 def _rows(out: str, title: str) -> dict[tuple[int, str], list[str]]:

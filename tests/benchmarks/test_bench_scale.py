@@ -3,25 +3,17 @@ work cannot break it unnoticed), and its helpers measure what they say."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
-import sys
-from pathlib import Path
 
 import pytest
-
-PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_scale.py"
+from benchscript import loaded
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_scale", PATH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_scale"] = module
-    spec.loader.exec_module(module)
-    yield module
-    del sys.modules["bench_scale"]
+    with loaded("bench_scale") as module:
+        yield module
 
 
 def test_tiny_run_prints_every_workload(bench, tmp_path, capsys):

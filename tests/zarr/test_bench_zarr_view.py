@@ -4,26 +4,20 @@ interpreter, so the view's benchmark cannot break unnoticed."""
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import sys
-from pathlib import Path
 
 import pytest
+from benchscript import loaded
 
-PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_zarr_view.py"
 TINY = ["--n=256", "--chunk=128", "--n4=128", "--chunk4=32", "--repeat=1"]
 ROWS = ("A2 sum", "A4 dask read", "A4 direct read")
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_zarr_view", PATH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_zarr_view"] = module
-    spec.loader.exec_module(module)
-    yield module
-    del sys.modules["bench_zarr_view"]
+    with loaded("bench_zarr_view") as module:
+        yield module
 
 
 def _table_rows(text: str, header: str) -> dict[str, list[str]]:
