@@ -243,6 +243,77 @@ def test_shard_entries_parse_the_same_on_the_quick_and_the_checked_path(entry):
     assert quick is None or quick == m.shards[0]
 
 
+def _row_entries(n: int) -> list[dict]:
+    return [
+        {"path": f"c/w-{i}.array_record", "start": [i, 0], "stop": [i + 1, 1], "records": 1,
+         "bytes": 100 + i}
+        for i in range(n)
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "odd,message",
+    [
+        ({"path": "../x", "start": [9, 0], "stop": [10, 1]}, "must stay inside the node"),
+        ({"path": "c/x", "start": [9, 0], "stop": [99, 1]}, "not inside the chunk grid"),
+        ({"path": "c/x", "start": [9, 0], "stop": [9, 1]}, "not inside the chunk grid"),
+        ({"path": "c/x", "start": [9, 0], "stop": [10, 1], "records": 2}, "box holds 1"),
+        ({"path": "c/x", "start": [9, 0], "stop": [10, 1], "offset": -1}, "offset -1"),
+        ({"path": "c/x", "start": [9, 0], "stop": [10, 1], "bytes": -5}, "bytes -5"),
+        ({"path": "c/x", "start": [9, 0], "stop": [10, 1], "bytes": 2.5}, "bytes 2.5"),
+        ({"path": "c/x", "start": [9.5, 0], "stop": [10, 1]}, "not inside the chunk grid"),
+        ({"path": "c/x", "start": [9, 2**70], "stop": [10, 1]}, "not inside the chunk grid"),
+        ({"path": "c/arrayds.json", "start": [9, 0], "stop": [10, 1]}, "reserved name"),
+        ({"path": "c/x", "start": [9], "stop": [10]}, "must have 2 entries"),
+        ({"start": [9, 0], "stop": [10, 1]}, "non-empty string"),
+        ("c/x", "not an object"),
+        # accepted by the entry-by-entry parse, as in a single entry
+        ({"path": "c/x", "start": [9, False], "stop": [10, True]}, None),
+        ({"path": "sub dir/x y", "start": [9, 0], "stop": [10, 1]}, None),
+        ({"path": "c/x", "start": [9, 0], "stop": [10, 1], "records": 1.0}, None),
+    ],
+)  # fmt: skip
+def test_a_segment_parses_by_columns_as_entry_by_entry(odd, message):
+    """A segment-sized list is checked a column at a time; one odd entry sends the
+    whole list to the entry-by-entry parse, which names it or accepts it the same."""
+    from arrayds.kinds.array.manifest import ShardColumns, _parse_entry, _parse_shards
+
+    grid = ArrayManifest.new((16, 4), "<i4", ((1,) * 16, (4,))).grid
+    plain = _row_entries(16)
+    cols = ShardColumns.of(_parse_shards(plain, grid, "x"))
+    assert [e.to_json() for e in _parse_shards(plain, grid, "x")] == plain
+    assert cols.sizes == [100 + i for i in range(16)] and cols.starts[:, 0].tolist() == list(
+        range(16)
+    )
+    raw = [*plain[:9], odd, *plain[10:]]
+    if message is not None:
+        with pytest.raises(CorruptionError, match=f"shard entry 9: .*{message}"):
+            _parse_shards(raw, grid, "x")
+    else:
+        got = _parse_shards(raw, grid, "x")
+        assert got == [_parse_entry(i, e, 2, (16, 1), "x") for i, e in enumerate(raw)]
+
+
+def test_a_shard_table_of_columns_locates_as_one_of_entries():
+    from arrayds.kinds.array.manifest import ShardColumns
+
+    entries = [ShardEntry(f"c/{i % 3}", (i, 0), (i + 2, 2), i, 10 * i) for i in range(12)]
+    cols = ShardColumns.of(entries)
+    assert list(cols) == entries and cols[-1] == entries[-1] and cols[2:4] == entries[2:4]
+    assert list(cols.without(frozenset({0, 5}))) == [e for i, e in enumerate(entries)
+                                                     if i not in (0, 5)]  # fmt: skip
+    with pytest.raises(IndexError):
+        cols[12]
+    coords = np.array([[r, c] for r in range(14) for c in range(3)])
+    a, b = ShardTable(cols, 2), ShardTable(entries, 2)
+    for x, y in zip(a.locate(coords), b.locate(coords), strict=True):
+        assert x.tolist() == y.tolist()
+    assert a.sizes == b.sizes and a.records_per_path() == b.records_per_path()
+    assert ShardColumns.joined([cols[:3], cols.without(frozenset(range(3)))], 2).paths == (
+        cols.paths
+    )
+
+
 def test_newer_format_version_is_refused_clearly():
     d = _valid()
     d["format_version"] = 3
