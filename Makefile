@@ -9,7 +9,7 @@ PIP    := $(PY) -m pip
 SYSTEM_PACKAGES := g++ cmake pkg-config libzstd-dev libhighwayhash-dev libbrotli-dev libsnappy-dev chromium
 EXTRAS ?= test,ml
 
-.PHONY: demo test install system-deps native lint format bench bench-anchors docs clean sanitize test-floors fuzz
+.PHONY: demo test install system-deps native lint format bench bench-anchors docs clean sanitize test-floors test-latest fuzz
 
 demo: install
 	$(PY) examples/quickstart.py
@@ -20,6 +20,7 @@ test: install
 	$(MAKE) dist-test
 	ARRAYDS_FULL_TEST=1 $(PY) -m pytest -q
 	$(MAKE) test-floors
+	$(MAKE) test-latest
 
 system-deps:
 	@missing=""; for p in $(SYSTEM_PACKAGES); do \
@@ -138,5 +139,38 @@ $(FLOORS_VENV)/.engine: $(FLOORS_VENV)/.floors pyproject.toml native/CMakeLists.
 test-floors: system-deps $(FLOORS_VENV)/.engine
 	$(FLOORS_PY) -m pytest -q -x -p no:cacheprovider -k "not query_planning" $(FLOORS_TESTS)
 
+# The newest zarr-python (requirements/latest.txt, exact pins: zarr 3.4, which needs
+# Python >= 3.12, with the newest numpy, xarray and dask) in a venv of its own on the
+# anchor interpreter's Python (ANCHOR_PYTHON), on what depends on the zarr version: the
+# zarr view (tests/zarr: zarr's own store tests, xarray's zarr engine, the rectilinear
+# chunk grid the project venv's zarr 3.1 lacks, the view's benchmark), the xarray tests
+# compared with xarray's zarr backend and `arrayds convert` of zarr stores
+# (docs/development.md "The newest zarr-python"). Fails when there is no Python 3.12.
+LATEST_VENV  := .venv-latest
+LATEST_PY    := $(LATEST_VENV)/bin/python
+LATEST_TESTS := tests/zarr tests/xarray/test_xarray_append_rules.py \
+                tests/xarray/test_xarray_datatree.py::test_open_datatree_round_trips_like_zarr \
+                tests/xarray/test_xarray_datatree_write.py::test_round_trip_identical_and_like_zarr \
+                tests/xarray/test_xarray_encodings.py::test_random_datasets_match_zarr_or_are_refused \
+                tests/cli/test_cli.py::test_convert_zarr_groups_and_arrays
+
+$(LATEST_VENV)/.latest: requirements/latest.txt
+	@$(ANCHOR_PYTHON) -c 'import sys; assert sys.version_info >= (3, 12)' 2>/dev/null || { \
+	  echo "test-latest: no Python >= 3.12 at ANCHOR_PYTHON=$(ANCHOR_PYTHON) (zarr-python 3.4 needs one; make test-latest ANCHOR_PYTHON=/path/to/python3.12)" >&2; exit 1; }
+	rm -rf $(LATEST_VENV)
+	$(ANCHOR_PYTHON) -m venv $(LATEST_VENV)
+	$(LATEST_PY) -m pip install -q --upgrade pip
+	$(LATEST_PY) -m pip install -q -r requirements/latest.txt
+	touch $@
+
+# The engine in build/latest, rebuilt when the C++ changes (as for the floors).
+$(LATEST_VENV)/.engine: $(LATEST_VENV)/.latest pyproject.toml native/CMakeLists.txt \
+                        $(shell find native/src -name '*.cc' -o -name '*.h')
+	$(LATEST_PY) -m pip install -q --no-build-isolation --no-deps -C build-dir=build/latest -e .
+	touch $@
+
+test-latest: system-deps $(LATEST_VENV)/.engine
+	$(LATEST_PY) -m pytest -q -p no:cacheprovider $(LATEST_TESTS)
+
 clean:
-	rm -rf build dist $(VENV) $(FLOORS_VENV) .pytest_cache .hypothesis
+	rm -rf build dist $(VENV) $(FLOORS_VENV) $(LATEST_VENV) .pytest_cache .hypothesis

@@ -1,7 +1,8 @@
 """pyproject.toml's lower bounds are the versions requirements/floors.txt pins exactly
 (`make test-floors` tests those); dependencies and extras give ranges, and exact pins
-live in requirements/constraints.txt only, inside those ranges
-(docs/development.md "Dependency floors")."""
+live in requirements/constraints.txt only, inside those ranges, and
+requirements/latest.txt's (`make test-latest`) fall inside them too
+(docs/development.md "Dependency floors", "The newest zarr-python")."""
 
 from __future__ import annotations
 
@@ -89,6 +90,18 @@ def test_constraints_pins_fall_in_the_declared_ranges():
     # make install takes this machine's local CPU build of torch (a plain 2.13.0 or an
     # open range would fetch a CUDA build of several GB)
     assert pins["torch"] == "2.13.0+cpu"
+
+
+def test_latest_pins_fall_in_the_declared_ranges():
+    """requirements/latest.txt (`make test-latest`): exact pins inside pyproject.toml's
+    ranges, with a zarr-python that has the rectilinear chunk grid (3.4)."""
+    pins = _pins("requirements/latest.txt")
+    declared = {utils.canonicalize_name(r.name): r for r in _declared()}
+    for name in ("zarr", "xarray", "dask", "distributed", "numpy", "fsspec", "msgpack", "click"):
+        assert declared[name].specifier.contains(pins[name], prereleases=True), (
+            f"requirements/latest.txt pins {name}=={pins[name]}, outside {declared[name]}"
+        )
+    assert requirements.Requirement("x>=3.4").specifier.contains(pins["zarr"])
 
 
 def test_pin_files_are_read_strictly(tmp_path):

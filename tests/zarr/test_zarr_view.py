@@ -128,6 +128,12 @@ def _irregular(url: str) -> tuple[np.ndarray, np.ndarray]:
 
 RECTILINEAR = "array.rectilinear_chunks"
 HAS_RECTILINEAR = RECTILINEAR.split(".")[1] in zarr.config.get("array")
+# skipped with a zarr before 3.4 only (the project venv's 3.1): under 3.4 and later
+# (`make test-latest`) they run, and fail if the flag went missing
+NO_RECTILINEAR = pytest.mark.skipif(
+    not HAS_RECTILINEAR and tuple(map(int, zarr.__version__.split(".")[:2])) < (3, 4),
+    reason=f"zarr {zarr.__version__}: no rectilinear grid",
+)
 
 
 def test_irregular_grid_is_a_clear_error_naming_the_array(tmp_path):
@@ -152,7 +158,7 @@ def test_irregular_grid_is_a_clear_error_naming_the_array(tmp_path):
         assert zg["ok"][...].tolist() == [0, 0]  # the rest of the hierarchy reads
 
 
-@pytest.mark.skipif(not HAS_RECTILINEAR, reason=f"zarr {zarr.__version__}: no rectilinear grid")
+@NO_RECTILINEAR
 def test_irregular_grid_is_a_rectilinear_chunk_grid(tmp_path):
     url = str(tmp_path / "r")
     x, holes = _irregular(url)
@@ -178,7 +184,7 @@ def test_irregular_grid_is_a_rectilinear_chunk_grid(tmp_path):
         assert keys == ["holes/c/0", "holes/c/2", "holes/zarr.json"]
 
 
-@pytest.mark.skipif(not HAS_RECTILINEAR, reason=f"zarr {zarr.__version__}: no rectilinear grid")
+@NO_RECTILINEAR
 def test_large_chunks_of_a_rectilinear_grid_read_in_worker_threads(tmp_path):
     url = str(tmp_path / "big")
     x = np.random.default_rng(1).random((700, 400))  # chunk 0: 400x400 float64, > 1 MiB
@@ -190,7 +196,7 @@ def test_large_chunks_of_a_rectilinear_grid_read_in_worker_threads(tmp_path):
         np.testing.assert_array_equal(z[390:410, ::7], x[390:410, ::7])
 
 
-@pytest.mark.skipif(not HAS_RECTILINEAR, reason=f"zarr {zarr.__version__}: no rectilinear grid")
+@NO_RECTILINEAR
 def test_xarray_reads_an_appended_dataset_through_its_rectilinear_grid(tmp_path):
     """An append along time makes the time axis irregular (5 + 5 + 2 steps here)."""
     url = str(tmp_path / "xa")
