@@ -4,6 +4,10 @@ arrayds' own read: the A2 and A4 read workloads of bench_arrays.py, same data.
     python benchmarks/bench_zarr_view.py            # the full sizes (8192² and 4096²)
     python benchmarks/bench_zarr_view.py --quick    # 2048² and 1024², one repeat
 
+It runs in the project venv (zarr-python 3.1) and in ``.venv-latest`` (zarr-python 3.4,
+Python 3.12: ``make test-latest`` builds it), where docs/performance.md's figures come
+from, that venv's interpreter also named as the anchor interpreter below.
+
 Workloads (docs/performance.md, "Arrays"; the data of bench_arrays.py, written once by
 arrayds with ``compression="zstd:1"``, default shard grouping):
 
