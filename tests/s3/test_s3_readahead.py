@@ -1,7 +1,10 @@
 """Batches read ahead from S3: ``ArrayRecordDataSource.batches`` reads the
 records of several batches as one coalesced pass per shard, so a block shuffle's
 window, or a group of fully shuffled batches, costs a GET per shard instead of one
-per batch and shard. Requests counted by the proxy in front of moto."""
+per batch and shard; the reads go through the store of the backend the data source
+was opened with (obstore's ``get_ranges`` or fsspec's ``cat_ranges``), and a batch
+over unopened shards opens them at once. Requests counted by the proxy in front of
+moto, for both backends."""
 
 from __future__ import annotations
 
@@ -16,14 +19,29 @@ from arrayds.sampler import BlockShuffleSampler
 N, SHARDS, BATCH = 4096, 4, 64
 
 
+@pytest.fixture(params=["fsspec", "obstore"])
+def backend(request):
+    if request.param == "obstore":
+        pytest.importorskip("obstore", reason="the obstore backend needs arrayds[obstore]")
+    return request.param
+
+
 @pytest.fixture
-def source(s3, s3_url, s3_opts, proxy):
-    """(data source through the proxy, the records): 4096 records of 100 B in 4 shards,
-    every shard's footer already read."""
+def written(s3_url, s3_opts):
+    """(url, the records): 4096 records of 100 B in 4 shards."""
     rng = np.random.default_rng(5)
     recs = [rng.integers(0, 256, 100, dtype=np.uint8).tobytes() for _ in range(N)]
     records.write_records(recs, s3_url, num_shards=SHARDS, storage_options=s3_opts)
-    src = records.data_source(s3_url, storage_options=s3.storage_options(proxy.url))
+    return s3_url, recs
+
+
+@pytest.fixture
+def source(s3, written, proxy, backend):
+    """(data source through the proxy with ``backend``, the records), every shard's
+    footer already read."""
+    url, recs = written
+    so = {**s3.storage_options(proxy.url), "backend": backend}
+    src = records.data_source(url, storage_options=so)
     src[list(range(0, N, N // SHARDS))]  # open every shard
     return src, recs
 
@@ -56,6 +74,69 @@ def test_fully_shuffled_batches_share_their_gets(source, proxy):
     ahead = _epoch(src, recs, order, 8, proxy)
     assert ahead <= SHARDS * groups
     assert _epoch(src, recs, order, 0, proxy) >= 6 * ahead
+
+
+def test_the_default_read_ahead_holds_32_mib_of_records(source, proxy):
+    src, recs = source
+    # 4096 records of about 100 stored bytes: one group of 32 MiB holds the epoch, so
+    # a full shuffle is one GET per shard; 8 batches a group need one per shard and group
+    order = np.random.default_rng(1).permutation(N)
+    assert _epoch(src, recs, order, None, proxy) == SHARDS
+    assert _epoch(src, recs, order, 8, proxy) == SHARDS * (N // (BATCH * 8))
+
+
+def _user_agents(proxy) -> list[bytes]:
+    """Let the proxy note the User-Agent header of every request from now on."""
+    seen: list[bytes] = []
+
+    def note(head: bytes) -> bool:
+        for line in head.split(b"\r\n"):
+            if line.lower().startswith(b"user-agent:"):
+                seen.append(line.split(b":", 1)[1].strip().lower())
+        return False
+
+    proxy.hold = note
+    return seen
+
+
+def test_reads_go_through_the_store_of_the_backend(source, proxy, backend):
+    src, recs = source
+    agents = _user_agents(proxy)
+    order = np.random.default_rng(2).permutation(N)[:512]
+    assert _epoch(src, recs, order, 8, proxy) == SHARDS  # one group, one GET per shard
+    assert len(agents) == SHARDS
+    client = b"object_store" if backend == "obstore" else b"botocore"
+    assert all(client in a for a in agents), agents
+
+
+def test_a_batch_opens_its_shards_at_once(s3, written, proxy, backend):
+    url, recs = written
+    so = {**s3.storage_options(proxy.url), "backend": backend}
+    src = records.data_source(url, storage_options=so)  # no shard open yet
+    held: list[bytes] = []
+    all_held = threading.Event()
+
+    def hold(head: bytes) -> bool:  # keep every GET until one per shard is waiting
+        if head.startswith(b"GET"):
+            held.append(head)
+            if len(held) == SHARDS:
+                all_held.set()
+            return True
+        return False
+
+    proxy.stats.reset()
+    proxy.hold = hold
+    idx = [k * (N // SHARDS) + 7 for k in range(SHARDS)]
+    got: list = []
+    reader = threading.Thread(target=lambda: got.append(src[idx]))
+    reader.start()
+    opened_together = all_held.wait(60)  # one after another, the first would wait alone
+    proxy.release.set()
+    reader.join()
+    assert opened_together and got == [[recs[i] for i in idx]]
+    # each open one GET of a tail of at most 128 KiB (these shards are smaller: whole),
+    # then one GET per shard for the records
+    assert proxy.stats.snapshot()["requests"] == 2 * SHARDS
 
 
 def test_leaving_early_waits_for_the_read_in_flight(source, proxy):
