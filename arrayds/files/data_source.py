@@ -260,8 +260,15 @@ def _store_of(path: str, storage_options: Mapping[str, Any] | None) -> BaseStore
     return None if store.local else store
 
 
+def _fsspec_options(storage_options: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """``storage_options`` for fsspec: without ``"backend"``, which picks a store
+    (:func:`arrayds.storage.store_class`) and which fsspec does not take."""
+    opts = {k: v for k, v in (storage_options or {}).items() if k != "backend"}
+    return opts or None
+
+
 def _glob_paths(pattern: str, storage_options: Mapping[str, Any] | None) -> list[str]:
-    fs, inner = resolve_fs(pattern, storage_options)
+    fs, inner = resolve_fs(pattern, _fsspec_options(storage_options))
     if fs is None:
         return sorted(q for q in _glob.glob(inner) if os.path.isfile(q))
     protocol = pattern.split("://", 1)[0] if "://" in pattern else None
@@ -390,7 +397,7 @@ class ArrayRecordDataSource:
             return ArrayRecordReader(
                 shard.path,
                 self._options.string,
-                storage_options=self._storage_options,
+                storage_options=_fsspec_options(self._storage_options),
                 file_size=shard.size,
             )
         # an object store: the reader fetches its byte ranges through the store of the

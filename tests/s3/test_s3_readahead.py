@@ -13,7 +13,7 @@ import threading
 import numpy as np
 import pytest
 
-from arrayds import records
+from arrayds import ArrayRecordDataSource, ArrayRecordWriter, CorruptionError, records
 from arrayds.sampler import BlockShuffleSampler
 
 N, SHARDS, BATCH = 4096, 4, 64
@@ -137,6 +137,52 @@ def test_a_batch_opens_its_shards_at_once(s3, written, proxy, backend):
     # each open one GET of a tail of at most 128 KiB (these shards are smaller: whole),
     # then one GET per shard for the records
     assert proxy.stats.snapshot()["requests"] == 2 * SHARDS
+
+
+def test_a_remote_shard_opens_with_a_128_kib_tail(s3, s3_url, s3_opts, proxy, backend):
+    rng = np.random.default_rng(6)
+    recs = [rng.integers(0, 64, 1024, dtype=np.uint8).tobytes() for _ in range(2000)]
+    records.write_records(recs, s3_url, num_shards=1, storage_options=s3_opts)
+    src = records.data_source(
+        s3_url, storage_options={**s3.storage_options(proxy.url), "backend": backend}
+    )
+    proxy.stats.reset()
+    assert src[1234] == recs[1234]
+    stats = proxy.stats.snapshot()
+    # the tail (the reader's default would be 1 MiB of this 2 MB shard), then the record
+    assert stats["methods"] == {"GET": 2}
+    assert 128 * 1024 < stats["bytes_down"] < 128 * 1024 + 1024 + 4096  # + HTTP headers
+
+
+def test_plain_files_read_through_the_backend(s3, s3_url, s3_opts, s3_fs, proxy, backend):
+    """Plain ArrayRecord files (a glob) on S3: no sizes known, so the default
+    read-ahead is 8 batches; the records' ranges come through the backend's store."""
+    recs = [b"%05d" % i * 20 for i in range(N)]
+    for k in range(SHARDS):
+        part = recs[k * (N // SHARDS) : (k + 1) * (N // SHARDS)]
+        with ArrayRecordWriter(f"{s3_url}/part-{k}.array_record", storage_options=s3_opts) as w:
+            w.write_many(part)
+    so = {**s3.storage_options(proxy.url), "backend": backend}
+    src = ArrayRecordDataSource(f"{s3_url}/part-*.array_record", storage_options=so)
+    assert len(src) == N  # the files were opened to count their records
+    agents = _user_agents(proxy)
+    order = np.random.default_rng(3).permutation(N)
+    assert _epoch(src, recs, order, None, proxy) == SHARDS * (N // (BATCH * 8))
+    client = b"object_store" if backend == "obstore" else b"botocore"
+    assert agents and all(client in a for a in agents), agents
+
+
+@pytest.mark.parametrize("keep", [-300, 50])  # bytes kept past the record's start
+def test_a_shard_cut_short_after_it_was_opened_is_corruption(source, s3_fs, keep):
+    src, recs = source  # every shard open: its size is known
+    last = src.paths[-1]
+    raw = s3_fs.cat_file(last)
+    at = raw.find(recs[N - 3])  # random bytes: stored as they are
+    assert at > 0
+    s3_fs.pipe_file(last, raw[: at + keep])
+    with pytest.raises(CorruptionError, match=last.rsplit("/", 1)[-1]):
+        src[[N - 3, 0]]
+    assert src[[1, 2]] == recs[1:3]  # the other shards still read
 
 
 def test_leaving_early_waits_for_the_read_in_flight(source, proxy):
