@@ -292,8 +292,13 @@ class ArrayRecordDataSource:
     known range are not opened until read. Items are the stored bytes.
 
     ``reader_options`` are passed to every reader (a dict of strings or the official
-    string). ``decode=True`` applies a records dataset's serializer; it needs the URL
-    of a records dataset (docs/records.md) and is a ``ValueError`` for plain files.
+    string). Files on an object store are read through the store that
+    ``storage_options`` pick (:func:`arrayds.storage.get_store` of their folder: with
+    ``"backend": "obstore"`` obstore's batched ranged GETs, else fsspec's), opened with
+    a 128 KiB tail unless ``footer_prefetch_bytes`` says otherwise; the files a batch
+    needs are opened at once. ``decode=True`` applies a records dataset's serializer;
+    it needs the URL of a records dataset (docs/records.md) and is a ``ValueError``
+    for plain files.
     A dataset written with ``pickle`` decodes only with ``allow_pickle=True`` (without
     it, ``decode=True`` is a ``ValueError`` here, at once); one written with an
     unregistered ``(encode, decode)`` pair needs ``serializer=`` that pair (or a
