@@ -16,6 +16,15 @@ moves anywhere in the epoch with its block. ``block_size=1`` and ``window_blocks
 num_records`` is a full uniform shuffle. The order is a pure function of ``(seed,
 epoch)``; epochs ``0 .. num_epochs - 1`` follow each other.
 
+Choosing the sizes: read the order with
+:meth:`arrayds.ArrayRecordDataSource.batches`, whose read-ahead (about 32 MiB of
+records) fetches a window's blocks together, one ranged GET per block (or run of
+nearby blocks). On an object store the block size therefore sets the requests of an
+epoch: on the S3 benchmark (docs/performance.md) blocks of 2048 records of 1 KiB
+(2 MiB) read at 75-84% of a sequential scan's speed, blocks of 256 (256 KiB) at
+58-63%. Give blocks of a MiB or more there, and windows of as many blocks as the
+mixing needs (a window's records are shuffled among themselves).
+
 The concatenated epochs are the sampler's *global sequence*: ``sampler[g]`` is its
 ``g``-th element (a Grain ``RecordMetadata``, as a Grain index sampler gives). Shard
 ``shard_index`` of ``shard_count`` (a worker, a host) takes the global positions

@@ -36,6 +36,8 @@ from typing import Any, Protocol, SupportsIndex
 
 import numpy as np
 
+from ..storage import get_store
+from ..storage.base import BaseStore
 from .common import PathLike, fspath, index_array, resolve_fs, run_each
 from .options import ReaderOptions, parse_reader_options
 from .reader import ArrayRecordReader, prefetcher
@@ -43,9 +45,17 @@ from .reader import ArrayRecordReader, prefetcher
 # Files kept open after counting records at construction of a data source.
 _KEEP_OPEN = 256
 DEFAULT_READAHEAD = 8
-"""Batches :meth:`ArrayRecordDataSource.batches` reads together, ahead of use: a
-window of 8 blocks of a :class:`arrayds.sampler.BlockShuffleSampler` at
-``batch_size == block_size``."""
+"""Batches :meth:`ArrayRecordDataSource.batches` reads together when the size of the
+records is not known (files of unknown size): a window of 8 blocks of a
+:class:`arrayds.sampler.BlockShuffleSampler` at ``batch_size == block_size``."""
+READAHEAD_BYTES = 32 << 20
+"""What :meth:`ArrayRecordDataSource.batches` reads together by default: as many
+batches as hold about 32 MiB of the files' bytes (their size over their records)."""
+_REMOTE_FOOTER_PREFETCH = "footer_prefetch_bytes:128K"
+"""What a remote shard's open fetches unless the reader options say otherwise: a
+128 KiB tail holds the postscript and the footer of files of up to some ten thousand
+records (a larger footer is one more ranged GET), where the reader's 1 MiB default
+would move more bytes per open than a batch needs from the file."""
 _SLICE_SUFFIX = re.compile(r"(.*)\[(\d+):(\d+)\]")
 _GLOB_CHARS = re.compile(r"[*?\[]")
 
@@ -241,8 +251,24 @@ def _expand_paths(
     return shards, decoders.pop(), resolved_any
 
 
+def _store_of(path: str, storage_options: Mapping[str, Any] | None) -> BaseStore | None:
+    """The store of the folder of ``path`` if it is on an object store (``None``: a
+    local file, or a chained URL, which the reader reads through fsspec itself)."""
+    if "://" not in path or "::" in path or path.startswith("file://"):
+        return None
+    store = get_store(path.rsplit("/", 1)[0], storage_options)
+    return None if store.local else store
+
+
+def _fsspec_options(storage_options: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """``storage_options`` for fsspec: without ``"backend"``, which picks a store
+    (:func:`arrayds.storage.store_class`) and which fsspec does not take."""
+    opts = {k: v for k, v in (storage_options or {}).items() if k != "backend"}
+    return opts or None
+
+
 def _glob_paths(pattern: str, storage_options: Mapping[str, Any] | None) -> list[str]:
-    fs, inner = resolve_fs(pattern, storage_options)
+    fs, inner = resolve_fs(pattern, _fsspec_options(storage_options))
     if fs is None:
         return sorted(q for q in _glob.glob(inner) if os.path.isfile(q))
     protocol = pattern.split("://", 1)[0] if "://" in pattern else None
@@ -266,8 +292,13 @@ class ArrayRecordDataSource:
     known range are not opened until read. Items are the stored bytes.
 
     ``reader_options`` are passed to every reader (a dict of strings or the official
-    string). ``decode=True`` applies a records dataset's serializer; it needs the URL
-    of a records dataset (docs/records.md) and is a ``ValueError`` for plain files.
+    string). Files on an object store are read through the store that
+    ``storage_options`` pick (:func:`arrayds.storage.get_store` of their folder: with
+    ``"backend": "obstore"`` obstore's batched ranged GETs, else fsspec's), opened with
+    a 128 KiB tail unless ``footer_prefetch_bytes`` says otherwise; the files a batch
+    needs are opened at once. ``decode=True`` applies a records dataset's serializer;
+    it needs the URL of a records dataset (docs/records.md) and is a ``ValueError``
+    for plain files.
     A dataset written with ``pickle`` decodes only with ``allow_pickle=True`` (without
     it, ``decode=True`` is a ``ValueError`` here, at once); one written with an
     unregistered ``(encode, decode)`` pair needs ``serializer=`` that pair (or a
@@ -338,6 +369,7 @@ class ArrayRecordDataSource:
         self._storage_options = dict(storage_options) if storage_options else None
         self._decode = decoder if decode else None
         self._lock = threading.Lock()
+        self._opening: dict[int, threading.Lock] = {}  # a lock per file being opened
         self._readers: list[ArrayRecordReader | None] = [None] * len(shards)
         counts = self._count(shards)
         self._shards = [
@@ -365,11 +397,28 @@ class ArrayRecordDataSource:
 
     def _open(self, k: int) -> ArrayRecordReader:
         shard = self._shards_or_pending[k]
+        store = _store_of(shard.path, self._storage_options)
+        if store is None:
+            return ArrayRecordReader(
+                shard.path,
+                self._options.string,
+                storage_options=_fsspec_options(self._storage_options),
+                file_size=shard.size,
+            )
+        # an object store: the reader fetches its byte ranges through the store of the
+        # file's folder, the one the storage options pick (obstore's get_ranges with
+        # "backend": "obstore", fsspec's cat_ranges otherwise)
+        options = self._options.string
+        if self._options.footer_prefetch_bytes is None and (
+            self._options.index_storage_option != "offloaded"
+        ):
+            options = ",".join(o for o in (options, _REMOTE_FOOTER_PREFETCH) if o)
         return ArrayRecordReader(
             shard.path,
-            self._options.string,
-            storage_options=self._storage_options,
+            options,
+            storage_options=store.storage_options,
             file_size=shard.size,
+            get_ranges=functools.partial(store.get_ranges, shard.path.rsplit("/", 1)[1]),
         )
 
     def _count(self, shards: list[SourceShard]) -> list[int]:
@@ -423,18 +472,25 @@ class ArrayRecordDataSource:
     def _reader(self, k: int) -> ArrayRecordReader:
         r = self._readers[k]
         if r is None:
+            # one opener per file, files opened at once (on an object store each open
+            # is a round trip: a batch over many unopened files pays one, not one each)
             with self._lock:
+                gate = self._opening.setdefault(k, threading.Lock())
+            with gate:
                 r = self._readers[k]
                 if r is None:
                     r = self._open(k)
                     n = r.num_records()
                     s = self._shards[k]
                     if n < s.stop:  # type: ignore[operator]
+                        r.close()
                         raise IndexError(
                             f"ArrayRecordDataSource: {s.path!r} has {n} records, fewer than "
                             f"the {s.stop} it was expected to have"
                         )
                     self._readers[k] = r
+            with self._lock:
+                self._opening.pop(k, None)
         return r
 
     def _open_then_read(self, k: int, i: int) -> bytes:
@@ -447,6 +503,7 @@ class ArrayRecordDataSource:
     def _forget_readers(self) -> None:
         self._readers = [None] * len(self._shards)
         self._lock = threading.Lock()
+        self._opening = {}
         self._setup_fast_path()
 
     # -- the sequence protocol
@@ -538,7 +595,7 @@ class ArrayRecordDataSource:
         order: Sequence[SupportsIndex] | np.ndarray,
         batch_size: int,
         *,
-        readahead: int = DEFAULT_READAHEAD,
+        readahead: int | None = None,
     ) -> Iterator[list[Any]]:
         """The records of ``order`` (record indices, e.g. a sampler's
         :meth:`~arrayds.sampler.BlockShuffleSampler.epoch_order`) in batches of
@@ -549,11 +606,16 @@ class ArrayRecordDataSource:
         background thread while the batches before them are used: a window of a
         block shuffle is then one ranged GET per block (or per run of blocks) instead
         of one per batch and block, and a full shuffle's batches share their
-        requests. At most two groups of ``readahead`` batches of records are held at
-        once; leaving the loop early waits for the read in flight. ``readahead=0``
-        reads each batch when it is reached. A bad ``batch_size`` or ``readahead`` is
-        a ``ValueError``, an index out of range an ``IndexError``, both raised here,
-        before anything is read.
+        requests. ``readahead=None`` (the default) reads as many batches together as
+        hold about :data:`READAHEAD_BYTES` (32 MiB) of the files' bytes, judged by
+        the files' sizes over their records (at least one batch; 8 batches,
+        :data:`DEFAULT_READAHEAD`, where the sizes are not known): the more records a
+        group holds, the denser a shuffled group's records lie in each file and the
+        fewer bytes its coalesced requests fetch beside them. At most two groups
+        of records are held at once; leaving the loop early waits for the read in
+        flight. ``readahead=0`` reads each batch when it is reached. A bad
+        ``batch_size`` or ``readahead`` is a ``ValueError``, an index out of range an
+        ``IndexError``, both raised here, before anything is read.
 
         >>> import os, tempfile, arrayds
         >>> path = os.path.join(tempfile.mkdtemp(), "b.ar")
@@ -567,13 +629,28 @@ class ArrayRecordDataSource:
         ...
         ValueError: ArrayRecordDataSource.batches: batch_size must be an int >= 1, got 0
         """
-        for name, value, low in (("batch_size", batch_size, 1), ("readahead", readahead, 0)):
+        checks = [("batch_size", batch_size, 1)]
+        if readahead is not None:
+            checks.append(("readahead", readahead, 0))
+        for name, value, low in checks:
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
                 raise ValueError(
                     f"ArrayRecordDataSource.batches: {name} must be an int >= {low}, got {value!r}"
                 )
         idx = index_array(order, self._len, "ArrayRecordDataSource.batches")
+        if readahead is None:
+            readahead = self._readahead_batches(int(batch_size))
         return self._batches(idx, int(batch_size), int(readahead))
+
+    def _readahead_batches(self, batch_size: int) -> int:
+        """The default read-ahead of :meth:`batches`: batches of about
+        :data:`READAHEAD_BYTES` of the files' bytes."""
+        sized = [s for s in self._shards if s.size and s.stop]
+        records = sum(s.stop - s.start for s in sized)  # type: ignore[operator]
+        if not records:
+            return DEFAULT_READAHEAD
+        per_record = sum(s.size for s in sized) / records  # type: ignore[misc]
+        return max(1, int(READAHEAD_BYTES // (per_record * batch_size)))
 
     def _batches(self, idx: np.ndarray, batch_size: int, readahead: int) -> Iterator[list[Any]]:
         if readahead == 0:
@@ -633,7 +710,7 @@ class ArrayRecordDataSource:
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        for key in ("_readers", "_lock", "_read1", "_read_fns", "_shards_or_pending"):
+        for key in ("_readers", "_lock", "_opening", "_read1", "_read_fns", "_shards_or_pending"):
             state.pop(key, None)
         return state
 
@@ -641,6 +718,7 @@ class ArrayRecordDataSource:
         self.__dict__.update(state)
         self._readers = [None] * len(self._shards)
         self._lock = threading.Lock()
+        self._opening = {}
         self._setup_fast_path()
         _live_sources.add(self)
 

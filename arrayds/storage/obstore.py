@@ -220,13 +220,15 @@ class ObstoreStore(BaseStore):
                 return b""
             raise
 
-    def get_ranges(self, key: str, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
+    def get_ranges(self, key: str, ranges: Sequence[tuple[int, int]]) -> list[Any]:
         """The bytes of each ``(begin, end)`` range of ``key`` (see
         :meth:`arrayds.abc.store.Store.get_ranges`), fetched concurrently with obstore's
         ``get_ranges`` as planned (:mod:`arrayds.storage.coalesce` merged them already); a range
         past the object's end is cut there (the caller checks lengths:
         :func:`arrayds.storage.coalesce.fetch_spans`), and a reply longer than asked is
-        :class:`arrayds.CorruptionError`."""
+        :class:`arrayds.CorruptionError`. Each response is obstore's ``Bytes``, a
+        bytes-like buffer over the memory the response arrived in (not copied: compare
+        it with ``==`` or take ``memoryview`` of it; ``bytes(r)`` copies)."""
         ranges = [(int(b), int(e)) for b, e in ranges]
         for b, e in ranges:
             if b < 0 or e < b:
@@ -259,10 +261,11 @@ class ObstoreStore(BaseStore):
                         errno.ENOENT, "no such object", self.display(key)
                     ) from None
                 size = int(head["size"])
-        out: list[bytes] = []
+        out: list[Any] = []
         it = iter(got)
         for b, e in cut:
-            data = bytes(next(it)) if e > b else b""
+            # obstore's Bytes: a buffer over the response (no copy into a bytes object)
+            data = next(it) if e > b else b""
             if len(data) > e - b:
                 raise CorruptionError(
                     f"{self.display(key)}: asked for bytes [{b}, {e}) and got {len(data)} bytes"

@@ -76,9 +76,19 @@ def test_arrayds_rows_run_without_an_anchor_interpreter(bench, monkeypatch, caps
     assert "| workload | best peer |" not in out  # no peer, no verdict
     assert "webdataset rows skipped: no anchor interpreter" in out
     records = _rows(out, "Records: 1,024 records")
-    assert records == ["arrayds, fsspec"] * 4 + ["arrayds, obstore"] * 4
+    assert records == ["arrayds, fsspec"] * 7 + ["arrayds, obstore"] * 7
     assert "first 512 records of each epoch" in out
     assert "Fully shuffled arrayds / the best webdataset" not in out
+
+
+def test_only_the_records_rows(bench, monkeypatch, capsys, tmp_path):
+    monkeypatch.setenv("ARRAYDS_ANCHOR_PYTHON", str(tmp_path / "no-python"))
+    assert bench.main([*TINY, "--records=600", "--only-records"]) == 0
+    out = capsys.readouterr().out
+    assert "random chunks" not in out and "through dask" not in out
+    assert _rows(out, "Records: 600 records") == ["arrayds, fsspec"] * 7 + ["arrayds, obstore"] * 7
+    assert "Measured over whole epochs" in out
+    assert "one request per record (gap 0; first 600 records)" in out
 
 
 def test_anchor_rows_come_from_the_anchor_interpreter(bench, monkeypatch, capsys):

@@ -218,11 +218,15 @@ class RecordsDataset(Node):
         decode: bool = False,
         reader_options: Mapping[str, str] | str | None = None,
     ) -> ArrayRecordDataSource:
-        """Random access across all shards (see :func:`data_source`)."""
+        """Random access across all shards (see :func:`data_source`), read through the
+        backend this dataset was opened with."""
+        # the store's options never hold "backend": name it, so the data source reads
+        # through the same backend (obstore's get_ranges or fsspec's cat_ranges)
+        opts = {**self._store.storage_options, "backend": getattr(self._store, "backend", "fsspec")}
         return ArrayRecordDataSource(
             self.url,
             reader_options,
-            storage_options=self._store.storage_options or None,
+            storage_options=opts,
             decode=decode,
             allow_pickle=self._allow_pickle,
             serializer=self._override,
