@@ -119,3 +119,26 @@ def test_read_boxes_must_hold_whole_blocks():
 
     with pytest.raises(ValueError, match="do not hold whole blocks"):
         BoxReadLayer("x", "x-read", np.arange(8), ((2, 2, 2, 2),), ((3, 5),))
+
+
+def test_compute_of_the_whole_array_reads_into_one_result():
+    import dask
+
+    from arrayds.kinds.array.read_layer import BoxReadArray
+
+    url = f"memory://coalesce-graph-{uuid.uuid4().hex[:8]}/a"
+    data, a = _array(url, shard_size=16 * 8 * 8 * 4)
+    arrayds.open_array(url, mode="r+")[0:8, 0:8] = np.full((8, 8), -1, dtype="f4")  # new shard
+    data[0:8, 0:8] = -1
+    x = arrayds.from_arrayrecord(url)
+    assert isinstance(x, BoxReadArray)
+    for scheduler in ("sync", "threads"):
+        got = x.compute(scheduler=scheduler)
+        assert type(got) is np.ndarray and got.flags.c_contiguous and got.flags.writeable
+        np.testing.assert_array_equal(got, data)
+    with dask.config.set(scheduler="threads", num_workers=3):
+        np.testing.assert_array_equal(np.asarray(x), data)
+    # derived arrays and other schedulers compute as dask does
+    np.testing.assert_array_equal((x + 1).compute(scheduler="threads"), data + 1)
+    assert type(x + 1) is not BoxReadArray
+    np.testing.assert_array_equal(x.compute(scheduler="threads", optimize_graph=False), data)

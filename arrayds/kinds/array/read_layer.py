@@ -21,6 +21,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from functools import cached_property
 from typing import Any
 
+import dask.array as da
 import numpy as np
 from dask.highlevelgraph import Layer, MaterializedLayer
 
@@ -97,6 +98,11 @@ class BoxReadLayer(Layer):
         tasks, deps = self._tasks(wanted)
         return MaterializedLayer(tasks, annotations=self.annotations), deps
 
+    def boxes(self) -> list[tuple[slice, ...]]:
+        """The region of every read box (all of its blocks)."""
+        tasks = self._tasks(np.ndindex(*(len(c) for c in self.chunks)))[0]
+        return [t[2] for k, t in tasks.items() if k[0] == self.read_name]
+
     def _tasks(self, blocks: Iterable[tuple[int, ...]]) -> tuple[dict[Any, Any], dict[Any, set]]:
         by_box: dict[tuple[int, ...], list[tuple[int, ...]]] = {}
         for idx in blocks:
@@ -124,3 +130,41 @@ class BoxReadLayer(Layer):
                 tasks[key] = (operator.getitem, read, view)
                 deps[key] = {read}
         return tasks, deps
+
+
+class BoxReadArray(da.Array):
+    """The dask array over a :class:`BoxReadLayer` (what ``array_to_dask`` returns
+    on object stores): a ``dask.array.Array`` in every respect but one. Its own
+    ``compute()`` (and ``np.asarray``) on the threaded or synchronous scheduler reads
+    every box straight into one preallocated result, ``source.read_into(region,
+    out[region])`` in one task per box, instead of making the blocks and copying
+    them into a new array (dask's final concatenation): half the peak memory, no
+    copy. Any other scheduler or option, and every array derived from it, computes
+    as dask does.
+    """
+
+    __slots__ = ()
+
+    def compute(self, **kwargs: Any) -> Any:
+        from dask import local, threaded
+        from dask.base import get_scheduler
+
+        layer = self.dask.layers.get(self.name)
+        get = get_scheduler(
+            scheduler=kwargs.get("scheduler"), get=kwargs.get("get"), collections=[self]
+        )
+        if (
+            not isinstance(layer, BoxReadLayer)
+            or get not in (threaded.get, local.get_sync)
+            or set(kwargs) - {"scheduler", "get", "num_workers"}
+        ):
+            return super().compute(**kwargs)
+        out = np.empty(self.shape, self.dtype)
+        source = layer.source
+        dsk = {
+            (layer.read_name + "-into", i): (source.read_into, region, out[region])
+            for i, region in enumerate(layer.boxes())
+        }
+        extra = {"num_workers": kwargs["num_workers"]} if "num_workers" in kwargs else {}
+        get(dsk, list(dsk), **(extra if get is threaded.get else {}))
+        return out
