@@ -3,12 +3,13 @@ one task reads a box of stored chunks (a shard's, on object stores), the user's 
 are views of it, and culling the graph (a region, a few blocks) shrinks each read to
 the blocks still needed. Imported only when a dask array is built (dask is optional).
 
->>> import numpy as np, operator
->>> from dask.highlevelgraph import HighLevelGraph
+>>> import numpy as np
 >>> data = np.arange(8)
 >>> layer = BoxReadLayer("x", "x-read", data, ((2, 2, 2, 2),), ((4, 4),))
 >>> sorted(k for k in layer if k[0] == "x-read")
 [('x-read', 0, 0, 2), ('x-read', 1, 2, 2)]
+>>> layer.boxes()
+[(slice(0, 4, None),), (slice(4, 8, None),)]
 >>> culled, deps = layer.cull({("x", 2)}, set())
 >>> sorted(k for k in culled if k[0] == "x-read"), deps[("x", 2)]
 ([('x-read', 1, 2, 1)], {('x-read', 1, 2, 1)})
