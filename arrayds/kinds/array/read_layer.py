@@ -5,18 +5,17 @@ the blocks still needed. Imported only when a dask array is built (dask is optio
 
 >>> import numpy as np
 >>> data = np.arange(8)
->>> layer = BoxReadLayer("x", "x-read", data, ((2, 2, 2, 2),), ((4, 4),))
->>> sorted(k for k in layer if k[0] == "x-read")
-[('x-read', 0, 0, 2), ('x-read', 1, 2, 2)]
->>> layer.boxes()
-[(slice(0, 4, None),), (slice(4, 8, None),)]
+>>> layer = BoxReadLayer("x", "x-read", data, ((2, 2, 2, 2),), ((8,),))
+>>> sorted(k for k in layer if k[0] == "x-read"), layer.boxes()
+([('x-read', 0, 0, 4)], [(slice(0, 8, None),)])
 >>> culled, deps = layer.cull({("x", 2)}, set())
 >>> sorted(k for k in culled if k[0] == "x-read"), deps[("x", 2)]
-([('x-read', 1, 2, 1)], {('x-read', 1, 2, 1)})
+([('x-read', 0, 2, 1)], {('x-read', 0, 2, 1)})
 """
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Iterable, Iterator, Mapping
 from functools import cached_property
@@ -39,8 +38,10 @@ class BoxReadLayer(Layer):
     read different parts of a box never share a key.
 
     Culling (:meth:`cull`) keeps the blocks asked for and reads, in each box, only the
-    smallest run of blocks per axis that holds them: a region read of a remote array
-    fetches the chunks of the region, not whole shards.
+    smallest run of blocks per axis that holds them, unless that run is half the box
+    or more (then the whole box: on an object store one GET of the whole shard beats
+    a footer and a GET of half of it): a small region of a remote array fetches the
+    chunks of the region, not whole shards.
     """
 
     def __init__(
@@ -99,6 +100,11 @@ class BoxReadLayer(Layer):
         tasks, deps = self._tasks(wanted)
         return MaterializedLayer(tasks, annotations=self.annotations), deps
 
+    def _box_blocks(self, axis: int, box: int) -> tuple[int, int]:
+        """The blocks ``[first, stop)`` of box ``box`` along ``axis``."""
+        hit = np.flatnonzero(self._box_of[axis] == box)
+        return int(hit[0]), int(hit[-1]) + 1
+
     def boxes(self) -> list[tuple[slice, ...]]:
         """The region of every read box (all of its blocks)."""
         tasks = self._tasks(np.ndindex(*(len(c) for c in self.chunks)))[0]
@@ -117,6 +123,11 @@ class BoxReadLayer(Layer):
         for box, idxs in by_box.items():
             lo = [min(i[d] for i in idxs) for d in range(len(box))]
             hi = [max(i[d] for i in idxs) + 1 for d in range(len(box))]
+            whole = [self._box_blocks(d, b) for d, b in enumerate(box)]
+            if 2 * math.prod(h - l_ for l_, h in zip(lo, hi, strict=True)) >= math.prod(
+                h - l_ for l_, h in whole
+            ):  # half the box or more: the whole box (on object stores one GET)
+                lo, hi = [l_ for l_, _ in whole], [h for _, h in whole]
             read = (self.read_name, *box, *lo, *(h - lo_ for lo_, h in zip(lo, hi, strict=True)))
             s = self._starts
             region = tuple(slice(int(s[d][lo[d]]), int(s[d][hi[d]])) for d in range(len(box)))
@@ -133,21 +144,27 @@ class BoxReadLayer(Layer):
         return tasks, deps
 
 
+INTO_READS = 8
+"""The most boxes :meth:`BoxReadArray.compute` reads at once (fewer if dask's
+``num_workers`` says so): the memory it needs beyond the result is the fetched bytes
+of the boxes in flight."""
+
+
 class BoxReadArray(da.Array):
     """The dask array over a :class:`BoxReadLayer` (what ``array_to_dask`` returns
     on object stores): a ``dask.array.Array`` in every respect but one. Its own
     ``compute()`` (and ``np.asarray``) on the threaded or synchronous scheduler reads
     every box straight into one preallocated result, ``source.read_into(region,
-    out[region])`` in one task per box, instead of making the blocks and copying
-    them into a new array (dask's final concatenation): half the peak memory, no
-    copy. Any other scheduler or option, and every array derived from it, computes
-    as dask does.
+    out[region])`` in one task per box (at most :data:`INTO_READS` at once), instead
+    of making the blocks and copying them into a new array (dask's final
+    concatenation): half the peak memory, no copy. Any other scheduler or option,
+    and every array derived from it, computes as dask does.
     """
 
     __slots__ = ()
 
     def compute(self, **kwargs: Any) -> Any:
-        from dask import local, threaded
+        from dask import config, local, threaded
         from dask.base import get_scheduler
 
         layer = self.dask.layers.get(self.name)
@@ -166,6 +183,9 @@ class BoxReadArray(da.Array):
             (layer.read_name + "-into", i): (source.read_into, region, out[region])
             for i, region in enumerate(layer.boxes())
         }
-        extra = {"num_workers": kwargs["num_workers"]} if "num_workers" in kwargs else {}
-        get(dsk, list(dsk), **(extra if get is threaded.get else {}))
+        if get is threaded.get:
+            n = kwargs.get("num_workers") or config.get("num_workers", None) or INTO_READS
+            get(dsk, list(dsk), num_workers=min(int(n), INTO_READS))
+        else:
+            get(dsk, list(dsk))
         return out
