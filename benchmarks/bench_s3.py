@@ -271,18 +271,31 @@ _RSS_SCRIPT = """
 import json, sys
 sys.path.insert(0, sys.argv[5])
 import dask, arrayds
+import numpy as np
 from harness import measure
 url, so, how, threads = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3], int(sys.argv[4])
 x = arrayds.from_arrayrecord(url, storage_options=so)
 a = arrayds.open_array(url, storage_options=so)
 with dask.config.set(scheduler="threads", num_workers=threads), measure() as m:
-    got = x.compute() if how == "dask" else a[...]
+    if how == "store":
+        got = np.empty(x.shape, x.dtype)
+        x.store(got, lock=False)
+    else:
+        got = x.compute() if how == "dask" else a[...]
 print(json.dumps({"added": m["rss_added"], "nbytes": got.nbytes}))
 """
 
 
+RSS_READS = {
+    "dask": "from_arrayrecord(url).compute()",
+    "store": "from_arrayrecord(url).store(np.empty(...))",
+    "whole": "a[...]",
+}
+
+
 def fresh_rss(url: str, so: dict, how: str, threads: int) -> dict[str, int]:
-    """The peak RSS a whole-array read (``how``: "dask" or "whole") adds to a fresh
+    """The peak RSS a whole-array read (``how``: "dask" for ``compute()``, "store" for
+    ``store()`` into a preallocated array, or "whole" for ``a[...]``) adds to a fresh
     process (its resident set's high-water mark, reset before the read, over the
     resident set before it; the array already opened): {"added", "nbytes"}."""
     import json
@@ -451,7 +464,7 @@ def run(args, readers: list[str], server: ServerProcess, work: str, s3fs) -> tup
     fresh = {
         (name, how): fresh_rss(url, so, how, args.threads)
         for name, so in (("fsspec", slow), ("obstore", {**slow, "backend": "obstore"}))
-        for how in ("dask", "whole")
+        for how in ("dask", "store", "whole")
     }
     anchor_versions = ", ".join(f"{k} {v}" for k, v in versions.items() if k != "python")
     out = [
@@ -521,8 +534,8 @@ def run(args, readers: list[str], server: ServerProcess, work: str, s3fs) -> tup
         "| added | / array |",
         "|---|---:|---:|",
         *(
-            f"| arrayds, {name}: {'from_arrayrecord(url).compute()' if how == 'dask' else 'a[...]'}"
-            f" | {r['added'] / 1e6:.0f} MB | {r['added'] / r['nbytes']:.2f}x |"
+            f"| arrayds, {name}: {RSS_READS[how]} | {r['added'] / 1e6:.0f} MB "
+            f"| {r['added'] / r['nbytes']:.2f}x |"
             for (name, how), r in fresh.items()
         ),
         "",

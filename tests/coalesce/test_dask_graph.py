@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 
 import numpy as np
+import pytest
 
 import arrayds
 from arrayds.kinds.array import to_dask as dask_array
@@ -72,3 +73,72 @@ def test_read_tasks_run_with_every_option_of_the_block_their_graph_was_made_in()
     a.read_block = read_block  # what the task's read sees, outside the block
     src[(slice(0, 8), slice(0, 8))]
     assert (seen[0].gap, seen[0].max_size, seen[0].max_ratio) == (0, 2048, 3.0)
+
+
+def _read_keys(graph) -> list:
+    return sorted(k for k in dict(graph) if k[0].startswith("arrayds-read-"))
+
+
+def test_culled_graph_reads_only_the_chunks_of_the_blocks_kept():
+    import dask
+
+    url = f"memory://coalesce-graph-{uuid.uuid4().hex[:8]}/a"
+    data, a = _array(url, shard_size=16 * 8 * 8 * 4)  # 4 shards of 16 chunks
+    x = arrayds.from_arrayrecord(url)
+    boxes = dask_array.io_chunks(a, x.chunks)
+    assert len(boxes[0]) * len(boxes[1]) == 4
+    y = x[20:30, 3:12]  # blocks (2..3, 0..1): part of one shard's box
+    culled = y.__dask_graph__().cull(set(dask.core.flatten(y.__dask_keys__())))
+    reads = _read_keys(culled)
+    assert len(reads) == 1
+    # the read covers the 2 x 2 blocks asked for: (name, *box, *first block, *count)
+    assert reads[0][-4:] == (2, 0, 2, 2)
+    np.testing.assert_array_equal(y.compute(scheduler="sync"), data[20:30, 3:12])
+    # every block of the array: each shard's box read whole, one read per shard
+    full = x.__dask_graph__().cull(set(dask.core.flatten(x.__dask_keys__())))
+    assert len(_read_keys(full)) == 4 and _read_keys(full) == _read_keys(x.__dask_graph__())
+    np.testing.assert_array_equal(x.compute(scheduler="threads"), data)
+
+
+def test_blocks_are_views_of_their_shards_read():
+    from dask.local import get_sync
+
+    url = f"memory://coalesce-graph-{uuid.uuid4().hex[:8]}/a"
+    data, a = _array(url, shard_size=16 * 8 * 8 * 4)
+    x = arrayds.from_arrayrecord(url)
+    keys = [(x.name, 0, 0), (x.name, 0, 1), (x.name, 7, 7)]
+    b00, b01, b77 = get_sync(dict(x.__dask_graph__()), keys)
+    assert b00.base is not None and b00.base is b01.base  # one read, no copies
+    assert not np.shares_memory(b00, b77)  # another shard: another read
+    np.testing.assert_array_equal(b01, data[0:8, 8:16])
+    np.testing.assert_array_equal(b77, data[56:64, 56:64])
+
+
+def test_read_boxes_must_hold_whole_blocks():
+    from arrayds.kinds.array.read_layer import BoxReadLayer
+
+    with pytest.raises(ValueError, match="do not hold whole blocks"):
+        BoxReadLayer("x", "x-read", np.arange(8), ((2, 2, 2, 2),), ((3, 5),))
+
+
+def test_compute_of_the_whole_array_reads_into_one_result():
+    import dask
+
+    from arrayds.kinds.array.read_layer import BoxReadArray
+
+    url = f"memory://coalesce-graph-{uuid.uuid4().hex[:8]}/a"
+    data, a = _array(url, shard_size=16 * 8 * 8 * 4)
+    arrayds.open_array(url, mode="r+")[0:8, 0:8] = np.full((8, 8), -1, dtype="f4")  # new shard
+    data[0:8, 0:8] = -1
+    x = arrayds.from_arrayrecord(url)
+    assert isinstance(x, BoxReadArray)
+    for scheduler in ("sync", "threads"):
+        got = x.compute(scheduler=scheduler)
+        assert type(got) is np.ndarray and got.flags.c_contiguous and got.flags.writeable
+        np.testing.assert_array_equal(got, data)
+    with dask.config.set(scheduler="threads", num_workers=3):
+        np.testing.assert_array_equal(np.asarray(x), data)
+    # derived arrays and other schedulers compute as dask does
+    np.testing.assert_array_equal((x + 1).compute(scheduler="threads"), data + 1)
+    assert type(x + 1) is not BoxReadArray
+    np.testing.assert_array_equal(x.compute(scheduler="threads", optimize_graph=False), data)

@@ -200,3 +200,44 @@ def test_max_ratio_caps_the_bytes_of_a_sparse_batch(s3, s3_url, s3_opts, proxy):
     assert fetched[None][1] >= 30 * 40 * 200
     assert fetched[4][0] == 40  # capped: the records 10 KB apart are fetched alone
     assert fetched[4][1] < fetched[None][1] / 10
+
+
+def test_region_dask_read_fetches_the_regions_chunks_not_whole_shards(s3, s3_url, s3_opts, proxy):
+    # 1 MiB shards of 16 random chunks of 64 KiB: a region of one chunk column
+    data = np.random.default_rng(2).random((512, 2048), dtype="f4")
+    arrayds.to_arrayrecord(
+        da.from_array(data, chunks=(128, 128)),
+        s3_url,
+        shard_size=16 * 128 * 128 * 4,
+        storage_options=s3_opts,
+    )
+    slow = s3.storage_options(proxy.url)
+    a = arrayds.open_array(s3_url, storage_options=slow)
+    touched = [e for e in a.manifest.shards if e.start[1] < 1]
+    x = arrayds.from_arrayrecord(s3_url, storage_options=slow)
+    proxy.stats.reset()
+    np.testing.assert_array_equal(x[:, 0:128].compute(scheduler="threads"), data[:, 0:128])
+    got = proxy.stats.snapshot()
+    needed = 4 * 128 * 128 * 4  # 4 chunks
+    # the chunks asked for, plus each touched shard's footer (a 128 KiB tail)
+    assert got["bytes_down"] <= 1.05 * needed + len(touched) * (128 << 10)
+    assert got["bytes_down"] < sum(e.bytes for e in touched)
+    assert got["requests"] <= 2 * len(touched) + 1
+
+
+def test_damaged_shard_in_a_dask_read_is_corruption_naming_shard_and_range(s3, grid, s3_fs, proxy):
+    url, data, shards = grid
+    x = arrayds.from_arrayrecord(url, storage_options=s3.storage_options(proxy.url))
+    a = arrayds.open_array(url, storage_options=s3.storage_options(proxy.url))
+    np.testing.assert_array_equal(x[0:32, 0:32].compute(scheduler="threads"), data[0:32, 0:32])
+    table = a.manifest.table
+    rel = table.paths[int(table.path_ids[table.locate_one([0, 0])[0]])]
+    key = f"{url[len('s3://') :]}/{rel}"
+    s3_fs.pipe_file(key, s3_fs.cat_file(key)[:100])  # the shard shrinks under its open reader
+    with pytest.raises(CorruptionError, match=r"asked for bytes \[\d+, \d+\)") as e:
+        x.compute(scheduler="threads")
+    assert rel in str(e.value)
+    store_mod.clear_reader_cache()  # a fresh reader: the shard is not the size recorded
+    with pytest.raises(CorruptionError, match="expected to have") as e:
+        x.compute(scheduler="threads")
+    assert rel in str(e.value)

@@ -508,7 +508,9 @@ class Array(Node):
         ints and slices may be mixed. Also assignable."""
         return _OIndex(self)
 
-    def _read(self, sel: Selection, zero_copy: bool = False) -> np.ndarray:
+    def _read(
+        self, sel: Selection, zero_copy: bool = False, out: np.ndarray | None = None
+    ) -> np.ndarray:
         m = self._m
         dtype = m.dtype
         work = sel.work_shape
@@ -531,7 +533,8 @@ class Array(Node):
         present = plan.entry >= 0
         if not present.any():
             return np.full(sel.shape, m.fill, dtype=dtype)
-        out = new_buffer(sel.size * dtype.itemsize).view(dtype).reshape(work)
+        if out is None or out.shape != work:  # else the caller's array (read_block)
+            out = new_buffer(sel.size * dtype.itemsize).view(dtype).reshape(work)
         if not present.all():
             for k in np.flatnonzero(~present):
                 out[plan.out_key(plan.index(int(k)))] = m.fill
@@ -1047,16 +1050,27 @@ class Array(Node):
         """A dask array over this array (same as :func:`arrayds.from_arrayrecord`)."""
         return dask_array(self, chunks=chunks, name=name)
 
-    def read_block(self, key: tuple[slice, ...], zero_copy: bool = False) -> np.ndarray:
+    def read_block(
+        self, key: tuple[slice, ...], zero_copy: bool = False, out: np.ndarray | None = None
+    ) -> np.ndarray:
         """Read a box given as step-1 slices (one dask task): one plan, one batched
-        read per shard."""
-        got = self._read_exact_chunk(key, zero_copy)
-        if got is not None:
-            return got
+        read per shard. ``out``: an array of the box's shape (a view of a larger one,
+        strided or not) that the chunks are decoded straight into; returned."""
+        if out is None:
+            got = self._read_exact_chunk(key, zero_copy)
+            if got is not None:
+                return got
         sel = box_selection(key, self.shape)
         if sel is None:
             sel = parse_selection(key, self.shape, self.what)
-        return self._read(sel, zero_copy=zero_copy)
+        if out is not None and out.shape != sel.shape:
+            raise ValueError(f"{self.what}: out has shape {out.shape}, the box {sel.shape}")
+        got = self._read(sel, zero_copy=zero_copy, out=out)
+        if out is None:
+            return got
+        if not np.may_share_memory(got, out):  # a path that made its own array
+            out[...] = got
+        return out
 
 
 class _OIndex:

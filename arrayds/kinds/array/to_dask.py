@@ -50,6 +50,16 @@ class ArraySource:
         with coalescing(opts.gap, opts.max_size, opts.max_ratio):
             return self._a.read_block(key, zero_copy=ZERO_COPY_BLOCKS)
 
+    def read_into(self, key: tuple[slice, ...], out: np.ndarray) -> None:
+        """Read the box ``key`` (step-1 slices) into ``out`` (an array of its shape,
+        e.g. a view of a larger result): whole chunks are decoded straight into it."""
+        opts = self._coalesce
+        if opts is None:
+            self._a.read_block(key, out=out)
+            return
+        with coalescing(opts.gap, opts.max_size, opts.max_ratio):
+            self._a.read_block(key, out=out)
+
     def __dask_tokenize__(self) -> tuple[Any, ...]:
         a = self._a
         return ("arrayds", a.store.canonical_url, a.path, a.generation, a.manifest.commit)
@@ -159,10 +169,11 @@ def array_to_dask(a: Array, chunks: Any = None, name: str | None = None) -> Any:
     (:func:`read_chunks`). Locally one ``from_array`` task reads each block. On
     object stores one task reads each shard's box (:func:`io_chunks`: all its
     chunks at once, their byte ranges coalesced) and the user's blocks are slices
-    of it (cheap ``getitem`` tasks)."""
-    import operator
-
-    import dask.array as da
+    of it (views: ``getitem`` tasks that copy nothing); a culled graph (a region, a
+    few blocks) reads in each shard only the chunks of the blocks it keeps
+    (:class:`arrayds.kinds.array.read_layer.BoxReadLayer`). There ``compute()`` of
+    the whole array reads every box straight into one result
+    (:class:`arrayds.kinds.array.read_layer.BoxReadArray`)."""
     from dask.base import tokenize
     from dask.highlevelgraph import HighLevelGraph
 
@@ -173,29 +184,11 @@ def array_to_dask(a: Array, chunks: Any = None, name: str | None = None) -> Any:
     io = io_chunks(a, dchunks)
     if io == dchunks:
         return _from_source(src, dchunks, name)
-    reads = _from_source(src, io, "arrayds-read-" + tokenize(src, io))
-    # each user block lies in one read box: its index and its slice there
-    where = []
-    for c, b in zip(dchunks, io, strict=True):
-        starts = np.concatenate([[0], np.cumsum(c)[:-1]])
-        bstarts = np.concatenate([[0], np.cumsum(b)])
-        box = np.searchsorted(bstarts, starts, side="right") - 1
-        where.append(
-            [
-                (int(j), slice(int(s - bstarts[j]), int(s - bstarts[j] + n)))
-                for j, s, n in zip(box, starts, c, strict=True)
-            ]
-        )
-    dsk: dict[Any, Any] = {}
-    for idx in np.ndindex(*(len(c) for c in dchunks)):
-        parts = [where[d][i] for d, i in enumerate(idx)]
-        dsk[(name, *idx)] = (
-            operator.getitem,
-            (reads.name, *(j for j, _ in parts)),
-            tuple(sl for _, sl in parts),
-        )
-    graph = HighLevelGraph.from_collections(name, dsk, dependencies=[reads])
-    return da.Array(graph, name, dchunks, meta=np.empty((0,) * a.ndim, dtype=a.dtype))
+    from .read_layer import BoxReadArray, BoxReadLayer
+
+    layer = BoxReadLayer(name, "arrayds-read-" + tokenize(src, io), src, dchunks, io)
+    graph = HighLevelGraph.from_collections(name, layer, dependencies=[])
+    return BoxReadArray(graph, name, dchunks, meta=np.empty((0,) * a.ndim, dtype=a.dtype))
 
 
 def _from_source(src: ArraySource, dchunks: tuple[tuple[int, ...], ...], name: str) -> Any:
