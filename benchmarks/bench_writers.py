@@ -303,6 +303,10 @@ def run(
     unknown = {v for v, _, message in errors if outcome_unknown(message)}
     failed = {v for v, _, _ in errors} - unknown
     lost, dup, landed = check_values(values, writers, appends, kind, failed, unknown)
+    if lost or dup:  # which rows, and how often each is there (for the report)
+        odd = {v: n for v, n in Counter(values).items() if n != (2 if kind == "array" else 1)}
+        odd |= {v: Counter(values)[v] for v, _, _ in errors if v in values}
+        errors.append([-1, "Rows", f"values there an unexpected number of times: {odd}"])
     for v in arrayds.versions(url, storage_options=so):  # gc kept what they need
         arrayds.open(url, version=v.generation, storage_options=so)
     report = verify(url, storage_options=so)
@@ -424,7 +428,8 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(workdir, ignore_errors=True)
     for store, kind, writers, value, name, message in errors:
         k, j = divmod(value, STRIDE)
-        print(f"\n{store} {kind} {writers} writers: writer {k}, append {j}: {name}: {message}")
+        who = f"writer {k}, append {j}" if value >= 0 else "the final check"
+        print(f"\n{store} {kind} {writers} writers: {who}: {name}: {message}")
     return 0
 
 

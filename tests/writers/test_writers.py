@@ -3,10 +3,10 @@ records dataset and one xarray dataset (``append_dim=``) on local disk, S3 (moto
 GCS (fake-gcs-server), while the test reads and runs gc beside them
 (benchmarks/bench_writers.py ``run``: every row present exactly once, no append gives
 up (none fails or ends of unknown outcome), reads see committed states in increasing
-order and never pair an xarray coordinate with another row's value, every retained version opens and verifies). The
-writers retry with the default ``retries=``. Then the retry knob's bad input and the
-conflict it turns into a retry, in one process (dask and xarray appends:
-test_append_retries.py)."""
+order and never pair an xarray coordinate with another row's value, every retained
+version opens and verifies). The writers retry with the default ``retries=``. Then the
+retry knob's bad input and the conflict it turns into a retry, in one process (dask
+and xarray appends: test_append_retries.py)."""
 
 from __future__ import annotations
 
