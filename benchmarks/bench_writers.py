@@ -26,8 +26,13 @@ keep_versions=3)``; at the end every retained version must open and
 
 The table: store, kind, writers x appends, conflicts retried, attempts per append
 (median / max), seconds waited between attempts (all writers), wall time, CPU time of
-the writers, rows lost / duplicated (both must be 0), appends that gave up (or raised
-another error: those rows must not be there), reads checked, faults injected.
+the writers, rows lost / duplicated (both must be 0), appends that failed cleanly
+(they raised ``CommitConflictError`` having lost every race, or a store error noted
+"not committed": their rows must not be there), appends whose outcome is unknown (the
+store failed during the commit and on the read after it, :data:`UNKNOWN`: their rows
+must be there whole and once, or not at all; the column says how many of them landed),
+reads checked, faults injected. Below the table, each error an append raised (its
+type and message with the notes saying what state it left).
 
 Faults (``--faults``, S3 or GCS only): the writers' traffic goes through a
 ``FaultProxy`` (tests/faults/proxy.py) with the seeded schedule
@@ -99,6 +104,10 @@ def fault_schedule() -> tuple[Any, ...]:
 
 FAULT_SEED = 28
 
+UNKNOWN = "the commit's outcome is unknown"
+"""What :mod:`arrayds.nodes.commit` notes on an error after which it cannot tell
+whether the commit landed."""
+
 GC_MIN_AGE = 600
 """The ``min_age`` of the gc beside the writers: longer than a writer may hold the
 shards of an append before it commits them (a records, dask or xarray append keeps
@@ -116,7 +125,7 @@ def _worker(url: str, so: dict[str, Any] | None, kind: str, k: int, n: int) -> N
     handle = arrayds.open_array(url, mode="a", storage_options=so) if kind == "array" else None
     print("ready", flush=True)
     assert sys.stdin.readline().strip() == "go"
-    gave_up = []  # appends that raised (lost every race, or a fault): not visible
+    errors = []  # [value, type, message with notes] of each append that raised
     tries, times = [], []  # per append: attempts, seconds
     for j in range(n):
         value = k * STRIDE + j
@@ -130,14 +139,26 @@ def _worker(url: str, so: dict[str, Any] | None, kind: str, k: int, n: int) -> N
                 _append_xarray(url, so, value)
         except CorruptionError:
             raise
-        except (CommitConflictError, OSError):  # lost every race, or a fault outlasted retries
-            gave_up.append(value)
+        except (CommitConflictError, OSError) as e:  # lost every race, or a fault outlasted
+            errors.append([value, type(e).__name__, describe(e)])  # the retries
             if handle is not None:
                 handle = arrayds.open_array(url, mode="a", storage_options=so)
         tries.append(retried() - r0 + 1)
         times.append(time.perf_counter() - t0)
-    out = {"retried": retried(), "cpu": time.process_time(), "gave_up": gave_up}
+    out = {"retried": retried(), "cpu": time.process_time(), "errors": errors}
     print(json.dumps({**out, "tries": tries, "times": times, "slept": slept()}), flush=True)
+
+
+def describe(e: BaseException) -> str:
+    """The message of ``e`` with its notes (where a commit says what state it left)."""
+    return "\n".join([str(e), *getattr(e, "__notes__", ())])
+
+
+def outcome_unknown(message: str) -> bool:
+    """Whether an append's error says its commit's outcome is unknown (the store failed
+    during the conditional put and on the read after it): its rows are then either all
+    there, once, or not at all. Any other error says nothing was committed."""
+    return UNKNOWN in message
 
 
 def _xarray_rows(values: list[int]) -> Any:
@@ -191,23 +212,33 @@ def read_state(url: str, so: dict[str, Any] | None, kind: str) -> tuple[int, lis
 
 
 def check_values(
-    values: list[int], writers: int, appends: int, kind: str, gave_up: set[int]
-) -> tuple[int, int]:
-    """(rows lost, rows duplicated) against what the writers appended (but the appends
-    ``gave_up``, which raised and must not be there)."""
+    values: list[int],
+    writers: int,
+    appends: int,
+    kind: str,
+    failed: set[int],
+    unknown: set[int] | None = None,
+) -> tuple[int, int, int]:
+    """(rows lost, rows duplicated, unknown appends that landed) against what the
+    writers appended. The appends that ``failed`` cleanly must not be there (a row of
+    theirs counts as duplicated); those of ``unknown`` outcome must be there whole and
+    once or not at all (a part, or more, counts as duplicated)."""
     per = 2 if kind == "array" else 1
+    unknown = unknown or set()
+    got = Counter(values)
     want = Counter(
         {
-            k * STRIDE + j: per
-            for k in range(writers)
-            for j in range(appends)
-            if k * STRIDE + j not in gave_up
+            v: per
+            for v in (k * STRIDE + j for k in range(writers) for j in range(appends))
+            if v not in failed and v not in unknown
         }
     )
-    got = Counter(values)
+    for v in unknown:
+        if got[v] == per:
+            want[v] = per  # it landed, whole and once
     lost = sum((want - got).values())
     dup = sum((got - want).values())
-    return lost, dup
+    return lost, dup, sum(1 for v in unknown if want[v])
 
 
 def run(
@@ -257,19 +288,25 @@ def run(
         if not running:
             break
     wall = time.perf_counter() - start
-    retries, cpu, gave_up, tries, times, sleeps = 0, 0.0, set(), [], [], 0.0
+    retries, cpu, errors, tries, times, sleeps = 0, 0.0, [], [], [], 0.0
     for p in procs:
         out, _ = p.communicate()
         assert p.returncode == 0, f"a writer failed (exit {p.returncode})"
         figures = json.loads(out.strip().splitlines()[-1])
         retries += figures["retried"]
         cpu += figures["cpu"]
-        gave_up.update(figures["gave_up"])
+        errors += figures["errors"]
         tries += figures["tries"]
         times += figures["times"]
         sleeps += figures["slept"]
     _, values = read_state(url, so, kind)
-    lost, dup = check_values(values, writers, appends, kind, gave_up)
+    unknown = {v for v, _, message in errors if outcome_unknown(message)}
+    failed = {v for v, _, _ in errors} - unknown
+    lost, dup, landed = check_values(values, writers, appends, kind, failed, unknown)
+    if lost or dup:  # which rows, and how often each is there (for the report)
+        odd = {v: n for v, n in Counter(values).items() if n != (2 if kind == "array" else 1)}
+        odd |= {v: Counter(values)[v] for v, _, _ in errors if v in values}
+        errors.append([-1, "Rows", f"values there an unexpected number of times: {odd}"])
     for v in arrayds.versions(url, storage_options=so):  # gc kept what they need
         arrayds.open(url, version=v.generation, storage_options=so)
     report = verify(url, storage_options=so)
@@ -284,7 +321,10 @@ def run(
         "lost": lost,
         "duplicated": dup,
         "reads": reads,
-        "gave_up": len(gave_up),
+        "failed": len(failed),
+        "unknown": len(unknown),
+        "unknown_landed": landed,
+        "errors": errors,
         "tries": tries,
         "times": times,
         "slept": sleeps,
@@ -358,11 +398,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.writers or args.appends:
         sizes = [(w, args.appends or 20) for w in args.writers or (4, 16)]
     workdir = tempfile.mkdtemp(dir=args.workdir)
+    errors: list[tuple[Any, ...]] = []
     print(
         "| store | kind | writers x appends | conflicts retried | attempts per append "
         "(median / max) | waited | wall | writers' CPU | rows lost / duplicated | appends "
-        "that gave up | reads checked | faults injected |\n"
-        "|---|---|---|---:|---|---:|---:|---:|---|---:|---:|---|"
+        "failed cleanly | outcome unknown (landed) | reads checked | faults injected |\n"
+        "|---|---|---|---:|---|---:|---:|---:|---|---:|---:|---:|---|"
     )
     try:
         for store in stores:
@@ -378,11 +419,17 @@ def main(argv: list[str] | None = None) -> int:
                             f"| {store} | {kind} | {writers} x {appends} | {r['retried']} | "
                             f"{median(r['tries']):g} / {max(r['tries'])} | {r['slept']:.1f} s | "
                             f"{r['wall']:.2f} s | {r['cpu']:.2f} s | {r['lost']} / "
-                            f"{r['duplicated']} | {r['gave_up']} | {r['reads']} | {faults} |",
+                            f"{r['duplicated']} | {r['failed']} | {r['unknown']} "
+                            f"({r['unknown_landed']}) | {r['reads']} | {faults} |",
                             flush=True,
                         )
+                        errors += [(store, kind, writers, *e) for e in r["errors"]]
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+    for store, kind, writers, value, name, message in errors:
+        k, j = divmod(value, STRIDE)
+        who = f"writer {k}, append {j}" if value >= 0 else "the final check"
+        print(f"\n{store} {kind} {writers} writers: {who}: {name}: {message}")
     return 0
 
 

@@ -586,7 +586,7 @@ def commit(
         if parents and node:
             ensure_parents(store, node)
         refused = _put(store, node, base, staged, fv, label)
-        if refused is not None and _landed(store, node, staged.head, write_id):
+        if refused is not None and _landed(store, node, staged.head, write_id, staged.added):
             refused = None  # it landed; its reply was lost and the client's retry refused
         if refused is not None:
             store.delete(_key(node, p) for p in staged.segments)
@@ -640,7 +640,7 @@ def _put(
     except Exception as e:
         write_id = str(staged.head.get("commit", ""))
         try:
-            landed = _landed(store, node, staged.head, write_id)
+            landed = _landed(store, node, staged.head, write_id, staged.added)
         except Exception:  # noqa: BLE001 - the store is still failing: say so
             e.add_note(
                 f"{label}: the commit's outcome is unknown (the store failed during its "
@@ -659,12 +659,20 @@ def _put(
     return None
 
 
-def _landed(store: Store, node: str, head: Mapping[str, Any], write_id: str) -> bool:
+def _landed(
+    store: Store,
+    node: str,
+    head: Mapping[str, Any],
+    write_id: str,
+    added: Iterable[str] = (),
+) -> bool:
     """Whether the head staged as ``head`` by the write ``write_id`` is committed: it
     is the node's head now, or a later commit kept it as the version of its
-    generation. A conditional put whose reply was lost is retried by the store client;
-    the retry is refused (the object changed: by this very put), so a refusal is
-    checked here before it is taken for a conflict."""
+    generation, or (that version file removed meanwhile by ``arrayds gc``) the node
+    names one of the new files ``added`` this write wrote, which no other write can
+    know of unless this one committed. A conditional put whose reply was lost is
+    retried by the store client; the retry is refused (the object changed: by this
+    very put), so a refusal is checked here before it is taken for a conflict."""
     if not write_id:
         return False
     what = store.display(node)
@@ -678,8 +686,11 @@ def _landed(store: Store, node: str, head: Mapping[str, Any], write_id: str) -> 
     if generation_of(now) <= gen or gen < 1:
         return False
     kept = store.get(_key(node, log.version_key(gen)))
-    if kept is None:
-        return False
+    if kept is None:  # removed by gc; later commits still name this write's new files
+        # (unless a later merge rewrote them all: then this says "not landed")
+        added = set(added)
+        current = read(store, node).raw if added else None
+        return current is not None and bool(added & referenced_files(current))
     try:
         return parse_json(kept, what).get("commit") == write_id
     except CorruptionError:
