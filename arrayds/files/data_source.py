@@ -296,7 +296,7 @@ class _Page:
         self.first = first
         self.ends = first_record + np.cumsum(counts)
         self.ends_list: list[int] = self.ends.tolist()
-        begins = [first_record, *self.ends_list[:-1]]
+        begins = [first_record, *self.ends_list[:-1]][: len(shards)]
         self.shift = [s.start - b for s, b in zip(shards, begins, strict=True)]
         self.offsets = np.asarray(self.shift, dtype=np.int64)
 
