@@ -194,7 +194,7 @@ class RecordPages:
     >>> entries = [{"path": f"s{i}", "records": 2} for i in range(100)]
     >>> head, _ = encode(st, "", {"kind": "records", "shards": entries}, None)
     >>> pg = RecordPages(st, "", ShardLog(st, "", head["shards"], "doc"), 200, "doc")
-    >>> pg.records, pg.files, pg.page(1)[0].stop
+    >>> pg.records, pg.files, pg.page(0)[99].stop
     ([200, 0], [100, 0], 2)
     """
 
