@@ -339,6 +339,8 @@ def test_a_records_read_loads_only_the_segments_its_records_lie_in(tmp_path):
     assert clone[idx] == [data[i] for i in idx]
     assert list(clone) == data and clone[-1] == data[-1]
     assert src.paths == records.open_records(url).shard_paths
+    two = arrayds.ArrayRecordDataSource([url, url])  # several datasets: their files listed
+    assert len(two) == 2 * len(data) and two[[len(data) + 3, 3]] == [data[3], data[3]]
     assert repr(clone) == repr(arrayds.ArrayRecordDataSource(records.open_records(url).shard_paths))
 
 
