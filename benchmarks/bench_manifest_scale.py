@@ -589,7 +589,8 @@ def render(datasets: list[Dataset], args: argparse.Namespace, largest: int, tail
     lines = [
         "## Manifest scale",
         "",
-        f"`python benchmarks/bench_manifest_scale.py{' --quick' if args.quick else ''} "
+        f"`python benchmarks/bench_manifest_scale.py{' --quick' if args.quick else ''}"
+        f"{' --records-only' if args.records_only else ''} "
         f"--repeat={args.repeat}` - "
         + ", ".join(f"{k} {v}" for k, v in versions.items())
         + f"; {platform.machine()}, {os.cpu_count()} cores, Python "
@@ -619,6 +620,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--latency-ms", type=float, default=5.0, help="added to every S3 request")
     p.add_argument("--no-s3", action="store_true", help="leave out the S3 rows")
     p.add_argument("--workdir", default=None, help="where the datasets are built (removed after)")
+    p.add_argument("--records-only", action="store_true", help="only the records rows, no S3")
     p.add_argument("--measure", default=None, help=argparse.SUPPRESS)  # a measuring child
     args = p.parse_args(argv)
     if args.measure is not None:
@@ -640,7 +642,11 @@ def main(argv: list[str] | None = None) -> int:
             f"(set {ANCHOR_ENV} to a Python 3.12 with zarr==3.4.2 and icechunk==2.3.*)."
         )
     libs = LIBS if python is not None else ("arrayds",)
+    if args.records_only:
+        sizes, s3_sizes = (), ()
     keys = {(lib, "array", n) for lib in libs for n in (0, 1, *sizes, *s3_sizes)}
+    if args.records_only:
+        keys = set()
     keys |= {(lib, "records", n) for lib in libs for n in (0, 1, *record_sizes)}
     workdir = tempfile.mkdtemp(prefix="bench-manifest-scale-", dir=args.workdir)
     server = None
@@ -700,7 +706,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{took['anchors']:.0f} s, beside it), clean-up "
         f"{rm_s:.0f} s, total run {time.perf_counter() - t_start:.0f} s."
     )
-    sys.stdout.write(render(datasets, args, max(sizes), tail))
+    sys.stdout.write(render(datasets, args, max(sizes, default=0), tail))
     return 0
 
 

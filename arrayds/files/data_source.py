@@ -29,6 +29,7 @@ import os
 import re
 import threading
 import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -44,6 +45,9 @@ from .reader import ArrayRecordReader, prefetcher
 
 # Files kept open after counting records at construction of a data source.
 _KEEP_OPEN = 256
+PAGE_FILES = 1 << 18
+"""How many files the pages of a long shard list (:class:`ShardPages`) that a data
+source keeps may hold in all (the least recently used go first)."""
 DEFAULT_READAHEAD = 8
 """Batches :meth:`ArrayRecordDataSource.batches` reads together when the size of the
 records is not known (files of unknown size): a window of 8 blocks of a
@@ -93,14 +97,33 @@ class SourceShard:
     size: int | None = None
 
 
+class ShardPages(Protocol):
+    """A long list of shard files known by pages (a dataset's manifest segments):
+    how many records and files each page holds is known without loading it, and
+    :meth:`page` loads one. A data source over it finds the page of a record from
+    ``records`` and loads only the pages its reads touch (a bounded cache of
+    :data:`PAGE_FILES` files); it pickles as itself, without the pages loaded."""
+
+    records: Sequence[int]
+    """The records of each page's files, in page order."""
+    files: Sequence[int]
+    """How many files each page holds."""
+    where: str
+    """A path in the folder of the files (a URL's scheme tells remote files)."""
+
+    def page(self, p: int) -> list[SourceShard]:
+        """The files of page ``p`` in order, each with its ``stop``."""
+        ...
+
+
 @dataclass(frozen=True)
 class ResolvedSource:
     """What a node kind's ``data_source`` returns for the URL of a dataset: its shard
     files in order (with ``stop`` so they need not be opened, and ``size`` so an object
-    store needs no size request to open them) and the item decoder, which
-    ``ArrayRecordDataSource(..., decode=True)`` applies to each item."""
+    store needs no size request to open them), or pages of them, and the item decoder,
+    which ``ArrayRecordDataSource(..., decode=True)`` applies to each item."""
 
-    shards: list[SourceShard]
+    shards: list[SourceShard] | ShardPages
     decoder: Callable[[bytes], Any] | None = None
 
 
@@ -176,8 +199,10 @@ def _expand_paths(
     serializer: Any,
     version: int | None = None,
     as_of: Any = None,
-) -> tuple[list[SourceShard], Callable[[bytes], Any] | None, bool]:
-    """-> (shards, decoder, any_resolved); ``version``/``as_of``: of the datasets."""
+) -> tuple[list[SourceShard] | ShardPages, Callable[[bytes], Any] | None, bool]:
+    """-> (shards, decoder, any_resolved); ``version``/``as_of``: of the datasets. The
+    shards are the pages of the one path given when it is a dataset that gives pages
+    (several paths: the pages' files, every page loaded)."""
     if isinstance(paths, (str, os.PathLike)) or _is_file_instruction(paths):
         items = [paths]
     elif isinstance(paths, Sequence) and not isinstance(paths, (bytes, bytearray)):
@@ -224,7 +249,12 @@ def _expand_paths(
             )
         if resolved is not None:
             resolved_any = True
-            shards.extend(resolved.shards)
+            got = resolved.shards
+            if not isinstance(got, list):
+                if len(items) == 1:
+                    return got, resolved.decoder, True
+                got = [s for p in range(len(got.files)) for s in got.page(p)]
+            shards.extend(got)
             decoders.add(resolved.decoder)
             continue
         decoders.add(None)
@@ -276,6 +306,25 @@ def _glob_paths(pattern: str, storage_options: Mapping[str, Any] | None) -> list
     if protocol is None:
         return found
     return [fs.unstrip_protocol(q) for q in found]
+
+
+class _Page:
+    """Files of a data source, located: a page's records are the global indices
+    ``ends[j-1] .. ends[j]-1`` of its file ``j`` (the source's file ``first + j``),
+    and a global index plus ``shift[j]`` (``offsets``: the same as an array) is the
+    record's index in that file."""
+
+    __slots__ = ("ends", "ends_list", "first", "offsets", "shards", "shift")
+
+    def __init__(self, shards: list[SourceShard], first_record: int, first: int) -> None:
+        counts = np.asarray([s.stop - s.start for s in shards], dtype=np.int64)  # type: ignore[operator]
+        self.shards = shards
+        self.first = first
+        self.ends = first_record + np.cumsum(counts)
+        self.ends_list: list[int] = self.ends.tolist()
+        begins = [first_record, *self.ends_list[:-1]][: len(shards)]
+        self.shift = [s.start - b for s, b in zip(shards, begins, strict=True)]
+        self.offsets = np.asarray(self.shift, dtype=np.int64)
 
 
 class ArrayRecordDataSource:
@@ -370,33 +419,40 @@ class ArrayRecordDataSource:
         self._decode = decoder if decode else None
         self._lock = threading.Lock()
         self._opening: dict[int, threading.Lock] = {}  # a lock per file being opened
-        self._readers: list[ArrayRecordReader | None] = [None] * len(shards)
-        counts = self._count(shards)
-        self._shards = [
-            SourceShard(s.path, s.start, s.start + c, s.size)
-            for s, c in zip(shards, counts, strict=True)
-        ]
-        ends = np.cumsum(np.asarray(counts, dtype=np.int64))
-        self._ends = ends  # global index -> file: searchsorted(ends, i, "right")
-        self._ends_list = ends.tolist()
-        self._begins_list = [0, *self._ends_list[:-1]]
-        self._offsets = np.asarray(
-            [s.start - b for s, b in zip(self._shards, self._begins_list, strict=True)],
-            dtype=np.int64,
-        )
+        self._readers: dict[int, ArrayRecordReader] = {}
+        # files by global number in pages: one page of every file, or a kind's pages
+        self._pages: OrderedDict[int, _Page] = OrderedDict()
+        self._pages_lock = threading.Lock()
+        if isinstance(shards, list):
+            counts = self._count(shards)
+            files = [
+                SourceShard(s.path, s.start, s.start + c, s.size)
+                for s, c in zip(shards, counts, strict=True)
+            ]
+            self._provider: ShardPages | None = None
+            page_records, page_files = [sum(counts)], [len(files)]
+            self._where = files[0].path if files else ""
+            self._pages[0] = _Page(files, 0, 0)
+        else:
+            self._provider = shards
+            page_records, page_files = list(shards.records), list(shards.files)
+            self._where = shards.where
+        ends = np.cumsum(np.asarray(page_records, dtype=np.int64))
+        self._page_ends = ends  # global index -> page: searchsorted(ends, i, "right")
+        self._page_ends_list = ends.tolist()
+        self._page_first = [0, *np.cumsum(page_files).tolist()[:-1]]
+        self._nfiles = sum(page_files)
         self._len = int(ends[-1]) if len(ends) else 0
         if len(self._readers) > _KEEP_OPEN:
-            for r in self._readers:
-                if r is not None:
-                    r.close()
-            self._readers = [None] * len(self._shards)
+            for r in self._readers.values():
+                r.close()
+            self._readers = {}
         self._setup_fast_path()
         _live_sources.add(self)
 
     # -- construction helpers
 
-    def _open(self, k: int) -> ArrayRecordReader:
-        shard = self._shards_or_pending[k]
+    def _open(self, shard: SourceShard) -> ArrayRecordReader:
         store = _store_of(shard.path, self._storage_options)
         if store is None:
             return ArrayRecordReader(
@@ -422,11 +478,10 @@ class ArrayRecordDataSource:
         )
 
     def _count(self, shards: list[SourceShard]) -> list[int]:
-        self._shards_or_pending = shards
         todo = [k for k, s in enumerate(shards) if s.stop is None]
 
         def count(k: int) -> int:
-            r = self._open(k)
+            r = self._open(shards[k])
             self._readers[k] = r
             return r.num_records()
 
@@ -450,38 +505,73 @@ class ArrayRecordDataSource:
         return counts
 
     def _setup_fast_path(self) -> None:
-        # src[i] goes straight to the engine's read(i) of the right file: each file's
-        # slot starts as an opener that opens the reader (once per process), installs
-        # the reader's read function in the slot and reads.
-        self._shards_or_pending = self._shards
-        self._single = len(self._shards) == 1
+        # src[i] goes straight to the engine's read(i) of the right file: a file's
+        # read function is the reader's (opened once per process), found by its
+        # number; a file not read yet has none, and its first read opens it.
+        self._single = self._nfiles == 1
         # remote files: a batch reads its files at once (see _read_multi)
-        first = self._shards[0].path if self._shards else ""
+        first = self._where
         self._remote = ("://" in first or "::" in first) and not first.startswith("file://")
-        self._single_offset = self._shards[0].start if self._single else 0
+        self._single_offset = self._shard(0).start if self._single else 0
         # 0 disables the one-file fast path in __getitem__ (several files, or decoding).
         self._fast_len = self._len if self._single and self._decode is None else 0
-        self._local_shift = [
-            s.start - b for s, b in zip(self._shards, self._begins_list, strict=True)
-        ]
-        self._read_fns: list[Callable[[int], bytes]] = [
-            functools.partial(self._open_then_read, k) for k in range(len(self._shards))
-        ]
-        self._read1: Callable[[int], bytes] = self._read_fns[0] if self._single else _no_read
+        self._read_fns: dict[int, Callable[[int], bytes]] = {}
+        self._read1: Callable[[int], bytes] = (
+            functools.partial(self._open_then_read, 0) if self._single else _no_read
+        )
+
+    def _page(self, p: int) -> _Page:
+        """Page ``p`` of the files, located (loaded if it is not kept)."""
+        got = self._pages.get(p)
+        if got is not None:
+            return got
+        assert self._provider is not None  # a source of one page keeps it
+        first = self._page_ends_list[p - 1] if p else 0
+        got = _Page(self._provider.page(p), first, self._page_first[p])
+        with self._pages_lock:
+            pages = self._pages
+            pages[p] = got
+            held = sum(len(x.shards) for x in pages.values())
+            while len(pages) > 1 and held > PAGE_FILES:
+                held -= len(pages.pop(next(iter(pages))).shards)
+        return got
+
+    def _shard(self, k: int) -> SourceShard:
+        """File number ``k`` of the source."""
+        p = bisect.bisect_right(self._page_first, k) - 1
+        return self._page(p).shards[k - self._page_first[p]]
+
+    def _locate(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The file number of each (valid) record index and the record's index in
+        that file (the pages they lie in loaded, no other)."""
+        if len(self._page_first) == 1:
+            pg = self._page(0)
+            j = np.searchsorted(pg.ends, idx, side="right")
+            return j, idx + pg.offsets[j]
+        pid = np.searchsorted(self._page_ends, idx, side="right")
+        fid = np.empty_like(idx)
+        local = np.empty_like(idx)
+        for p in np.unique(pid).tolist():
+            sel = pid == p
+            pg = self._page(p)
+            j = np.searchsorted(pg.ends, idx[sel], side="right")
+            fid[sel] = j + pg.first
+            local[sel] = idx[sel] + pg.offsets[j]
+        return fid, local
 
     def _reader(self, k: int) -> ArrayRecordReader:
-        r = self._readers[k]
+        r = self._readers.get(k)
         if r is None:
             # one opener per file, files opened at once (on an object store each open
             # is a round trip: a batch over many unopened files pays one, not one each)
             with self._lock:
                 gate = self._opening.setdefault(k, threading.Lock())
             with gate:
-                r = self._readers[k]
+                r = self._readers.get(k)
                 if r is None:
-                    r = self._open(k)
+                    s = self._shard(k)
+                    r = self._open(s)
                     n = r.num_records()
-                    s = self._shards[k]
                     if n < s.stop:  # type: ignore[operator]
                         r.close()
                         raise IndexError(
@@ -501,9 +591,10 @@ class ArrayRecordDataSource:
         return read(i)
 
     def _forget_readers(self) -> None:
-        self._readers = [None] * len(self._shards)
+        self._readers = {}
         self._lock = threading.Lock()
         self._opening = {}
+        self._pages_lock = threading.Lock()
         self._setup_fast_path()
 
     # -- the sequence protocol
@@ -532,8 +623,13 @@ class ArrayRecordDataSource:
                 f"ArrayRecordDataSource: record index {key.__index__()} is out of range for "
                 f"{n} records"
             )
-        k = bisect.bisect_right(self._ends_list, i) if not self._single else 0
-        rec = self._read_fns[k](i + self._local_shift[k])
+        pages = self._page_ends_list
+        pg = self._page(bisect.bisect_right(pages, i) if len(pages) > 1 else 0)
+        j = bisect.bisect_right(pg.ends_list, i) if not self._single else 0
+        k = pg.first + j
+        read = self._read_fns.get(k)
+        local = i + pg.shift[j]
+        rec = read(local) if read is not None else self._open_then_read(k, local)
         return rec if self._decode is None else self._decode(rec)
 
     def __getitems__(self, indices: Sequence[SupportsIndex] | np.ndarray) -> list[Any]:
@@ -562,8 +658,7 @@ class ArrayRecordDataSource:
         return recs
 
     def _read_multi(self, idx: np.ndarray) -> list[bytes]:
-        fid = np.searchsorted(self._ends, idx, side="right")
-        local = idx + self._offsets[fid]
+        fid, local = self._locate(idx)
         first = int(fid[0])
         if (fid == first).all():
             return self._reader(first).take(local)
@@ -644,8 +739,13 @@ class ArrayRecordDataSource:
 
     def _readahead_batches(self, batch_size: int) -> int:
         """The default read-ahead of :meth:`batches`: batches of about
-        :data:`READAHEAD_BYTES` of the files' bytes."""
-        sized = [s for s in self._shards if s.size and s.stop]
+        :data:`READAHEAD_BYTES` of the files' bytes (their size per record judged from
+        the pages of files loaded, the first one if none is)."""
+        with self._pages_lock:
+            pages = list(self._pages.values())
+        if not pages and self._page_first:
+            pages = [self._page(0)]
+        sized = [s for pg in pages for s in pg.shards if s.size and s.stop]
         records = sum(s.stop - s.start for s in sized)  # type: ignore[operator]
         if not records:
             return DEFAULT_READAHEAD
@@ -673,21 +773,23 @@ class ArrayRecordDataSource:
                     yield got[i : i + batch_size]
 
     def __iter__(self) -> Iterator[Any]:
-        for k, s in enumerate(self._shards):
-            if s.stop == s.start:
-                continue
-            it = self._reader(k).scan(s.start, s.stop)  # type: ignore[arg-type]
-            if self._decode is None:
-                yield from it
-            else:
-                yield from map(self._decode, it)
+        for p in range(len(self._page_first)):
+            pg = self._page(p)
+            for j, s in enumerate(pg.shards):
+                if s.stop == s.start:
+                    continue
+                it = self._reader(pg.first + j).scan(s.start, s.stop)  # type: ignore[arg-type]
+                if self._decode is None:
+                    yield from it
+                else:
+                    yield from map(self._decode, it)
 
     # -- files, pickling, lifecycle
 
     @property
     def paths(self) -> list[str]:
-        """The files, in order (globs expanded)."""
-        return [s.path for s in self._shards]
+        """The files, in order (globs expanded; every page of a long list loaded)."""
+        return [s.path for p in range(len(self._page_first)) for s in self._page(p).shards]
 
     def num_records(self) -> int:
         """Same as ``len(src)``."""
@@ -696,11 +798,10 @@ class ArrayRecordDataSource:
     def close(self) -> None:
         """Close the open files. The source stays usable: files reopen when read."""
         with self._lock:
-            readers, self._readers = self._readers, [None] * len(self._shards)
+            readers, self._readers = self._readers, {}
             self._setup_fast_path()
-        for r in readers:
-            if r is not None:
-                r.close()
+        for r in readers.values():
+            r.close()
 
     def __enter__(self) -> ArrayRecordDataSource:
         return self
@@ -710,15 +811,18 @@ class ArrayRecordDataSource:
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        for key in ("_readers", "_lock", "_opening", "_read1", "_read_fns", "_shards_or_pending"):
+        for key in ("_readers", "_lock", "_pages_lock", "_opening", "_read1", "_read_fns"):
             state.pop(key, None)
+        if self._provider is not None:  # the pages of a long list: loaded again when used
+            state["_pages"] = OrderedDict()
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        self._readers = [None] * len(self._shards)
+        self._readers = {}
         self._lock = threading.Lock()
         self._opening = {}
+        self._pages_lock = threading.Lock()
         self._setup_fast_path()
         _live_sources.add(self)
 
@@ -745,11 +849,11 @@ class ArrayRecordDataSource:
         return f"ArrayRecordDataSource(hash_of_paths={self.hash_of_paths()})"
 
     def __str__(self) -> str:
-        paths = self.paths
-        shown = ", ".join(repr(p) for p in paths[:3])
-        if len(paths) > 3:
-            shown += f", ... ({len(paths) - 3} more)"
-        files = "1 file" if len(paths) == 1 else f"{len(paths)} files"
+        n = self._nfiles
+        shown = ", ".join(repr(self._shard(k).path) for k in range(min(3, n)))
+        if n > 3:
+            shown += f", ... ({n - 3} more)"
+        files = "1 file" if n == 1 else f"{n} files"
         return (
             f"ArrayRecordDataSource([{shown}], {files}, {self._len} records, "
             f"hash_of_paths={self.hash_of_paths()})"

@@ -47,7 +47,7 @@ def data_source(
         base = commit.read(store, "")
     except (OSError, ValueError):
         return None
-    if base.raw is None:
+    if base.head is None:
         return None
     try:
         kind = get(base.kind)
@@ -57,8 +57,10 @@ def data_source(
         return None
     if version is not None or as_of is not None:  # errors here are the user's to see
         base = commit.read(store, "", version=version, as_of=as_of)
-        assert base.raw is not None
-    m = kind.parse(base.raw, store.display(""))
+    # a kind that reads part of a long list: the shard list stays lazy
+    raw = base.lazy_raw if kind.lazy_shards else base.raw
+    assert raw is not None
+    m = kind.parse(raw, store.display(""))
     return kind.data_source(store, "", m, allow_pickle=allow_pickle, serializer=serializer)
 
 

@@ -157,7 +157,7 @@ def test_pickle_reopens_lazily(shards) -> None:
     src = arrayds.ArrayRecordDataSource(paths)
     assert src[3] == records[3]
     clone = pickle.loads(pickle.dumps(src))
-    assert all(r is None for r in clone._readers)
+    assert not clone._readers
     assert len(clone) == len(records)
     assert clone[[len(records) - 1, 0]] == [records[-1], records[0]]
     assert list(clone) == records
@@ -169,7 +169,7 @@ def test_close_and_context_manager(shards) -> None:
     paths, records = shards
     with arrayds.ArrayRecordDataSource(paths) as src:
         assert src[0] == records[0]
-    assert all(r is None for r in src._readers)
+    assert not src._readers
     assert src[1] == records[1]  # reopens lazily, like the official source
 
 

@@ -288,3 +288,104 @@ def test_a_records_dataset_opens_from_its_head(tmp_path):
     opened = records.open_records(url)
     assert len(opened) == 200 and len(log._cache) == 0  # the head says how many
     assert opened[150] == b"r150" and list(opened)[-1] == b"r199"
+
+
+def _long_records(tmp_path, n: int = 6 * 64 + 20):
+    """A records dataset of ``n`` shards of 1 to 3 records each (entries in segments)."""
+    from arrayds import records
+
+    url = str(tmp_path / "r")
+    sizes = [1 + i % 3 for i in range(n)]
+    data = [b"r%d" % i for i in range(sum(sizes))]
+    parts, at = [], 0
+    for s in sizes:
+        parts.append(data[at : at + s])
+        at += s
+    import dask
+    import dask.bag as db
+
+    bag = db.from_delayed([dask.delayed(p) for p in parts])
+    with dask.config.set(scheduler="sync"):  # this process's SEGMENT_LIMIT
+        records.write_records(bag, url, serializer="raw")
+    return url, data
+
+
+def test_a_records_read_loads_only_the_segments_its_records_lie_in(tmp_path):
+    from arrayds import records
+
+    url, data = _long_records(tmp_path)
+    refs = json.loads((tmp_path / "r" / "arrayds.json").read_bytes())["shards"]["segments"]
+    assert len(refs) >= 6 and all("records" in r for r in refs)
+    ends = np.cumsum([r["records"] for r in refs])
+
+    def segments_of(*idx):  # the segments that hold those records
+        return {int(k) for k in np.searchsorted(ends, idx, side="right") if k < len(refs)}
+
+    log.clear_cache()
+    ds = records.open_records(url)
+    assert len(ds) == len(data) and len(log._cache) == 0
+    last = len(data) - 1
+    assert ds[last] == data[last] and len(log._cache) == len(segments_of(last))
+    mid = len(data) // 2
+    assert ds[[mid, 6, mid + 1]] == [data[mid], data[6], data[mid + 1]]
+    assert len(log._cache) == len(segments_of(last, mid, 6, mid + 1)) < len(refs)
+    src = records.data_source(url)
+    clone = pickle.loads(pickle.dumps(src))  # a worker: the pages, not their files
+    assert len(pickle.dumps(src)) < len(pickle.dumps(src.paths))  # the refs, not every file
+    log.clear_cache()
+    assert clone[100] == data[100] and len(log._cache) == 1
+    rng = np.random.default_rng(2)
+    idx = rng.integers(0, len(data), 300)
+    assert clone[idx] == [data[i] for i in idx]
+    assert list(clone) == data and clone[-1] == data[-1]
+    assert src.paths == records.open_records(url).shard_paths
+    two = arrayds.ArrayRecordDataSource([url, url])  # several datasets: their files listed
+    assert len(two) == 2 * len(data) and two[[len(data) + 3, 3]] == [data[3], data[3]]
+    assert repr(clone) == repr(arrayds.ArrayRecordDataSource(records.open_records(url).shard_paths))
+
+
+def _forged_records(tmp_path, change) -> str:
+    url, data = _long_records(tmp_path)
+    head_path = tmp_path / "r" / "arrayds.json"
+    head = json.loads(head_path.read_bytes())
+    change(head["shards"]["segments"])
+    head_path.write_bytes(dump_json(head))
+    log.clear_cache()
+    return url, data
+
+
+def test_records_refs_without_a_summary_load_their_segments(tmp_path):
+    from arrayds import records
+
+    def strip(refs):
+        for r in refs[:3]:
+            del r["records"]
+
+    url, data = _forged_records(tmp_path, strip)
+    ds = records.open_records(url)
+    assert ds[len(data) - 2] == data[-2]
+    assert 3 <= len(log._cache) <= 4  # those that say nothing, counted, and the read's
+    assert ds[::7] == data[::7]
+
+
+def test_records_refs_that_disagree_with_their_segment_are_corruption(tmp_path):
+    from arrayds import records
+
+    def more(refs):
+        refs[1]["records"] += 1
+        refs[2]["records"] -= 1  # the total still agrees
+
+    url, data = _forged_records(tmp_path, more)
+    ds = records.open_records(url)
+    assert ds[3] == data[3]  # segment 0 is sound
+    first = json.loads((tmp_path / "r" / "arrayds.json").read_bytes())["shards"]["segments"][0]
+    disagree = r"segment '_arrayds/log/.*': its entries hold \d+ records; the manifest says"
+    with pytest.raises(CorruptionError, match=disagree):
+        ds[first["records"]]  # the first record of segment 1
+
+    def total(refs):
+        refs[0]["records"] += 1
+
+    url, _ = _forged_records(tmp_path / "t", total)
+    with pytest.raises(CorruptionError, match="num_records"):
+        records.open_records(url)[0]

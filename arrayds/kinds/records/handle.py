@@ -29,7 +29,7 @@ from .serializers import Serializer, SerializerSpec
 if TYPE_CHECKING:
     import dask.bag
 from ...html_repr import node_html
-from .manifest import RecordsManifest, ShardInfo, load_manifest
+from .manifest import LazyShards, RecordsManifest, ShardInfo, load_manifest
 
 # ----------------------------------------------------------------- storage helpers
 
@@ -410,16 +410,21 @@ def node_data_source(
 ) -> ResolvedSource:
     """``ArrayRecordDataSource(url)`` on a records dataset: its shards and decoder."""
     where = store.display(node)
-    shards = [
-        # object stores: the recorded size spares each shard open a HEAD request
-        SourceShard(
-            store.url_of(node, s.name),
-            0,
-            s.num_records,
-            None if store.local else s.file_size or None,
-        )
-        for s in m.shards
-    ]
+    pages = m.shards.pages(store, node) if isinstance(m.shards, LazyShards) else None
+    shards: Any = (
+        pages
+        if pages is not None
+        else [
+            # object stores: the recorded size spares each shard open a HEAD request
+            SourceShard(
+                store.url_of(node, s.name),
+                0,
+                s.num_records,
+                None if store.local else s.file_size or None,
+            )
+            for s in m.shards
+        ]
+    )
     try:
         ser = _ser.resolve_for_read(
             m.serializer, override=serializer, allow_pickle=allow_pickle, where=where
@@ -430,7 +435,7 @@ def node_data_source(
             f"{exc} (ArrayRecordDataSource(url, decode=True) takes allow_pickle= and "
             "serializer= too)"
         )
-    if not shards:
+    if not len(m.shards):
         raise ValueError(f"records dataset {where} has no shards yet")
     return ResolvedSource(shards, decoder)
 

@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ...errors import CorruptionError
+from ...files.data_source import SourceShard
 from ...nodes import commit as node_commit
 from ...nodes.history import ShardLog
 from ...nodes.names import (
@@ -155,6 +156,14 @@ class LazyShards(Sequence["ShardInfo"]):
     def __len__(self) -> int:
         return len(self._raw)
 
+    def pages(self, store: Store, node: str) -> RecordPages | None:
+        """The list as pages of segments, if it is stored in segments and not parsed
+        whole yet (a read then loads only the segments it needs)."""
+        raw = self._raw
+        if self._parsed is not None or not isinstance(raw, ShardLog):
+            return None
+        return RecordPages(store, node, raw, self._total, self._where)
+
     def __getitem__(self, i: Any) -> Any:
         return self._shards()[i]
 
@@ -168,6 +177,73 @@ class LazyShards(Sequence["ShardInfo"]):
 
     def __repr__(self) -> str:
         return f"LazyShards({len(self)} shards)"
+
+
+class RecordPages:
+    """The shard files of a records dataset whose list is stored in segments, as
+    pages for :class:`arrayds.files.data_source.ArrayRecordDataSource` (a
+    :class:`arrayds.files.data_source.ShardPages`): each segment a page, then the
+    tail. A page's records come from its reference's ``records`` (a reference without
+    one: its segment is loaded to count them); a read loads the segments its record
+    indices lie in, each checked against its reference (a disagreeing one is a
+    :class:`CorruptionError` naming it). Pickles as the references and the tail.
+
+    >>> from arrayds.nodes.history import encode
+    >>> from arrayds.storage import new_store
+    >>> st = new_store("memory://doc-record-pages")
+    >>> entries = [{"path": f"s{i}", "records": 2} for i in range(100)]
+    >>> head, _ = encode(st, "", {"kind": "records", "shards": entries}, None)
+    >>> pg = RecordPages(st, "", ShardLog(st, "", head["shards"], "doc"), 200, "doc")
+    >>> pg.records, pg.files, pg.page(0)[99].stop
+    ([200, 0], [100, 0], 2)
+    """
+
+    def __init__(self, store: Store, node: str, log: ShardLog, total: int | None, where: str):
+        self._store, self._node, self._log, self._where_node = store, node, log, where
+        refs = log.refs
+        self.files: list[int] = [len(log.load(k)) if not _count(r) else r["count"]
+                                 for k, r in enumerate(refs)] + [len(log.tail)]  # fmt: skip
+        self.records: list[int] = [
+            r["records"] if _count(r) and _is_n(r.get("records")) else _sum(log.load(k), where)
+            for k, r in enumerate(refs)
+        ] + [_sum(log.tail, where)]
+        if total is not None and total != sum(self.records):
+            raise CorruptionError(
+                f"{where}: the manifest says num_records={total} but its shards hold "
+                f"{sum(self.records)}"
+            )
+        self.where = store.url_of(node, "x")
+
+    def page(self, p: int) -> list[SourceShard]:
+        log = self._log
+        raw = log.tail if p == len(log.refs) else log.load(p)
+        store, node = self._store, self._node
+        size_of = (lambda s: None) if store.local else (lambda s: s.file_size or None)
+        return [
+            SourceShard(store.url_of(node, s.name), 0, s.num_records, size_of(s))
+            for s in (ShardInfo.from_json(e, self._where_node) for e in raw)
+        ]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        log = self._log
+        stored = {"segments": log.refs, "tail": log.tail}
+        return (_pages, (self._store, self._node, stored, sum(self.records), self._where_node))
+
+
+def _pages(store: Store, node: str, stored: Any, total: int, where: str) -> RecordPages:
+    return RecordPages(store, node, ShardLog(store, node, stored, where), total, where)
+
+
+def _is_n(x: Any) -> bool:
+    return type(x) is int and x >= 0
+
+
+def _count(ref: Any) -> bool:
+    return isinstance(ref, dict) and _is_n(ref.get("count"))
+
+
+def _sum(entries: Sequence[Any], where: str) -> int:
+    return sum(ShardInfo.from_json(e, where).num_records for e in entries)
 
 
 def _check_total(shards: Sequence[ShardInfo], total: Any, where: str) -> None:
