@@ -1,7 +1,7 @@
 """The commit task's memory when dask writes n one-row chunks (``shard_size=1``).
 
 One threaded dask write of ``da.arange(n, chunks=1)`` to a local folder runs every
-shard task and every segment task (docs/spec.md 14.8); its commit task is held back
+shard task and every segment task (docs/spec.md 14.4.1); its commit task is held back
 and the inputs it received (the segments' references) are saved, with the entries the
 shard tasks returned (what the commit received before segments). Each commit then
 runs alone in a fresh process, as on a dask worker: it unpickles its input and

@@ -1,4 +1,4 @@
-"""Long dask writes (more than ``SEGMENT_LIMIT`` shards, docs/spec.md 14.8): the
+"""Long dask writes (more than ``SEGMENT_LIMIT`` shards, docs/spec.md 14.4.1): the
 workers write the shards' manifest entries as segments and the commit task receives
 only their references, so its memory does not grow with the number of chunks. Real
 writes on local folders with the threaded scheduler (``SEGMENT_LIMIT`` made small);
