@@ -21,7 +21,6 @@ import argparse
 import json
 import os
 import pickle
-import resource
 import shutil
 import subprocess
 import sys
@@ -38,10 +37,12 @@ import arrayds
 from arrayds.kinds.array import dask as ad
 
 
-def rss_kib() -> int:
+def status_kib(field: str) -> int:
+    """``VmRSS``/``VmHWM`` of this process (``ru_maxrss`` would carry the parent's
+    peak over the fork)."""
     with open("/proc/self/status") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1])
     return 0
 
@@ -50,7 +51,7 @@ def measure(kind: str, job_file: str, input_file: str) -> dict[str, Any]:
     """Run one commit in this process; its memory and time."""
     with open(job_file, "rb") as f:
         job = pickle.load(f)
-    before = rss_kib()
+    before = status_kib("VmRSS")
     tracemalloc.start()
     t0, c0 = time.perf_counter(), time.process_time()
     with open(input_file, "rb") as f:
@@ -60,7 +61,7 @@ def measure(kind: str, job_file: str, input_file: str) -> dict[str, Any]:
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    maxrss = status_kib("VmHWM")
     return {"traced_peak": peak, "rss_above": (maxrss - before) * 1024, "wall": wall,
             "cpu": cpu, "received": len(received), "shape": list(a.shape)}  # fmt: skip
 
