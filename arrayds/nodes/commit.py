@@ -440,7 +440,8 @@ def materialize(base: NodeVersion, change: Extend) -> dict[str, Any]:
             raise ValueError(f"{base.what}: entries dropped from segments of a plain list")
         gone = set(change.drop[""])
         kept = [e for i, e in enumerate(kept) if i not in gone]
-    return {**old, **change.fields, "shards": [*kept, *change.shards]}
+    segs = [e for r in change.segments for e in log.segment(base.store, base.node, r, base.what)]
+    return {**old, **change.fields, "shards": [*kept, *segs, *change.shards]}
 
 
 def _stage(
@@ -456,7 +457,9 @@ def _stage(
 ) -> _Staged:
     """Encode the next manifest of ``node`` (``change``: whole, or an :class:`Extend`
     of ``base``) in ``format_version``, with its ``generation`` and ``commit``."""
-    if isinstance(change, Extend) and (format_version < 2 or base.format_version < 2):
+    if isinstance(change, Extend) and (
+        format_version < 2 or (base.exists and base.format_version < 2)
+    ):
         change = materialize(base, change)
     stamp: dict[str, Any] = {
         "format_version": format_version,
@@ -469,8 +472,7 @@ def _stage(
         if since:
             stamp[log.HISTORY_FROM] = since
     if isinstance(change, Extend):
-        assert base.head is not None
-        head, segments = log.extend(store, node, change, base.head)
+        head, segments = log.extend(store, node, change, base.head or {})
         head.update(stamp)
         added = {s["path"] for s in change.shards if isinstance(s.get("path"), str)}
         return _Staged(head, dump_json(head), None, segments, added)

@@ -65,6 +65,7 @@ __all__ = [
     "TAIL_LIMIT",
     "VERSIONS_DIR",
     "Extend",
+    "write_segments",
     "Fresh",
     "VersionInfo",
     "clear_cache",
@@ -110,11 +111,18 @@ class Extend:
     ``drop`` (a region write whose new entries hide old ones): positions of entries
     left out of the current list first, by the path of the segment that holds them
     (``""``: the tail). Only the segments named are rewritten; the commit's ``build``
-    must give it for the stored list of the head it commits on."""
+    must give it for the stored list of the head it commits on.
+
+    ``segments``: references (:func:`write_segments`) of segments written before the
+    commit (by the workers of a dask write), appended after the current entries and
+    before ``shards``: the commit then holds only their references, never their
+    entries. They become visible only when the head names them; unnamed, gc removes
+    them as any segment no version names."""
 
     fields: Mapping[str, Any]
     shards: Sequence[Mapping[str, Any]]
     drop: Mapping[str, Sequence[int]] = field(default_factory=dict)
+    segments: Sequence[Mapping[str, Any]] = ()
 
 
 class Appended(list):  # type: ignore[type-arg]
@@ -754,8 +762,33 @@ def extend(
     stored = base.get("shards")
     if change.drop:
         stored = _dropped(store, node, stored, change.drop, written)
+    if change.segments:
+        what = store.display(node)
+        for ref in change.segments:
+            _check_ref(ref, what)
+        segs = list(stored["segments"]) if _is_log(stored) else []
+        tail = list(stored["tail"]) if _is_log(stored) else list(stored or [])
+        if tail:  # the current entries stay before the new ones
+            new = _write_segments(store, node, tail)
+            segs += new
+            written += [r["path"] for r in new]
+        stored = {"segments": [*segs, *(dict(r) for r in change.segments)], "tail": []}
     head["shards"] = _append(store, node, stored, list(change.shards), written)
     return head, written
+
+
+def write_segments(store: Store, node: str, entries: Sequence[Any]) -> list[dict[str, Any]]:
+    """Write ``entries`` as new immutable segments of ``node`` (at most
+    :data:`SEGMENT_LIMIT` entries each, uniquely named) and return their references
+    (with their summaries), for an :class:`Extend`'s ``segments``. Nothing is visible
+    until a commit's head names them.
+
+    >>> import arrayds
+    >>> st = arrayds.open("memory://doc-write-segments", mode="w").store
+    >>> [r["count"] for r in write_segments(st, "x", [{"path": "c/a"}] * 3)]
+    [3]
+    """
+    return _write_segments(store, node, list(entries))
 
 
 def _dropped(

@@ -39,7 +39,7 @@ import numpy as np
 
 from ...dask.graph import block_keys, run, streams_blocks, write_graph
 from ...errors import CommitConflictError
-from ...nodes import commit
+from ...nodes import commit, history
 from ...nodes.merge import tiered as tiered_merge
 from ...nodes.names import SHARD_DIR, join_component, new_write_id, shard_name
 from ...nodes.options import DEFAULT_COMPRESSION, check_compression, writer_options
@@ -241,32 +241,14 @@ def _commit_task(job: CommitJob, entries: list[dict[str, Any]]) -> Array:
     node, mode, expected = job.node, job.mode, job.expected
     what = f"array {store.display(node)!r}"
     m = ArrayManifest.from_json(job.base, what)
-    new = [
-        ShardEntry(e["path"], tuple(e["start"]), tuple(e["stop"]), 0, e.get("bytes"))
-        for e in entries
-    ]
+    new = [_entry(e) for e in entries]
     final = m.with_(shards=stack_entries(m.shards, new, m.grid.grid_shape))
     planned: Any = final.to_json()
     if expected is not None and len(final.shards) == len(m.shards) + len(new):
         # the check below pins the node to the manifest planned from: only the new
         # entries need writing
         planned = commit.Extend(final.header_json(), [e.to_json() for e in new])
-    rebase = mode == "a" and job.retries > 0
-    stamp = None if expected is None else (expected[0], expected[1] or "")
-
-    def check(base: commit.NodeVersion) -> None:
-        if mode == "w-" and base.exists:
-            raise FileExistsError(
-                f"{what} was created by another writer while this write ran (mode 'w-'); "
-                f"nothing of this write is visible"
-            )
-        if expected is not None and not rebase and (base.kind != "array" or base.stamp != stamp):
-            got = base.generation if base.exists else None
-            raise CommitConflictError(
-                f"{what}: another writer committed (generation {got}) after this write "
-                f"started from generation {expected[0]}; nothing of this write is visible "
-                f"(an append retries after the other writer's rows with retries=N)"
-            )
+    rebase, stamp, check = _commit_check(job, what)
 
     def build(base: commit.NodeVersion) -> Any:
         nonlocal final
@@ -297,6 +279,127 @@ def _commit_task(job: CommitJob, entries: list[dict[str, Any]]) -> Array:
     return Array(store, node, final.with_(generation=raw["generation"], commit=job.write_id), "r")
 
 
+def _entry(e: Mapping[str, Any]) -> ShardEntry:
+    """The entry a shard task returned."""
+    return ShardEntry(e["path"], tuple(e["start"]), tuple(e["stop"]), 0, e.get("bytes"))
+
+
+def _commit_check(
+    job: CommitJob, what: str
+) -> tuple[bool, tuple[int, str] | None, Callable[[commit.NodeVersion], None]]:
+    """Of a commit task: whether it rebases an append that lost a race, the stamp of
+    the manifest it planned from, and the check of the node it commits on (mode
+    ``"w-"``: still missing; else the planned generation unless it rebases)."""
+    mode, expected = job.mode, job.expected
+    rebase = mode == "a" and job.retries > 0
+    stamp = None if expected is None else (expected[0], expected[1] or "")
+
+    def check(base: commit.NodeVersion) -> None:
+        if mode == "w-" and base.exists:
+            raise FileExistsError(
+                f"{what} was created by another writer while this write ran (mode 'w-'); "
+                f"nothing of this write is visible"
+            )
+        if expected is not None and not rebase and (base.kind != "array" or base.stamp != stamp):
+            got = base.generation if base.exists else None
+            raise CommitConflictError(
+                f"{what}: another writer committed (generation {got}) after this write "
+                f"started from generation {expected[0]}; nothing of this write is visible "
+                f"(an append retries after the other writer's rows with retries=N)"
+            )
+
+    return rebase, stamp, check
+
+
+def _segment_task(job: CommitJob, entries: list[dict[str, Any]]) -> dict[str, Any]:
+    """Write the manifest entries of a run of at most :data:`SEGMENT_LIMIT` shards as
+    one segment (:func:`arrayds.nodes.history.write_segments`) once the shards' names
+    are durable; return its reference, all the commit task receives of them."""
+    store = get_store(job.url, job.storage_options)
+    store.flush([join_component(job.node, e["path"]) for e in entries])
+    [ref] = history.write_segments(store, job.node, entries)
+    return ref
+
+
+def _commit_segments_task(job: CommitJob, refs: list[dict[str, Any]]) -> Array:
+    """The commit of a write of more than :data:`SEGMENT_LIMIT` shards that hides no
+    entry (mode ``"w-"``, or an append): as :func:`_commit_task`, but its entries come
+    as the references of segments the workers wrote (:func:`_segment_task`), which
+    the new head names after the current entries, so that the commit holds a
+    reference per :data:`SEGMENT_LIMIT` shards, never the entries. A rebased append
+    rewrites the segments one at a time with its entries moved. No tiered merge
+    runs; the shards of a write whose commit fails stay until ``arrayds gc``."""
+    store = get_store(job.url, job.storage_options)
+    node, what = job.node, f"array {store.display(job.node)!r}"
+    m = ArrayManifest.from_json(job.base, what)
+    rebase, stamp, check = _commit_check(job, what)
+    header = m.header_json()
+
+    def build(base: commit.NodeVersion) -> Any:
+        nonlocal header
+        if not rebase or (base.kind == "array" and base.stamp == stamp):
+            header = m.header_json()
+            return commit.Extend(header, [], segments=refs)
+        cur, _, shift = _rebased_header(base, m, job.first, job.attrs, what)
+        header = cur.header_json()
+        moved = []
+        for ref in refs:  # one segment's entries in memory at a time
+            entries = [
+                _entry(e).shifted(0, shift).to_json()
+                for e in history.segment(store, node, ref, what)
+            ]
+            moved += history.write_segments(store, node, entries)
+        return commit.Extend(header, [], segments=moved)
+
+    raw = commit.commit(
+        store,
+        node,
+        build,
+        write_id=job.write_id,
+        check=check,
+        written=[r["path"] for r in refs],
+        retries=job.retries if rebase else 0,
+        parents=job.mode == "w-",
+        what=what,
+    )
+    got = history.resolve(store, node, raw, what, lazy=True)
+    return Array(store, node, ArrayManifest.from_json(got, what), "r")
+
+
+def _rebased_header(
+    base: commit.NodeVersion,
+    planned: ArrayManifest,
+    first: int,
+    attrs: Mapping[str, Any] | None,
+    what: str,
+) -> tuple[ArrayManifest, tuple[int, ...], int]:
+    """An append planned as ``planned`` (the manifest it read, grown by the chunks
+    from index ``first`` of axis 0 on), placed after the rows of the array as another
+    writer left it (``base``): (that array grown so, without the appended entries;
+    the chunk grid shape it had; how many chunks along axis 0 the appended entries
+    move).
+    :class:`CommitConflictError` if the appended chunks do not fit it any more
+    (removed, or replaced by an array of another dtype or grid)."""
+    if base.kind != "array":
+        raise CommitConflictError(
+            f"{what} was removed or replaced by a {base.kind or 'missing'} node while this "
+            f"append ran; nothing of this write is visible"
+        )
+    cur = ArrayManifest.from_json(base.lazy_raw or {}, what)
+    if cur.dtype != planned.dtype or cur.grid.axes[1:] != planned.grid.axes[1:]:
+        raise CommitConflictError(
+            f"{what}: another writer replaced the array (now dtype {cur.dtype}, shape "
+            f"{cur.shape}, chunks {cur.grid.chunks}) while this append of chunks of dtype "
+            f"{planned.dtype} and chunks {planned.grid.chunks[1:]} on the other axes ran; "
+            f"nothing of this write is visible"
+        )
+    ax0 = planned.grid.axes[0]
+    shift = cur.grid.axes[0].nchunks - first
+    grid = ChunkGrid((cur.grid.axes[0].concat(ax0.sub(first, ax0.nchunks)), *cur.grid.axes[1:]))
+    merged_attrs = {**cur.attrs, **dict(attrs or {})}
+    return cur.with_(grid=grid, attrs=merged_attrs), cur.grid.grid_shape, shift
+
+
 def _rebased(
     base: commit.NodeVersion,
     planned: ArrayManifest,
@@ -308,28 +411,10 @@ def _rebased(
     """An append planned as ``planned`` (the manifest it read, grown by the chunks
     from index ``first`` of axis 0 on, which the shards ``new`` hold), placed after
     the rows of the array as another writer left it (``base``): (the manifest to
-    commit, the moved entries). :class:`CommitConflictError` if the appended chunks do
-    not fit it any more (removed, or replaced by an array of another dtype or grid)."""
-    if base.kind != "array":
-        raise CommitConflictError(
-            f"{what} was removed or replaced by a {base.kind or 'missing'} node while this "
-            f"append ran; nothing of this write is visible"
-        )
-    cur = ArrayManifest.from_json(base.raw or {}, what)
-    if cur.dtype != planned.dtype or cur.grid.axes[1:] != planned.grid.axes[1:]:
-        raise CommitConflictError(
-            f"{what}: another writer replaced the array (now dtype {cur.dtype}, shape "
-            f"{cur.shape}, chunks {cur.grid.chunks}) while this append of chunks of dtype "
-            f"{planned.dtype} and chunks {planned.grid.chunks[1:]} on the other axes ran; "
-            f"nothing of this write is visible"
-        )
-    ax0 = planned.grid.axes[0]
-    shift = cur.grid.axes[0].nchunks - first
-    grid = ChunkGrid((cur.grid.axes[0].concat(ax0.sub(first, ax0.nchunks)), *cur.grid.axes[1:]))
+    commit, the moved entries), :func:`_rebased_header` with the entries moved."""
+    cur, old_shape, shift = _rebased_header(base, planned, first, attrs, what)
     added = [e.shifted(0, shift) for e in new]
-    shards = stack_entries(cur.shards, added, cur.grid.grid_shape)
-    merged_attrs = {**cur.attrs, **dict(attrs or {})}
-    return cur.with_(grid=grid, attrs=merged_attrs, shards=shards), added
+    return cur.with_(shards=stack_entries(cur.shards, added, old_shape)), added
 
 
 # ---------------------------------------------------------------------- write
@@ -621,7 +706,20 @@ def write_plan_graph(
         first=plan.offset[0] if plan.offset else 0,
         attrs=None if plan.attrs is None else dict(plan.attrs),
     )
-    layer[commit_key] = (_commit_task, cjob, shard_keys)
+    if plan.mode in ("w-", "a") and len(shard_keys) > history.SEGMENT_LIMIT:
+        # a long write hides no entry: the workers write its entries as segments and
+        # the commit receives their references only
+        seg_keys = []
+        for i in range(0, len(shard_keys), history.SEGMENT_LIMIT):
+            seg_keys.append(f"arrayds-segment-{write_id}-{len(seg_keys)}")
+            layer[seg_keys[-1]] = (
+                _segment_task,
+                cjob,
+                shard_keys[i : i + history.SEGMENT_LIMIT],
+            )
+        layer[commit_key] = (_commit_segments_task, cjob, seg_keys)
+    else:
+        layer[commit_key] = (_commit_task, cjob, shard_keys)
     return Delayed(commit_key, write_graph([y], name, layer), layer=name)
 
 
