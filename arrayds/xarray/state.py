@@ -527,6 +527,7 @@ def commit_snapshot(
     merge: Merge | None = None,
     rebase: Rebase | None = None,
     retries: int = 0,
+    registered: bool = False,
 ) -> dict[str, Any]:
     """Commit ``members`` (all arrays of the dataset, new manifests for ``changed``)
     and ``attrs`` as one atomic write of the group manifest at ``node``, through
@@ -550,8 +551,9 @@ def commit_snapshot(
     the merged manifest. ``rebase`` (an append, ``retries=``): where the dataset
     moved since ``expected``, the snapshot it returns from the state read anew is
     committed instead of raising, and a refused put is tried again so, from a fresh
-    read, up to ``retries`` times (:mod:`arrayds.nodes.retry`). Returns the
-    committed group manifest.
+    read, up to ``retries`` times (:mod:`arrayds.nodes.retry`). ``registered``: the
+    pending marker of ``write_id`` is in ``node`` (:func:`arrayds.nodes.pending.begin`,
+    put before the files ``written``). Returns the committed group manifest.
     """
     what = f"dataset {store.display(node)!r}"
     changed = set(changed)
@@ -610,4 +612,5 @@ def commit_snapshot(
         after=after,
         what=what,
         merge=merge,
+        registered=registered,
     )

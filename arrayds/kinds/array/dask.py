@@ -39,9 +39,9 @@ import numpy as np
 
 from ...dask.graph import block_keys, run, streams_blocks, write_graph
 from ...errors import CommitConflictError
-from ...nodes import commit
+from ...nodes import commit, pending
 from ...nodes.merge import tiered as tiered_merge
-from ...nodes.names import SHARD_DIR, join_component, new_write_id, shard_name
+from ...nodes.names import SHARD_DIR, join_component, shard_name
 from ...nodes.options import DEFAULT_COMPRESSION, check_compression, writer_options
 from ...nodes.read import read_node
 from ...nodes.retry import APPEND_RETRIES, check_retries
@@ -49,7 +49,7 @@ from ...nodes.shards import write_shard
 from ...storage import get_store
 from ...storage.base import BaseStore as Store
 from .grid import AxisGrid, ChunkGrid
-from .handle import Array, stack_entries
+from .handle import Array, rebase_append, rebase_base, stack_entries
 from .manifest import ArrayManifest, ShardEntry
 from .tensor import check_dtype, encode_chunk
 
@@ -234,9 +234,9 @@ def _commit_task(job: CommitJob, entries: list[dict[str, Any]]) -> Array:
 
     An append with ``job.retries`` (``retries=``, :mod:`arrayds.nodes.retry`) whose
     array another writer committed to since the plan goes after that writer's rows
-    instead (:func:`_rebased`: its shards hold whole chunks, so only their entries
-    move, nothing is written again), and a refused put is tried again so, from a
-    fresh read, up to ``job.retries`` times."""
+    instead (:func:`arrayds.kinds.array.handle.rebase_append`: its shards hold whole
+    chunks, so only their entries move, nothing is written again), and a refused put
+    is tried again so, from a fresh read, up to ``job.retries`` times."""
     store = get_store(job.url, job.storage_options)
     node, mode, expected = job.node, job.mode, job.expected
     what = f"array {store.display(node)!r}"
@@ -273,7 +273,7 @@ def _commit_task(job: CommitJob, entries: list[dict[str, Any]]) -> Array:
         if not rebase or (base.kind == "array" and base.stamp == stamp):
             final = m.with_(shards=stack_entries(m.shards, new, m.grid.grid_shape))
             return planned
-        final, added = _rebased(base, m, job.first, new, job.attrs, what)
+        final, added = rebase_append(rebase_base(base, what), m, 0, job.first, new, what, job.attrs)
         return commit.Extend(final.header_json(), [e.to_json() for e in added])
 
     written = [e.path for e in new]
@@ -290,46 +290,12 @@ def _commit_task(job: CommitJob, entries: list[dict[str, Any]]) -> Array:
         replaces=mode == "w",
         what=what,
         merge=merge,
+        registered=True,
     )
     if merge is not None and isinstance(raw.get("shards"), list):
         # the whole list committed (merged, or a retried task's landed commit)
         return Array(store, node, ArrayManifest.from_json(raw, what), "r")
     return Array(store, node, final.with_(generation=raw["generation"], commit=job.write_id), "r")
-
-
-def _rebased(
-    base: commit.NodeVersion,
-    planned: ArrayManifest,
-    first: int,
-    new: Sequence[ShardEntry],
-    attrs: Mapping[str, Any] | None,
-    what: str,
-) -> tuple[ArrayManifest, list[ShardEntry]]:
-    """An append planned as ``planned`` (the manifest it read, grown by the chunks
-    from index ``first`` of axis 0 on, which the shards ``new`` hold), placed after
-    the rows of the array as another writer left it (``base``): (the manifest to
-    commit, the moved entries). :class:`CommitConflictError` if the appended chunks do
-    not fit it any more (removed, or replaced by an array of another dtype or grid)."""
-    if base.kind != "array":
-        raise CommitConflictError(
-            f"{what} was removed or replaced by a {base.kind or 'missing'} node while this "
-            f"append ran; nothing of this write is visible"
-        )
-    cur = ArrayManifest.from_json(base.raw or {}, what)
-    if cur.dtype != planned.dtype or cur.grid.axes[1:] != planned.grid.axes[1:]:
-        raise CommitConflictError(
-            f"{what}: another writer replaced the array (now dtype {cur.dtype}, shape "
-            f"{cur.shape}, chunks {cur.grid.chunks}) while this append of chunks of dtype "
-            f"{planned.dtype} and chunks {planned.grid.chunks[1:]} on the other axes ran; "
-            f"nothing of this write is visible"
-        )
-    ax0 = planned.grid.axes[0]
-    shift = cur.grid.axes[0].nchunks - first
-    grid = ChunkGrid((cur.grid.axes[0].concat(ax0.sub(first, ax0.nchunks)), *cur.grid.axes[1:]))
-    added = [e.shifted(0, shift) for e in new]
-    shards = stack_entries(cur.shards, added, cur.grid.grid_shape)
-    merged_attrs = {**cur.attrs, **dict(attrs or {})}
-    return cur.with_(grid=grid, attrs=merged_attrs, shards=shards), added
 
 
 # ---------------------------------------------------------------------- write
@@ -591,7 +557,8 @@ def write_plan_graph(
     """
     from dask.delayed import Delayed
 
-    store, write_id = plan.store, new_write_id()
+    store = plan.store
+    write_id = pending.begin(store, plan.node)  # before any shard: gc keeps them
     name = f"arrayds-write-{write_id}"
     layer: dict[Any, Any] = {}
     y, shard_keys = shard_tasks(
