@@ -37,6 +37,7 @@ import re
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from urllib.parse import quote
 
 from ..abc.store import Store
 from .names import META_DIR, dump_json, new_write_id, parse_shard_name
@@ -46,6 +47,7 @@ __all__ = [
     "WRITES_DIR",
     "Live",
     "begin",
+    "computing",
     "end",
     "live",
     "marker_key",
@@ -76,9 +78,7 @@ def marker_key(node: str, write_id: str) -> str:
     >>> marker_key("a/b", "0661702927ec82393c249537")
     'a/b/_arrayds/writes/0661702927ec82393c249537.json'
     """
-    if not _MARKER.fullmatch(f"{write_id}.json"):
-        raise ValueError(f"a write id is letters, digits, '_' and '-', got {write_id!r}")
-    return _key(node, f"{WRITES_DIR}/{write_id}.json")
+    return _key(node, f"{WRITES_DIR}/{quote(write_id, safe='')}.json")
 
 
 def begin(store: Store, node: str, write_id: str | None = None) -> str:
@@ -122,6 +122,21 @@ def uploading(store: Store, node: str, write_id: str) -> Iterator[None]:
     except BaseException:
         end(store, node, write_id)
         raise
+
+
+def computing(
+    store: Store, node: str, write_id: str, compute: bool
+) -> contextlib.AbstractContextManager[None]:
+    """:func:`uploading` around a dask graph of the write ``write_id`` that the caller
+    computes (``compute``), nothing around one it returns: an uncomputed graph's
+    marker stays until its commit task runs (or expires), and a graph whose shard
+    task fails leaves it if the caller computes it.
+
+    >>> from arrayds.storage import new_store
+    >>> with computing(new_store("memory://pending-computing-doc"), "", "w", False):
+    ...     pass
+    """
+    return uploading(store, node, write_id) if compute else contextlib.nullcontext()
 
 
 def write_id_of(rel: str) -> str | None:

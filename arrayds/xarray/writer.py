@@ -423,7 +423,8 @@ def commit_graph(
     delayed = Delayed(commit_key, write_graph(ys, layer_name, layer, joint), layer=layer_name)
     if not compute:
         return delayed
-    return _group(store, node, run(delayed, progress))
+    with pending.computing(store, node, write_id, compute):
+        return _group(store, node, run(delayed, progress))
 
 
 IN_MEMORY_BYTES = 64 << 20

@@ -399,15 +399,15 @@ def write_array(
     ((2, 2, 1),)
     """
     retries = check_retries(retries, f"array {store.display(node)!r}")
+    planned = plan_array_write(x, store, node, **plan)
+    write_id = pending.begin(store, node)  # before any shard: gc keeps them
     commit_task = write_plan_graph(
-        plan_array_write(x, store, node, **plan),
-        shard_size,
-        tiered=compact == "tiered",
-        retries=retries,
+        planned, shard_size, tiered=compact == "tiered", retries=retries, write_id=write_id
     )
     if not compute:
         return commit_task
-    return run(commit_task, progress)
+    with pending.computing(store, node, write_id, compute):
+        return run(commit_task, progress)
 
 
 def plan_array_write(
@@ -541,13 +541,15 @@ def write_plan_graph(
     *,
     tiered: bool = True,
     retries: int = APPEND_RETRIES,
+    write_id: str | None = None,
 ) -> Any:
     """The ``dask.delayed.Delayed`` of a planned write: one task per shard
     (:func:`shard_tasks`), one commit task on top of them, the source tasks fused into
     the shard tasks (:func:`arrayds.dask.graph.write_graph`). Nothing runs yet.
     ``tiered``: an append's commit runs the tiered merge; ``retries``: how often an
     append's commit that lost a race is placed after the other writer's rows and tried
-    again (as :func:`write_array`'s).
+    again (as :func:`write_array`'s). ``write_id``: the write's id, whose pending
+    marker (:func:`arrayds.nodes.pending.begin`) is put; else a new one is put here.
 
     >>> import arrayds, dask.array as da
     >>> st = arrayds.open("memory://doc-plan-graph", mode="w").store
@@ -558,7 +560,7 @@ def write_plan_graph(
     from dask.delayed import Delayed
 
     store = plan.store
-    write_id = pending.begin(store, plan.node)  # before any shard: gc keeps them
+    write_id = write_id or pending.begin(store, plan.node)  # before any shard: gc keeps them
     name = f"arrayds-write-{write_id}"
     layer: dict[Any, Any] = {}
     y, shard_keys = shard_tasks(

@@ -447,17 +447,18 @@ def _write_bag(
     lay = req.layout(None if req.old is not None else first, axis, piece_len)
     plan = req.plan(lay, req.shard_bytes)
     req.begin()
-    man = write_bag(
-        data,
-        _write_partition,
-        (plan,),
-        _commit,
-        req.commit_args(plan),
-        name=f"write-ragged-{req.write_id}",
-        commit_key=req.commit_key,
-        compute=compute,
-        progress=progress,
-    )
+    with pending.computing(req.store, req.node, req.write_id, compute):
+        man = write_bag(
+            data,
+            _write_partition,
+            (plan,),
+            _commit,
+            req.commit_args(plan),
+            name=f"write-ragged-{req.write_id}",
+            commit_key=req.commit_key,
+            compute=compute,
+            progress=progress,
+        )
     if not compute:
         return man
     return RaggedArray(req.store, req.node, RaggedManifest.from_json(man, req.where))

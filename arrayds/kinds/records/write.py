@@ -490,8 +490,23 @@ def _finish(
     scheduler); compute it unless ``compute=False``."""
     args = (plan, mode, dict(attrs) if attrs else None, expected)
     key = f"commit-records-{plan.stem}"
+    with pending.computing(plan.store, plan.node, plan.write_id, compute):
+        man = _graph(writes, plan, args, key, compute, scheduler, progress)
+    return man if not compute else RecordsDataset.from_committed(plan.store, plan.node, man)
+
+
+def _graph(
+    writes: dask.bag.Bag | list[Any],
+    plan: WritePlan,
+    args: tuple[Any, ...],
+    key: str,
+    compute: bool,
+    scheduler: Any,
+    progress: bool,
+) -> Any:
+    """The shard tasks ``writes`` and the commit task after them (see :func:`_finish`)."""
     if _is_bag(writes):
-        man = write_bag(
+        return write_bag(
             writes,
             write_records_shard,
             (plan,),
@@ -502,17 +517,15 @@ def _finish(
             compute=compute,
             progress=progress,
         )
-    else:
-        man = commit_after(
-            writes,
-            commit_shards,
-            args,
-            key=key,
-            compute=compute,
-            progress=progress,
-            scheduler=scheduler,
-        )
-    return man if not compute else RecordsDataset.from_committed(plan.store, plan.node, man)
+    return commit_after(
+        writes,
+        commit_shards,
+        args,
+        key=key,
+        compute=compute,
+        progress=progress,
+        scheduler=scheduler,
+    )
 
 
 def _write_from_source(source: Any, args: tuple[Any, ...], partition: int, plan: WritePlan):
