@@ -509,9 +509,9 @@ def cat(
     default="24h",
     show_default=True,
     metavar="DURATION",
-    help="Keep unreferenced files younger than this (90s, 15m, 24h, 7d): a write that is "
-    "still running has shards its commit does not reference yet. 0 removes all "
-    "(only when no write is running).",
+    help="Keep unreferenced files younger than this (90s, 15m, 24h, 7d). The files of "
+    "writes under way are kept whatever it is (their pending markers); it is a margin "
+    "for writers of older arrayds releases. 0 is safe beside writers of this release.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @storage_options_args
