@@ -580,6 +580,13 @@ def _print_gc(report: Any, dry_run: bool, min_age: str) -> None:
         f"{verb} {len(report.removed)} unreferenced file{'s' if len(report.removed) != 1 else ''}"
         f" ({format_bytes(report.removed_bytes)}); {report.referenced} referenced shards kept"
     )
+    for p in report.abandoned:
+        click.echo(f"{verb} {p}: the marker of a write older than the max write age")
+    if report.under_way:
+        click.echo(
+            f"kept {len(report.under_way)} unreferenced file"
+            f"{'s' if len(report.under_way) != 1 else ''} of writes under way"
+        )
     if report.kept_young:
         click.echo(
             f"kept {len(report.kept_young)} unreferenced file"

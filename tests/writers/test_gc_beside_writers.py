@@ -242,6 +242,7 @@ def _crashed_write(url: str, so: dict[str, Any] | None) -> tuple[Any, str, str]:
     """What a writer killed between its upload and its commit leaves: its marker and
     a shard no manifest names. Returns (store, the shard's key, the marker's key)."""
     from arrayds.nodes import pending
+
     arrayds.to_arrayrecord(np.arange(4), url, chunks=2, storage_options=so)
     store = get_store(url, so)
     wid = pending.begin(store, "")

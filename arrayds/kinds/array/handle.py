@@ -891,7 +891,7 @@ class Array(Node):
             )
         entries = [ShardEntry(e.path, e.start, e.stop, e.offset, nbytes) for e in entries]
         shards = stack_entries(m.shards, entries)
-        self._commit(m.with_(shards=shards), write_id, [relpath], entries)
+        self._commit(m.with_(shards=shards), write_id, [relpath], entries, registered=True)
 
     def append(
         self,
