@@ -891,15 +891,23 @@ def replace(store: Store, node: str, manifest: Mapping[str, Any]) -> bool:
     return True
 
 
-def put_if_newer(store: Store, node: str, manifest: Mapping[str, Any], tries: int = 8) -> bool:
+def put_if_newer(
+    store: Store,
+    node: str,
+    manifest: Mapping[str, Any],
+    tries: int = 8,
+    files_id: str | None = None,
+) -> bool:
     """Write ``manifest`` at ``node`` unless the manifest there has the same or a
     larger generation (compare-and-swap, retried while others race): the roll forward
-    of members a group snapshot lists. Returns whether it wrote."""
+    of members a group snapshot lists. Returns whether it wrote. The segments it
+    writes are named after ``files_id``, a write whose pending marker is held (the
+    commit of the group it runs in); without one, after a write id of its own whose
+    marker it puts and removes."""
     want = generation_of(manifest)
     write_id = manifest.get("commit") if isinstance(manifest.get("commit"), str) else ""
-    # the segments it writes are its own (several processes may roll the same
-    # manifest forward): named after a write id of its own, with its pending marker
-    files_id = pending.begin(store, node)
+    own = files_id is None
+    files_id = files_id or pending.begin(store, node)
     try:
         for _ in range(tries):
             base = read(store, node)
@@ -922,7 +930,8 @@ def put_if_newer(store: Store, node: str, manifest: Mapping[str, Any], tries: in
             store.delete(_key(node, p) for p in staged.segments)
         return False
     finally:
-        pending.end(store, node, files_id)
+        if own:
+            pending.end(store, node, files_id)
 
 
 def _group_json() -> dict[str, Any]:

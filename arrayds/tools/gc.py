@@ -368,6 +368,11 @@ def collect_garbage(
     return report
 
 
+def _on_one_path(a: str, b: str) -> bool:
+    """Whether the folders ``a`` and ``b`` are the same or one is below the other."""
+    return not a or not b or a == b or a.startswith(b + "/") or b.startswith(a + "/")
+
+
 def _node_folders(keys: list[str]) -> set[str]:
     """The folders that hold a manifest among ``keys`` and every folder above them:
     where the writers of the nodes found keep their markers (a snapshot's write keeps
@@ -384,12 +389,13 @@ def _node_folders(keys: list[str]) -> set[str]:
 
 def _under_way(key: str, writes: pending.Live) -> bool:
     """Whether ``key`` belongs to a write whose marker ``writes`` found: a file named
-    after its write id, or a local commit's temporary manifest in a folder at or
-    above the node of a marker (a commit holds its marker while it stages and puts
-    its manifest, and creates the missing groups above its node)."""
+    after its write id, or a local commit's temporary manifest in a folder on the path
+    of the node of a marker (a commit holds its marker while it stages and puts its
+    manifest, creates the missing groups above its node and rolls the members of a
+    group snapshot forward below it)."""
     if _MANIFEST_TMP.fullmatch(key.rpartition("/")[2]):
         folder = _parent(key)
-        return any(not folder or f == folder or f.startswith(folder + "/") for f in writes.folders)
+        return any(_on_one_path(folder, f) for f in writes.folders)
     parts = key.split("/")
     for n in (3, 2, 1):  # <node>/_arrayds/log/<segment>, <node>/c/<shard>, <node>/<shard>
         wid = pending.write_id_of("/".join(parts[-n:])) if len(parts) >= n else None

@@ -426,21 +426,29 @@ if hasattr(os, "register_at_fork"):
 
 
 def roll_forward(
-    store: Store, node: str, doc: Mapping[str, Any], names: Iterable[str] | None = None
+    store: Store,
+    node: str,
+    doc: Mapping[str, Any],
+    names: Iterable[str] | None = None,
+    files_id: str | None = None,
 ) -> None:
     """Bring the own manifest of each member that the snapshot of the committed group
     manifest ``doc`` (at ``node``) lists up to date (all of them, or ``names``), with
     :func:`arrayds.nodes.commit.put_if_newer`, top-down: a subgroup's manifest before
     its members'. A member whose own manifest is as new or newer stays as it is. The
     write is committed already, so a failure is a warning, not the write's failure:
-    readers use the snapshot, and the next write to the group rolls forward again."""
+    readers use the snapshot, and the next write to the group rolls forward again. It
+    runs in the commit of ``doc``, which holds the pending marker of its write id
+    (:mod:`arrayds.nodes.pending`): the segments it writes are named after that id
+    (``files_id``, default ``doc``'s ``commit``)."""
+    files_id = files_id or (doc.get("commit") if isinstance(doc.get("commit"), str) else None)
     members = (doc.get(SNAPSHOT) or {}).get("members") or {}
     todo = [(n, e) for n, e in members.items() if names is None or n in names]
 
     def one(name: str, entry: Mapping[str, Any]) -> Exception | None:
         child = join_component(node, name)
         try:
-            node_commit.put_if_newer(store, child, entry)
+            node_commit.put_if_newer(store, child, entry, files_id=files_id)
         except Exception as e:  # noqa: BLE001
             return e
         return None
@@ -457,7 +465,7 @@ def roll_forward(
                 stacklevel=2,
             )
         if entry.get("kind") == "group":  # top-down: its members once it is written
-            roll_forward(store, join_component(node, name), entry)
+            roll_forward(store, join_component(node, name), entry, files_id=files_id)
 
 
 def forget_histories(store: Store, node: str, members: Iterable[str]) -> None:
