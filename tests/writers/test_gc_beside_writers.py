@@ -1,4 +1,4 @@
-"""``arrayds gc`` beside writers removes nothing a writer needs (issue 28): every write
+"""``arrayds gc`` beside writers removes nothing a writer needs: every write
 path keeps a pending marker (arrayds.nodes.pending) from before its first file until
 its commit, and gc keeps the files of the writes whose marker it finds.
 
