@@ -83,10 +83,18 @@ def marker_key(node: str, write_id: str) -> str:
 
 def begin(store: Store, node: str, write_id: str | None = None) -> str:
     """Put the marker of a write to ``node`` (a new write id unless ``write_id`` is
-    given) before it writes any file; returns the write id. One small put."""
+    given) before it writes any file; returns the write id. One small put (locally
+    a file linked into place, its data synced in the background)."""
     write_id = write_id or new_write_id()
-    doc = {"format": MARKER_FORMAT, "write": write_id, "started": time.time()}
-    store.put(marker_key(node, write_id), dump_json(doc))
+    doc = dump_json({"format": MARKER_FORMAT, "write": write_id, "started": time.time()})
+    key = marker_key(node, write_id)
+    if not store.local:
+        store.put(key, doc)
+        return write_id
+    # a marker needs to be seen, not to survive a crash (the write dies with it, and
+    # then nothing needs its files): on a local disk no fsync waits for it
+    with store.new_file(key, defer_sync=True) as tmp, open(tmp, "wb") as f:
+        f.write(doc)
     return write_id
 
 
