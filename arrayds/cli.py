@@ -509,9 +509,9 @@ def cat(
     default="24h",
     show_default=True,
     metavar="DURATION",
-    help="Keep unreferenced files younger than this (90s, 15m, 24h, 7d): a write that is "
-    "still running has shards its commit does not reference yet. 0 removes all "
-    "(only when no write is running).",
+    help="Keep unreferenced files younger than this (90s, 15m, 24h, 7d). The files of "
+    "writes under way are kept whatever it is (their pending markers); it is a margin "
+    "for writers of older arrayds releases. 0 is safe beside writers of this release.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @storage_options_args
@@ -580,6 +580,13 @@ def _print_gc(report: Any, dry_run: bool, min_age: str) -> None:
         f"{verb} {len(report.removed)} unreferenced file{'s' if len(report.removed) != 1 else ''}"
         f" ({format_bytes(report.removed_bytes)}); {report.referenced} referenced shards kept"
     )
+    for p in report.abandoned:
+        click.echo(f"{verb} {p}: the marker of a write older than the max write age")
+    if report.under_way:
+        click.echo(
+            f"kept {len(report.under_way)} unreferenced file"
+            f"{'s' if len(report.under_way) != 1 else ''} of writes under way"
+        )
     if report.kept_young:
         click.echo(
             f"kept {len(report.kept_young)} unreferenced file"

@@ -108,13 +108,12 @@ UNKNOWN = "the commit's outcome is unknown"
 """What :mod:`arrayds.nodes.commit` notes on an error after which it cannot tell
 whether the commit landed."""
 
-GC_MIN_AGE = 600
-"""The ``min_age`` of the gc beside the writers: longer than a writer may hold the
-shards of an append before it commits them (a records, dask or xarray append keeps
-them through all its retries, whose waits alone may add up to
-:func:`arrayds.nodes.retry.budget`, 187 s); with 60 s, a 16-writer xarray run on S3
-read a committed manifest naming a missing shard (most likely removed by gc while
-the append that wrote it was still retrying)."""
+GC_MIN_AGE = 0
+"""The ``min_age`` of the gc beside the writers: 0, every unreferenced file is a
+candidate at once. gc keeps the files of the writes under way by their pending
+markers (:mod:`arrayds.nodes.pending`), however long an append holds its shards
+through its retries; this run is the proof (before the markers it needed 600 s: with
+60 s, a 16-writer xarray run on S3 read a committed manifest naming a missing shard)."""
 
 
 # ---------------------------------------------------------------- the writer process

@@ -48,7 +48,7 @@ from typing import Any
 from ..abc.store import ABSENT, Keep, Store, Version
 from ..errors import CommitConflictError, CorruptionError, PreconditionFailedError
 from . import history as log
-from . import retry
+from . import pending, retry
 from .history import Extend
 from .names import (
     FORMAT,
@@ -102,6 +102,10 @@ class Merged:
     gone: list[str]
     """Files the write itself added that no version names once it commits (the
     appended shards merged away): removed once the put landed."""
+    markers: tuple[str, ...] = ()
+    """The write ids the merged files are named after, whose pending markers (in the
+    committed node, :func:`arrayds.nodes.pending.begin`) the commit ends once its
+    outcome is known."""
 
 
 Merge = Callable[["NodeVersion", "Mapping[str, Any] | Extend"], "Merged | None"]
@@ -383,6 +387,13 @@ def _remove(store: Store, node: str, files: Iterable[str]) -> None:
         pass
 
 
+def _drop_merged(store: Store, node: str, merged: Merged) -> None:
+    """Remove the files of a merge that will not be committed, then its markers."""
+    _remove(store, node, merged.written)
+    for wid in merged.markers:
+        pending.end(store, node, wid)
+
+
 def _discard(store: Store, node: str, written: Iterable[str]) -> None:
     """Remove the files a failed write added, except any that the node's manifest now
     references (never delete committed data). Best effort: leftovers are orphans,
@@ -454,9 +465,13 @@ def _stage(
     generation: int,
     write_id: str,
     fresh: bool = False,
+    files_id: str | None = None,
 ) -> _Staged:
     """Encode the next manifest of ``node`` (``change``: whole, or an :class:`Extend`
-    of ``base``) in ``format_version``, with its ``generation`` and ``commit``."""
+    of ``base``) in ``format_version``, with its ``generation`` and ``commit``; new
+    segments are named after ``files_id`` (default ``write_id``), a write id whose
+    pending marker is held."""
+    files_id = files_id or write_id
     if isinstance(change, Extend) and (
         format_version < 2 or (base.exists and base.format_version < 2)
     ):
@@ -472,14 +487,14 @@ def _stage(
         if since:
             stamp[log.HISTORY_FROM] = since
     if isinstance(change, Extend):
-        head, segments = log.extend(store, node, change, base.head or {})
+        head, segments = log.extend(store, node, change, base.head or {}, files_id)
         head.update(stamp)
         added = {s["path"] for s in change.shards if isinstance(s.get("path"), str)}
         return _Staged(head, dump_json(head), None, segments, added)
     new = {**change, **stamp}
     if format_version >= 2:
         lists: dict[str, list[Any]] = {}
-        head, segments = log.encode(store, node, new, base.head, lambda: base.raw, lists)
+        head, segments = log.encode(store, node, new, base.head, lambda: base.raw, lists, files_id)
         added = {
             f"{where}/{e['path']}" if where else e["path"]
             for where, entries in lists.items()
@@ -517,6 +532,7 @@ def commit(
     what: str | None = None,
     format_version: int | None = None,
     merge: Merge | None = None,
+    registered: bool = False,
 ) -> dict[str, Any]:
     """Commit the next manifest of ``node`` (see the module docstring); returns it.
 
@@ -539,6 +555,12 @@ def commit(
     is refused (a retry merges again from its fresh read), its ``gone`` files once
     the put landed.
 
+    The pending marker of ``write_id`` in ``node`` (:mod:`arrayds.nodes.pending`: gc
+    keeps every file named after a write id whose marker is there) is put by the
+    write before it wrote its first file (``registered``), else here before the
+    first segment; it is removed once the outcome is known: when this returns or
+    raises, except after a put of unknown outcome (it then expires).
+
     Returns the committed manifest; for an :class:`Extend`, as stored (its shard
     lists may be logs: :func:`arrayds.nodes.history.resolve` gives their entries).
     """
@@ -547,6 +569,38 @@ def commit(
     written = tuple(written)
     clear = tuple(clear)
     label = what or f"node {store.display(node)!r}"
+    if not registered:
+        pending.begin(store, node, write_id)
+    known = [True]  # whether the outcome is known (else the marker is left to expire)
+    try:
+        return _commit(
+            store, node, build, write_id, check, written, retries, parents, replaces,
+            clear, after, label, format_version, merge, known,
+        )  # fmt: skip
+    finally:
+        if known[0]:
+            pending.end(store, node, write_id)
+
+
+def _commit(
+    store: Store,
+    node: str,
+    build: Build,
+    write_id: str,
+    check: Check | None,
+    written: tuple[str, ...],
+    retries: int,
+    parents: bool,
+    replaces: bool,
+    clear: tuple[str, ...],
+    after: After | None,
+    label: str,
+    format_version: int | None,
+    merge: Merge | None,
+    known: list[bool],
+) -> dict[str, Any]:
+    """The attempts of :func:`commit` (its arguments); ``known[0]`` is ``False`` while
+    a put is under way (an error then leaves its outcome unknown)."""
     attempt = 0
     while True:
         base = read(store, node)
@@ -582,18 +636,20 @@ def commit(
             )
         except BaseException:
             if merged is not None:
-                _remove(store, node, merged.written)
+                _drop_merged(store, node, merged)
             _discard(store, node, written)
             raise
         if parents and node:
             ensure_parents(store, node)
+        known[0] = False
         refused = _put(store, node, base, staged, fv, label)
+        known[0] = True
         if refused is not None and _landed(store, node, staged.head, write_id, staged.added):
             refused = None  # it landed; its reply was lost and the client's retry refused
         if refused is not None:
             store.delete(_key(node, p) for p in staged.segments)
             if merged is not None:  # merged from a base that is gone: a retry merges anew
-                _remove(store, node, merged.written)
+                _drop_merged(store, node, merged)
             if attempt < retries:
                 attempt += 1
                 retry.backoff(attempt)  # bounded, counted (arrayds.nodes.retry)
@@ -602,6 +658,8 @@ def commit(
             raise _conflict(label, base, refused) from None
         if merged is not None:
             _remove(store, node, merged.gone)
+            for wid in merged.markers:
+                pending.end(store, node, wid)
         if after is not None:
             after(base, staged.manifest(store, node))
         if replaces and base.raw is not None:
@@ -759,13 +817,15 @@ def forget_history(store: Store, node: str) -> None:
 def _forget_history(store: Store, node: str, head: Mapping[str, Any]) -> None:
     try:
         keep = log.log_files(head)
-        if not keep:
-            store.delete_prefix(_key(node, log.META_DIR))
+        if not keep:  # the markers of the writes under way stay (arrayds.nodes.pending)
+            store.delete_prefix(_key(node, log.LOG_DIR))
+            store.delete_prefix(_key(node, log.VERSIONS_DIR))
             return
         doomed = [
             k
             for k, _, _ in store.list(_key(node, log.META_DIR))
             if k[len(node) + 1 if node else 0 :] not in keep
+            and not k.startswith(_key(node, pending.WRITES_DIR + "/"))
         ]
         store.delete(doomed)
     except Exception:  # noqa: BLE001 - best effort
@@ -844,31 +904,47 @@ def replace(store: Store, node: str, manifest: Mapping[str, Any]) -> bool:
     return True
 
 
-def put_if_newer(store: Store, node: str, manifest: Mapping[str, Any], tries: int = 8) -> bool:
+def put_if_newer(
+    store: Store,
+    node: str,
+    manifest: Mapping[str, Any],
+    tries: int = 8,
+    files_id: str | None = None,
+) -> bool:
     """Write ``manifest`` at ``node`` unless the manifest there has the same or a
     larger generation (compare-and-swap, retried while others race): the roll forward
-    of members a group snapshot lists. Returns whether it wrote."""
+    of members a group snapshot lists. Returns whether it wrote. The segments it
+    writes are named after ``files_id``, a write whose pending marker is held (the
+    commit of the group it runs in); without one, after a write id of its own whose
+    marker it puts and removes."""
     want = generation_of(manifest)
     write_id = manifest.get("commit") if isinstance(manifest.get("commit"), str) else ""
-    for _ in range(tries):
-        base = read(store, node)
-        if base.exists and base.generation >= want:
-            return False
-        fv = base.format_version if base.exists else NEWEST
-        staged = _stage(
-            store,
-            node,
-            base,
-            manifest,
-            format_version=fv or NEWEST,
-            generation=want,
-            write_id=str(write_id),
-        )
-        refused = _put(store, node, base, staged, fv, store.display(node))
-        if refused is None or _landed(store, node, staged.head, str(write_id)):
-            return True
-        store.delete(_key(node, p) for p in staged.segments)
-    return False
+    own = files_id is None
+    files_id = files_id or pending.begin(store, node)
+    try:
+        for _ in range(tries):
+            base = read(store, node)
+            if base.exists and base.generation >= want:
+                return False
+            fv = base.format_version if base.exists else NEWEST
+            staged = _stage(
+                store,
+                node,
+                base,
+                manifest,
+                format_version=fv or NEWEST,
+                generation=want,
+                write_id=str(write_id),
+                files_id=files_id,
+            )
+            refused = _put(store, node, base, staged, fv, store.display(node))
+            if refused is None or _landed(store, node, staged.head, str(write_id)):
+                return True
+            store.delete(_key(node, p) for p in staged.segments)
+        return False
+    finally:
+        if own:
+            pending.end(store, node, files_id)
 
 
 def _group_json() -> dict[str, Any]:
@@ -935,6 +1011,18 @@ def _kind_phrase(kind: str | None) -> str:
     return f"an {kind}" if kind[:1] in "aeiou" else f"a {kind}"
 
 
+def _in_use(store: Store, node: str) -> set[str]:
+    """The files (relative to ``node``) its current version and the versions its
+    history keeps reference."""
+    cur = read(store, node)
+    out = referenced_files(cur.raw) if cur.raw is not None else set()
+    for g in _kept_generations(store, cur) if cur.exists else ():
+        head = _version_head(store, node, g)
+        raw = NodeVersion(store, node, head, _HISTORIC).raw if head is not None else None
+        out |= referenced_files(raw) if raw is not None else set()
+    return out
+
+
 def child_nodes(store: Store, node: str) -> list[str]:
     """The names (sorted) of the folders directly below ``node`` that hold a manifest."""
     return [
@@ -955,7 +1043,9 @@ def remove_replaced(
     """After a commit replaced ``old`` with ``new`` at ``node``: remove the files only
     ``old`` referenced and, if ``old`` was a group, its child nodes that ``new`` does
     not use. ``folders`` (relative to the node): also remove every other file below
-    them that ``new`` does not reference (files of writes that never committed). Best
+    them that no version of the node references (files of writes that never
+    committed), as ``arrayds gc`` does: never a file of a write under way (listed,
+    then the pending markers, then the versions: :mod:`arrayds.nodes.pending`). Best
     effort: what is left is an orphan (no reader sees it; ``arrayds gc`` removes it).
     """
     keep = referenced_files(new) if new is not None else set()
@@ -963,11 +1053,11 @@ def remove_replaced(
         # a forged old manifest may name any key: only plain files inside the node go
         doomed = {p for p in referenced_files(old) - keep if is_node_file(p)}
         start = len(node) + 1 if node else 0
-        for folder in folders:
-            if any(p.startswith(folder + "/") for p in keep):
-                doomed |= {k[start:] for k, _, _ in store.list(_key(node, folder))} - keep
-            else:  # nothing of it is kept: the folder goes
-                store.delete_prefix(_key(node, folder))
+        listed = {k[start:] for f in folders for k, _, _ in store.list(_key(node, f))}
+        if listed:
+            running = pending.live(store, [node]).ids
+            used = keep | _in_use(store, node)
+            doomed |= {p for p in listed - used if pending.write_id_of(p) not in running}
         if doomed:
             store.delete(sorted(_key(node, p) for p in doomed))
         if old.get("kind") != "group":

@@ -41,6 +41,8 @@ one committed state.
 
 from __future__ import annotations
 
+import re
+import secrets
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -84,6 +86,7 @@ __all__ = [
 ]
 
 LOG_DIR = f"{META_DIR}/log"
+_WRITE_ID = re.compile(r"[0-9a-f]{24}")
 VERSIONS_DIR = f"{META_DIR}/versions"
 HISTORY_FROM = "history_from"
 """The head field naming the first generation of the node's history (set by a commit
@@ -116,8 +119,10 @@ class Extend:
     ``segments``: references (:func:`write_segments`) of segments written before the
     commit (by the workers of a dask write), appended after the current entries and
     before ``shards``: the commit then holds only their references, never their
-    entries. They become visible only when the head names them; unnamed, gc removes
-    them as any segment no version names."""
+    entries. They become visible only when the head names them; named after the
+    write's id, gc keeps them while its pending marker lives
+    (:mod:`arrayds.nodes.pending`) and removes them afterwards if no version names
+    them."""
 
     fields: Mapping[str, Any]
     shards: Sequence[Mapping[str, Any]]
@@ -393,9 +398,22 @@ def _check_summary(ref: Mapping[str, Any], entries: list[Any], where: str) -> No
             )
 
 
-def _write_segment(store: Store, node: str, entries: Sequence[Any]) -> dict[str, Any]:
-    """Write the immutable segment of ``entries``; returns its reference."""
-    path = f"{LOG_DIR}/{new_write_id()}.json"
+def _segment_path(write_id: str | None) -> str:
+    """A new segment's path: ``_arrayds/log/<write id>-<8 hex>.json`` for a commit of
+    the write ``write_id`` (whose pending marker keeps gc from removing it before the
+    commit: :mod:`arrayds.nodes.pending`), ``_arrayds/log/<new write id>.json`` for
+    others."""
+    if write_id is not None and _WRITE_ID.fullmatch(write_id):
+        return f"{LOG_DIR}/{write_id}-{secrets.token_hex(4)}.json"
+    return f"{LOG_DIR}/{new_write_id()}.json"
+
+
+def _write_segment(
+    store: Store, node: str, entries: Sequence[Any], write_id: str | None
+) -> dict[str, Any]:
+    """Write the immutable segment of ``entries`` (named after ``write_id``); returns
+    its reference."""
+    path = _segment_path(write_id)
     entries = list(entries)
     store.put(
         _key(node, path),
@@ -408,11 +426,13 @@ def _write_segment(store: Store, node: str, entries: Sequence[Any]) -> dict[str,
     return {"path": path, "count": len(entries), **summary(entries)}
 
 
-def _write_segments(store: Store, node: str, entries: list[Any]) -> list[dict[str, Any]]:
+def _write_segments(
+    store: Store, node: str, entries: list[Any], write_id: str | None
+) -> list[dict[str, Any]]:
     """``entries`` as segments of at most :data:`SEGMENT_LIMIT` entries each, written
     at once; their references, in order."""
     runs = [entries[i : i + SEGMENT_LIMIT] for i in range(0, len(entries), SEGMENT_LIMIT)]
-    return run_each(io_pool(), lambda run: _write_segment(store, node, run), runs)
+    return run_each(io_pool(), lambda run: _write_segment(store, node, run, write_id), runs)
 
 
 # ------------------------------------------------------------------ shard logs
@@ -629,7 +649,12 @@ def log_files(head: Mapping[str, Any]) -> set[str]:
 
 
 def _append(
-    store: Store, node: str, log: Any, added: Sequence[Any], written: list[str]
+    store: Store,
+    node: str,
+    log: Any,
+    added: Sequence[Any],
+    written: list[str],
+    write_id: str | None,
 ) -> dict[str, Any]:
     """The shard log ``log`` (stored form, or a plain list) with ``added`` appended."""
     if _is_log(log):
@@ -648,17 +673,17 @@ def _append(
         and segs[-1]["count"] + len(entries) <= SEGMENT_LIMIT
     ):
         entries = [*segment(store, node, segs.pop(), store.display(node)), *entries]
-    new = _write_segments(store, node, entries)
+    new = _write_segments(store, node, entries, write_id)
     segs += new
     written += [r["path"] for r in new]
     return {"segments": segs, "tail": []}
 
 
-def _fresh(store: Store, node: str, entries: Any, written: list[str]) -> Any:
+def _fresh(store: Store, node: str, entries: Any, written: list[str], write_id: str | None) -> Any:
     """A shard list written anew (not a list: kept as it is, for the kind to refuse)."""
     if not isinstance(entries, list):
         return entries
-    return _append(store, node, None, entries, written)
+    return _append(store, node, None, entries, written, write_id)
 
 
 def _encode_list(
@@ -669,6 +694,7 @@ def _encode_list(
     current: Callable[[], Any],
     written: list[str],
     owner: tuple[int, str] | None = None,
+    write_id: str | None = None,
 ) -> tuple[Any, list[Any]]:
     """Store the list ``new`` given the stored form of the list it replaces (held by
     a manifest stamped ``owner``): appended to it when ``new`` starts with the
@@ -676,9 +702,9 @@ def _encode_list(
     manifest), else written anew. Returns it and the entries that are not the
     current ones' (what the write adds)."""
     if stored is None or not isinstance(new, list):
-        return _fresh(store, node, new, written), new if isinstance(new, list) else []
+        return _fresh(store, node, new, written, write_id), new if isinstance(new, list) else []
     if isinstance(new, Fresh):
-        return _fresh(store, node, list(new), written), []
+        return _fresh(store, node, list(new), written, write_id), []
     if (
         isinstance(new, Appended)
         and owner is not None
@@ -686,12 +712,12 @@ def _encode_list(
         and _stored_count(stored) == new.count
     ):
         added = list(new[new.count :])
-        return _append(store, node, stored, added, written), added
+        return _append(store, node, stored, added, written, write_id), added
     old = current()
     if isinstance(old, list) and len(new) >= len(old) and new[: len(old)] == old:
         added = new[len(old) :]
-        return _append(store, node, stored, added, written), added
-    return _fresh(store, node, new, written), new
+        return _append(store, node, stored, added, written, write_id), added
+    return _fresh(store, node, new, written, write_id), new
 
 
 def encode(
@@ -701,13 +727,15 @@ def encode(
     base: Mapping[str, Any] | None,
     current: Callable[[], Mapping[str, Any] | None] | None = None,
     added: dict[str, list[Any]] | None = None,
+    write_id: str | None = None,
 ) -> tuple[dict[str, Any], list[str]]:
     """The head (format 2) that stores the logical manifest ``new``, given the stored
     head ``base`` it replaces (``None``: none) and ``current()``, the logical manifest
     of ``base``. Returns it and the segment files written for it (relative to the
     node; they must be durable before the head is). ``added``, if given, receives the
     entries of each list that the current manifest does not have (``""``: the node's
-    own shards, else the snapshot member's name)."""
+    own shards, else the snapshot member's name). New segments are named after
+    ``write_id``, the write that commits the head."""
     written: list[str] = []
     added = {} if added is None else added
     head = dict(new)
@@ -735,7 +763,7 @@ def encode(
     if "shards" in head:
         stored, cur, owner = base_list(("shards",))
         head["shards"], added[""] = _encode_list(
-            store, node, head["shards"], stored, cur, written, owner
+            store, node, head["shards"], stored, cur, written, owner, write_id
         )
     members = _members(head)
     if members is not None:
@@ -744,7 +772,7 @@ def encode(
             if isinstance(m, dict) and "shards" in m:
                 stored, cur, owner = base_list(("snapshot", "members", name, "shards"))
                 enc, added[name] = _encode_list(
-                    store, node, m["shards"], stored, cur, written, owner
+                    store, node, m["shards"], stored, cur, written, owner, write_id
                 )
                 m = dict(m, shards=enc)
             new_members[name] = m
@@ -753,15 +781,20 @@ def encode(
 
 
 def extend(
-    store: Store, node: str, change: Extend, base: Mapping[str, Any]
+    store: Store,
+    node: str,
+    change: Extend,
+    base: Mapping[str, Any],
+    write_id: str | None = None,
 ) -> tuple[dict[str, Any], list[str]]:
     """The head (format 2) of ``base`` (a stored head) changed by ``change``, and the
-    segment files written for it."""
+    segment files written for it (named after ``write_id``, the write that commits
+    the head)."""
     written: list[str] = []
     head = {**base, **change.fields}
     stored = base.get("shards")
     if change.drop:
-        stored = _dropped(store, node, stored, change.drop, written)
+        stored = _dropped(store, node, stored, change.drop, written, write_id)
     if change.segments:
         what = store.display(node)
         for ref in change.segments:
@@ -769,30 +802,38 @@ def extend(
         segs = list(stored["segments"]) if _is_log(stored) else []
         tail = list(stored["tail"]) if _is_log(stored) else list(stored or [])
         if tail:  # the current entries stay before the new ones
-            new = _write_segments(store, node, tail)
+            new = _write_segments(store, node, tail, write_id)
             segs += new
             written += [r["path"] for r in new]
         stored = {"segments": [*segs, *(dict(r) for r in change.segments)], "tail": []}
-    head["shards"] = _append(store, node, stored, list(change.shards), written)
+    head["shards"] = _append(store, node, stored, list(change.shards), written, write_id)
     return head, written
 
 
-def write_segments(store: Store, node: str, entries: Sequence[Any]) -> list[dict[str, Any]]:
+def write_segments(
+    store: Store, node: str, entries: Sequence[Any], write_id: str | None = None
+) -> list[dict[str, Any]]:
     """Write ``entries`` as new immutable segments of ``node`` (at most
-    :data:`SEGMENT_LIMIT` entries each, uniquely named) and return their references
-    (with their summaries), for an :class:`Extend`'s ``segments``. Nothing is visible
-    until a commit's head names them.
+    :data:`SEGMENT_LIMIT` entries each, uniquely named after ``write_id``, the write
+    whose pending marker keeps them from gc until its commit) and return their
+    references (with their summaries), for an :class:`Extend`'s ``segments``. Nothing
+    is visible until a commit's head names them.
 
     >>> import arrayds
     >>> st = arrayds.open("memory://doc-write-segments", mode="w").store
     >>> [r["count"] for r in write_segments(st, "x", [{"path": "c/a"}] * 3)]
     [3]
     """
-    return _write_segments(store, node, list(entries))
+    return _write_segments(store, node, list(entries), write_id)
 
 
 def _dropped(
-    store: Store, node: str, stored: Any, drop: Mapping[str, Sequence[int]], written: list[str]
+    store: Store,
+    node: str,
+    stored: Any,
+    drop: Mapping[str, Sequence[int]],
+    written: list[str],
+    write_id: str | None,
 ) -> Any:
     """The stored shard list ``stored`` without the entries ``drop`` names (positions
     by segment path, ``""`` the tail): each segment named is written anew without
@@ -819,7 +860,7 @@ def _dropped(
             raise ValueError(f"{what}: positions {sorted(gone)} are not in {ref['path']!r}")
         kept = [e for i, e in enumerate(entries) if i not in gone]
         if kept:
-            out.append(_write_segment(store, node, kept))
+            out.append(_write_segment(store, node, kept, write_id))
             written.append(out[-1]["path"])
     gone_tail = set(drop.get("", ()))
     tail = [e for i, e in enumerate(tail) if i not in gone_tail]

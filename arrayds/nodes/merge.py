@@ -21,9 +21,9 @@ from typing import Any
 
 from ..abc.store import Store
 from ..errors import CommitConflictError
-from . import commit
+from . import commit, pending
 from . import registry as kinds
-from .names import join_component, new_write_id
+from .names import join_component
 from .shards import IO_THREADS, io_pool
 
 AUTO_COMPACT_FILES = 64
@@ -209,8 +209,13 @@ def tiered(
     >>> arrayds.open_array("memory://doc-tiered")[:].tolist()
     [0, 1, 2, 3, 4, 5, 6, 7]
     """
-    files = dict(appended) if isinstance(appended, Mapping) else {"": list(appended)}
+    # a list stays the caller's: an append that writes its shard again names the new one
+    files = dict(appended) if isinstance(appended, Mapping) else {"": _as_list(appended)}
     return TieredMerge(store, node, files, parse_shard_size(shard_size))
+
+
+def _as_list(files: Sequence[str]) -> list[str]:
+    return files if isinstance(files, list) else list(files)
 
 
 class TieredMerge:
@@ -234,13 +239,14 @@ class TieredMerge:
             doc = self._whole(base, change)
             merged = None if doc is None else self._merge(self.node, doc, self.appended[""])
             if merged is not None:
-                self.merged = commit.Merged(*merged)
+                self.merged = commit.Merged(*merged[:3], markers=(merged[3],))
             return self.merged
         assert not isinstance(change, commit.Extend)
         snap = change.get("snapshot")
         members = dict(snap.get("members") or {}) if isinstance(snap, dict) else {}
         written: list[str] = []
         gone: list[str] = []
+        markers: list[str] = []
         try:
             for name, files in self.appended.items():
                 doc = members.get(name)
@@ -251,12 +257,15 @@ class TieredMerge:
                     members[name] = merged[0]
                     written += [f"{name}/{p}" for p in merged[1]]
                     gone += [f"{name}/{p}" for p in merged[2]]
+                    markers.append(merged[3])
         except BaseException:
             _delete(self.store, self.node, written)
+            for wid in markers:
+                pending.end(self.store, self.node, wid)
             raise
         if written:
             doc = {**change, "snapshot": {**snap, "members": members}}  # type: ignore[dict-item]
-            self.merged = commit.Merged(doc, written, gone)
+            self.merged = commit.Merged(doc, written, gone, tuple(markers))
         return self.merged
 
     @staticmethod
@@ -279,9 +288,11 @@ class TieredMerge:
 
     def _merge(
         self, node: str, doc: Mapping[str, Any], appended: Sequence[str]
-    ) -> tuple[dict[str, Any], list[str], list[str]] | None:
+    ) -> tuple[dict[str, Any], list[str], list[str], str] | None:
         """``doc`` (the manifest JSON of ``node``) with its newest small shards merged,
-        the merged files and the ``appended`` files merged away; ``None``: no full tier."""
+        the merged files, the ``appended`` files merged away and the write id the
+        merged files are named after (its pending marker is in the committed node,
+        :attr:`commit.Merged.markers`); ``None``: no full tier."""
         kind = kinds.find(doc.get("kind"))
         if kind is None or kind.tail_sizes is None or kind.compact is None:
             return None
@@ -291,8 +302,10 @@ class TieredMerge:
         if n == 0:
             return None
         # the merged shard's own name: an append's files are named after its write id
-        rw = rewrite(self.store, node, kind, m, self.shard_size, new_write_id(), tail=n)
-        return rw.manifest.to_json(), list(rw.written), _merged_away(m.shards, n, appended)
+        wid = pending.begin(self.store, self.node)
+        with pending.uploading(self.store, self.node, wid):
+            rw = rewrite(self.store, node, kind, m, self.shard_size, wid, tail=n)
+        return rw.manifest.to_json(), list(rw.written), _merged_away(m.shards, n, appended), wid
 
 
 def _delete(store: Store, node: str, files: Sequence[str]) -> None:
@@ -354,7 +367,8 @@ def commit_rewrite(
 ) -> dict[str, Any]:
     """Commit the manifest of ``rw`` if the node is still at ``stamp`` (else
     :class:`CommitConflictError` with the message ``conflict(now)`` and the shards of
-    ``rw`` removed)."""
+    ``rw`` removed). ``write_id``: the write its shards are named after, whose pending
+    marker (:func:`arrayds.nodes.pending.begin`) was put before they were written."""
 
     def check(now: commit.NodeVersion) -> None:
         if now.stamp != stamp:
@@ -369,6 +383,7 @@ def commit_rewrite(
         written=rw.written,
         parents=False,
         what=what,
+        registered=True,
     )
 
 
@@ -719,8 +734,9 @@ def compact_small_files(
     )
     if not frag.needs_compaction:
         return None
-    write_id = new_write_id()
-    rw = rewrite(store, node, kind, manifest, DEFAULT_SHARD_SIZE, write_id)
+    write_id = pending.begin(store, node)
+    with pending.uploading(store, node, write_id):
+        rw = rewrite(store, node, kind, manifest, DEFAULT_SHARD_SIZE, write_id)
     raw = commit_rewrite(
         store,
         node,

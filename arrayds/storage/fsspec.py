@@ -258,6 +258,10 @@ class FsspecStore(BaseStore):
     def list(self, prefix: str) -> list[tuple[str, int, float | None]]:
         base = self.path(prefix)
         root = self.path("")
+        # never a cached listing: gc's safety beside writers rests on a listing that
+        # sees every object written before it began (arrayds.nodes.pending)
+        self.fs.invalidate_cache(base)
+        self._forget_listings_below(base)
         try:
             found = self.fs.find(base, detail=True)
         except FileNotFoundError:

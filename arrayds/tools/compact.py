@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..abc.store import Store
-from ..nodes import commit
+from ..nodes import commit, pending
 from ..nodes import registry as kinds
 from ..nodes.merge import (
     DEFAULT_SHARD_SIZE,
@@ -60,7 +60,7 @@ from ..nodes.merge import (
     tail_to_merge,
     whole_files,
 )
-from ..nodes.names import join_component, new_write_id
+from ..nodes.names import join_component
 from ..xarray.state import commit_snapshot, read_state
 from .walk import open_root
 
@@ -218,8 +218,9 @@ def _compact_node(
     report.nodes.append(line)
     if line.action != "compacted":
         return
-    write_id = new_write_id()
-    rw = rewrite(store, node, kind, m, report.shard_size, write_id, line.tail)
+    write_id = pending.begin(store, node)
+    with pending.uploading(store, node, write_id):
+        rw = rewrite(store, node, kind, m, report.shard_size, write_id, line.tail)
     commit_rewrite(
         store,
         node,
@@ -255,7 +256,7 @@ def _compact_dataset(
         report.nodes.append(lines[name])
     todo = [n for n, line in lines.items() if line.action == "compacted"]
     if todo:
-        write_id = new_write_id()
+        write_id = pending.begin(store, node)
         members = dict(state.members)
         rewrites: dict[str, Rewrite] = {}
         written: list[str] = []
@@ -276,6 +277,7 @@ def _compact_dataset(
                 written += [f"{name}/{p}" for p in rw.written]
         except BaseException:
             store.delete([join_component(node, p) for p in written])
+            pending.end(store, node, write_id)
             raise
         commit_snapshot(
             store,
@@ -286,6 +288,7 @@ def _compact_dataset(
             attrs=state.attrs,
             write_id=write_id,
             written=written,
+            registered=True,
         )
         for name in todo:
             _after(rewrites[name], report.shard_size, lines[name])

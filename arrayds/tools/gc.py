@@ -3,12 +3,16 @@ files no retained version references.
 
 Shard files are left behind by failed or killed writes, or stay referenced only by
 versions of the history that have expired (format 2 keeps every commit as a version:
-:func:`arrayds.versions`). Files younger than ``min_age`` are kept, because a write
-that is still running has uploaded shards (and manifest segments) its commit has not
-referenced yet. Only names the shard grammar produces are removed,
-and only in folders a node owns: its own folder, and the folder its kind keeps its
-shards in (:attr:`arrayds.nodes.registry.NodeKind.shard_folder`). Everything goes through
-the Store protocol (``list``, ``delete``) and :func:`arrayds.nodes.commit.read`.
+:func:`arrayds.versions`). A write that is still running has uploaded shards (and
+manifest segments) its commit has not referenced yet: they are named after its write
+id, and the write keeps a pending marker in its node until its commit's outcome is
+known (:mod:`arrayds.nodes.pending`). gc lists the files first, then the markers, then
+reads the manifests, and never removes a file of a write whose marker is there, so it
+runs safely beside writers, also with ``min_age=0``. Only names the shard grammar
+produces are removed, and only in folders a node owns: its own folder, and the folder
+its kind keeps its shards in (:attr:`arrayds.nodes.registry.NodeKind.shard_folder`).
+Everything goes through the Store protocol (``list``, ``delete``) and
+:func:`arrayds.nodes.commit.read`.
 
 >>> import arrayds, numpy as np
 >>> _ = arrayds.to_arrayrecord(np.arange(4), "memory://doc-gc0", chunks=2)
@@ -28,7 +32,7 @@ from typing import Any
 
 from ..abc.store import Store
 from ..errors import CorruptionError
-from ..nodes import commit
+from ..nodes import commit, pending
 from ..nodes import history as log
 from ..nodes import registry as kinds
 from ..nodes.names import FORMAT, FORMAT_VERSION, MANIFEST, parse_shard_name
@@ -53,6 +57,13 @@ class GcReport:
     removed_bytes: int = 0
     kept_young: list[str] = field(default_factory=list)
     protected: list[str] = field(default_factory=list)
+    under_way: list[str] = field(default_factory=list)
+    """Unreferenced files kept because the write they belong to is under way (its
+    pending marker is there: :mod:`arrayds.nodes.pending`)."""
+    abandoned: list[str] = field(default_factory=list)
+    """The markers of writes older than ``max_write_age`` (crashed writers), removed
+    (or that a dry run would remove); their files are removed as any orphan."""
+    max_write_age: float = pending.MAX_WRITE_AGE
     keep_versions: int | None = None
     older_than: float | None = None
     """The retention applied (seconds; ``None`` with ``keep_versions`` alone)."""
@@ -77,6 +88,9 @@ class GcReport:
             "removed_bytes": self.removed_bytes,
             "kept_young": self.kept_young,
             "protected": self.protected,
+            "max_write_age_seconds": self.max_write_age,
+            "under_way": self.under_way,
+            "abandoned": self.abandoned,
         }
 
 
@@ -240,6 +254,7 @@ def collect_garbage(
     min_age: float = 24 * 3600,
     keep_versions: int | None = None,
     older_than: float | timedelta | None = None,
+    max_write_age: float | timedelta = pending.MAX_WRITE_AGE,
 ) -> GcReport:
     """Expire old versions and remove the shard files under ``url`` that no retained
     version references.
@@ -265,10 +280,21 @@ def collect_garbage(
     produces in that place
     (docs/spec.md 6.1: ``c/<write id>-<n>.array_record`` of an array or ragged node,
     ``<stem>.array_record-<i>-of-<n>`` in a records node's folder, and the temporary
-    files of killed local writes), no manifest names it, and it is older than
-    ``min_age`` seconds (default 24 hours: a write that is still running has uploaded
-    shards that its commit will reference only at the end — use ``min_age=0`` only
-    when no write is running). Other files are never touched, wherever they are.
+    files of killed local writes), no manifest names it, the write it is named after
+    is not under way, and it is older than ``min_age`` seconds. Other files are never
+    touched, wherever they are.
+
+    **Writes under way.** A write keeps a pending marker
+    (``_arrayds/writes/<write id>.json``, docs/spec.md 15) in its node from before its
+    first file until its commit's outcome is known. gc lists the files, then the
+    markers, then reads the manifests, and keeps every file of a write whose marker
+    it found (``under_way``): a write's files are safe from gc however long it runs or
+    retries, and ``min_age=0`` is safe beside running writers of this release.
+    ``min_age`` (default 24 hours) is kept as a margin for writers of older releases,
+    which put no markers. A marker older than ``max_write_age`` (seconds or a
+    ``timedelta``, default :data:`arrayds.nodes.pending.MAX_WRITE_AGE`, 7 days) is
+    taken for one a crashed writer left: it is removed (``abandoned``) and the files
+    of its write are then orphans like any other.
     Shards below a manifest that cannot be parsed (or of a kind this arrayds does not
     know) are never removed (``protected``); a manifest of a newer format version is
     a ``NotImplementedError`` and nothing is removed. ``dry_run`` only reports
@@ -286,6 +312,12 @@ def collect_garbage(
     (1, 1, 3)
     """
     rule = _retention(keep_versions, older_than)
+    if isinstance(max_write_age, timedelta):
+        max_write_age = max_write_age.total_seconds()
+    if isinstance(max_write_age, bool) or not isinstance(max_write_age, (int, float)):
+        raise TypeError(f"max_write_age must be seconds or a timedelta, got {max_write_age!r}")
+    if not max_write_age >= 0:
+        raise ValueError(f"max_write_age must be >= 0 seconds, got {max_write_age!r}")
     store, _node = open_root(url, storage_options, None)
     report = GcReport(
         store.url,
@@ -293,9 +325,14 @@ def collect_garbage(
         float(min_age),
         keep_versions=rule.keep_versions,
         older_than=rule.older_than,
+        max_write_age=float(max_write_age),
     )
+    # the order is what makes it safe beside writers (arrayds.nodes.pending): the
+    # files, then the markers of the writes under way, then the manifests
     files = store.list("")
-    scan = _scan(store, [key for key, _size, _mt in files], rule)
+    keys = [key for key, _size, _mt in files]
+    writes = pending.live(store, _node_folders(keys), float(max_write_age))
+    scan = _scan(store, keys, rule)
     referenced = scan.referenced
     report.referenced = len(referenced - {k for k in referenced if _is_segment(k)})
     report.protected = [store.url_of(p) for p in scan.protected]
@@ -312,17 +349,59 @@ def collect_garbage(
         if any(not p or key.startswith(p + "/") for p in protected):
             continue
         shown = store.url_of(key)
+        if _under_way(key, writes):
+            report.under_way.append(shown)
+            continue
         if min_age > 0 and (mt is None or now - mt < min_age):
             report.kept_young.append(shown)
             continue
         doomed.append(key)
         report.removed.append(shown)
         report.removed_bytes += size
+    report.abandoned = [store.url_of(k) for k in writes.expired]
     if not dry_run and doomed:
         # the version files first: a reader never finds a version whose files are gone
         store.delete(scan.expired)
         store.delete(doomed[len(scan.expired) :])
+    if not dry_run:
+        store.delete(writes.expired)  # after their files
     return report
+
+
+def _on_one_path(a: str, b: str) -> bool:
+    """Whether the folders ``a`` and ``b`` are the same or one is below the other."""
+    return not a or not b or a == b or a.startswith(b + "/") or b.startswith(a + "/")
+
+
+def _node_folders(keys: list[str]) -> set[str]:
+    """The folders that hold a manifest among ``keys`` and every folder above them:
+    where the writers of the nodes found keep their markers (a snapshot's write keeps
+    its marker in its group, above the member arrays whose files it writes)."""
+    out: set[str] = set()
+    for key in keys:
+        folder, _, name = key.rpartition("/")
+        if name != MANIFEST:
+            continue
+        parts = folder.split("/") if folder else []
+        out |= {"/".join(parts[:i]) for i in range(len(parts) + 1)}
+    return out
+
+
+def _under_way(key: str, writes: pending.Live) -> bool:
+    """Whether ``key`` belongs to a write whose marker ``writes`` found: a file named
+    after its write id, or a local commit's temporary manifest in a folder on the path
+    of the node of a marker (a commit holds its marker while it stages and puts its
+    manifest, creates the missing groups above its node and rolls the members of a
+    group snapshot forward below it)."""
+    if _MANIFEST_TMP.fullmatch(key.rpartition("/")[2]):
+        folder = _parent(key)
+        return any(_on_one_path(folder, f) for f in writes.folders)
+    parts = key.split("/")
+    for n in (3, 2, 1):  # <node>/_arrayds/log/<segment>, <node>/c/<shard>, <node>/<shard>
+        wid = pending.write_id_of("/".join(parts[-n:])) if len(parts) >= n else None
+        if wid is not None:
+            return wid in writes.ids
+    return False
 
 
 def _join(folder: str, rel: str) -> str:

@@ -426,21 +426,29 @@ if hasattr(os, "register_at_fork"):
 
 
 def roll_forward(
-    store: Store, node: str, doc: Mapping[str, Any], names: Iterable[str] | None = None
+    store: Store,
+    node: str,
+    doc: Mapping[str, Any],
+    names: Iterable[str] | None = None,
+    files_id: str | None = None,
 ) -> None:
     """Bring the own manifest of each member that the snapshot of the committed group
     manifest ``doc`` (at ``node``) lists up to date (all of them, or ``names``), with
     :func:`arrayds.nodes.commit.put_if_newer`, top-down: a subgroup's manifest before
     its members'. A member whose own manifest is as new or newer stays as it is. The
     write is committed already, so a failure is a warning, not the write's failure:
-    readers use the snapshot, and the next write to the group rolls forward again."""
+    readers use the snapshot, and the next write to the group rolls forward again. It
+    runs in the commit of ``doc``, which holds the pending marker of its write id
+    (:mod:`arrayds.nodes.pending`): the segments it writes are named after that id
+    (``files_id``, default ``doc``'s ``commit``)."""
+    files_id = files_id or (doc.get("commit") if isinstance(doc.get("commit"), str) else None)
     members = (doc.get(SNAPSHOT) or {}).get("members") or {}
     todo = [(n, e) for n, e in members.items() if names is None or n in names]
 
     def one(name: str, entry: Mapping[str, Any]) -> Exception | None:
         child = join_component(node, name)
         try:
-            node_commit.put_if_newer(store, child, entry)
+            node_commit.put_if_newer(store, child, entry, files_id=files_id)
         except Exception as e:  # noqa: BLE001
             return e
         return None
@@ -457,7 +465,7 @@ def roll_forward(
                 stacklevel=2,
             )
         if entry.get("kind") == "group":  # top-down: its members once it is written
-            roll_forward(store, join_component(node, name), entry)
+            roll_forward(store, join_component(node, name), entry, files_id=files_id)
 
 
 def forget_histories(store: Store, node: str, members: Iterable[str]) -> None:
@@ -527,6 +535,7 @@ def commit_snapshot(
     merge: Merge | None = None,
     rebase: Rebase | None = None,
     retries: int = 0,
+    registered: bool = False,
 ) -> dict[str, Any]:
     """Commit ``members`` (all arrays of the dataset, new manifests for ``changed``)
     and ``attrs`` as one atomic write of the group manifest at ``node``, through
@@ -550,8 +559,9 @@ def commit_snapshot(
     the merged manifest. ``rebase`` (an append, ``retries=``): where the dataset
     moved since ``expected``, the snapshot it returns from the state read anew is
     committed instead of raising, and a refused put is tried again so, from a fresh
-    read, up to ``retries`` times (:mod:`arrayds.nodes.retry`). Returns the
-    committed group manifest.
+    read, up to ``retries`` times (:mod:`arrayds.nodes.retry`). ``registered``: the
+    pending marker of ``write_id`` is in ``node`` (:func:`arrayds.nodes.pending.begin`,
+    put before the files ``written``). Returns the committed group manifest.
     """
     what = f"dataset {store.display(node)!r}"
     changed = set(changed)
@@ -610,4 +620,5 @@ def commit_snapshot(
         after=after,
         what=what,
         merge=merge,
+        registered=registered,
     )

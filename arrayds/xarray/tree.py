@@ -35,6 +35,7 @@ from ..abc.store import Store
 from ..errors import CommitConflictError
 from ..kinds.array.handle import stack_entries
 from ..nodes import commit as node_commit
+from ..nodes import pending
 from ..nodes.commit import NodeVersion, generation_of
 from ..nodes.names import check_component, join_component
 from ..nodes.options import DEFAULT_COMPRESSION, check_compression
@@ -46,7 +47,6 @@ from .state import (
     DatasetState,
     forget_histories,
     group_json,
-    new_write_id,
     next_generation,
     read_state,
     remove_replaced_members,
@@ -156,7 +156,6 @@ def write_datatree(
             f"{what} already exists (mode 'w-'); use mode 'w' to replace the whole tree",
             store.display(node),
         )
-    write_id = new_write_id()
     groups = {
         rel: _plan_group(
             store, node, rel, tnode, root_state, enc_by_path.get(rel), attrs, compression
@@ -169,6 +168,7 @@ def write_datatree(
         for gi, (rel, g) in enumerate(groups.items())
         for p in g["plan"].plans
     ]
+    write_id = pending.begin(store, node)  # before the first shard: gc keeps its files
     job = CommitJob(
         url=store.url,
         storage_options=store.storage_options,
@@ -308,4 +308,5 @@ def _commit_task(job: CommitJob, results: list[list[dict[str, Any]]]) -> dict[st
         written=written,
         after=after,
         what=what,
+        registered=True,
     )

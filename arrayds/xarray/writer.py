@@ -49,6 +49,7 @@ from ..kinds.array.handle import stack_entries
 from ..kinds.array.manifest import ArrayManifest, ShardEntry
 from ..kinds.array.tensor import check_dtype
 from ..kinds.group import Group, GroupManifest
+from ..nodes import pending
 from ..nodes.merge import tiered
 from ..nodes.names import check_component, join_component
 from ..nodes.options import DEFAULT_COMPRESSION, check_compression, writer_options
@@ -62,7 +63,6 @@ from .state import (
     DatasetState,
     Snapshot,
     commit_snapshot,
-    new_write_id,
     read_state,
     run_all,
 )
@@ -399,7 +399,8 @@ def commit_graph(
             )
             for _s, p, what in plans
         ]
-        done = run_all([c for cs in calls for c in cs])
+        with pending.uploading(store, node, write_id):
+            done = run_all([c for cs in calls for c in cs])
         results, i = [], 0
         for cs in calls:
             results.append(done[i : i + len(cs)])
@@ -422,7 +423,8 @@ def commit_graph(
     delayed = Delayed(commit_key, write_graph(ys, layer_name, layer, joint), layer=layer_name)
     if not compute:
         return delayed
-    return _group(store, node, run(delayed, progress))
+    with pending.computing(store, node, write_id, compute):
+        return _group(store, node, run(delayed, progress))
 
 
 IN_MEMORY_BYTES = 64 << 20
@@ -499,6 +501,7 @@ def _commit_task(job: CommitJob, results: list[list[dict[str, Any]]]) -> dict[st
         merge=merge,
         rebase=rebase,
         retries=job.retries,
+        registered=True,
     )
 
 
@@ -1011,7 +1014,6 @@ def store_encoded(
     :class:`arrayds.Group`, or with ``compute=False`` the ``dask.delayed.Delayed``
     that writes and commits."""
     what = f"dataset {store.display(node)!r}"
-    write_id = new_write_id()
     existing = state.members if mode != "w" else {}
     written = set(plan.bases)
     own_attrs = encode_attrs(gattrs, what)
@@ -1027,7 +1029,9 @@ def store_encoded(
             remove_children = [n for n in (*state.children, *state.others) if n not in written]
         else:
             remove_files[""] = _shard_paths(state.root, what)
-    # nothing was written so far: every check above raised before any task ran
+    # nothing was written so far: every check above raised before any task ran; the
+    # pending marker comes before the first shard (gc keeps its files)
+    write_id = pending.begin(store, node)
     job = CommitJob(
         url=store.url,
         storage_options=store.storage_options,

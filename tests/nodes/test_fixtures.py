@@ -138,7 +138,9 @@ def test_v2_fixture_holds_the_format_on_disk():
     assert set(old["shards"]["segments"][0]) == {"path", "count"}
 
 
-_ID = re.compile(r"[0-9a-f]{24}")
+_ID = re.compile(r"[0-9a-f]{24}(?:-[0-9a-f]{8}(?=\.json))?")
+"""A write id, or a segment's name (``<write id>.json`` in the fixtures, the write id
+and 8 hex digits since segments are named after the committing write)."""
 
 
 def _normal(value: Any) -> Any:

@@ -91,7 +91,7 @@ def test_ragged_w_minus_race_detected_at_commit(tmp_path):
 def test_ragged_append_after_another_commit_conflicts_and_leaves_nothing(tmp_path):
     url = str(tmp_path / "clips")
     rg.write_ragged([np.ones(3)], url)
-    pending = rg.write_ragged([np.ones(5)], url, mode="a", compute=False)
+    pending = rg.write_ragged([np.ones(5)], url, mode="a", compute=False, retries=0)
     rg.write_ragged([np.ones(2)], url, mode="a")
     before = _manifest(url)
     with pytest.raises(CommitConflictError, match="another writer committed while this write"):
@@ -99,6 +99,27 @@ def test_ragged_append_after_another_commit_conflicts_and_leaves_nothing(tmp_pat
     assert _manifest(url) == before and before["generation"] == 2
     assert len(rg.open_ragged(url)) == 2
     assert _files(url) == sorted(["arrayds.json", *(s["path"] for s in before["shards"])])
+
+
+@pytest.mark.parametrize("via", ["write_ragged", "to_arrayrecord"])
+def test_a_ragged_append_with_retries_lands_after_another_commit(tmp_path, via):
+    url = str(tmp_path / "clips")
+    rg.write_ragged([np.ones(3)], url)
+    write = rg.write_ragged if via == "write_ragged" else arrayds.to_arrayrecord
+    pending = write([np.full(5, 7.0)], url, mode="a", compute=False, retries=2)
+    rg.write_ragged([np.ones(2)], url, mode="a")
+    pending.compute(scheduler="sync")  # the other append committed first: placed after it
+    ra = rg.open_ragged(url)
+    assert ra.shapes == [(3,), (2,), (5,)] and ra[2].tolist() == [7.0] * 5
+    assert len(arrayds.versions(url)) == 3 and ra.nshards == 3
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, "3", None, True])
+def test_a_ragged_write_refuses_a_bad_retry_budget(tmp_path, bad):
+    url = str(tmp_path / "clips")
+    with pytest.raises(ValueError, match=r"ragged array .*retries must be an integer >= 0"):
+        rg.write_ragged([np.ones(3)], url, retries=bad)
+    assert not os.path.exists(url)  # refused before anything was written
 
 
 def test_to_arrayrecord_writes_records_and_ragged_at_the_store_given(tmp_path):

@@ -39,9 +39,9 @@ import numpy as np
 
 from ...dask.graph import block_keys, run, streams_blocks, write_graph
 from ...errors import CommitConflictError
-from ...nodes import commit, history
+from ...nodes import commit, history, pending
 from ...nodes.merge import tiered as tiered_merge
-from ...nodes.names import SHARD_DIR, join_component, new_write_id, shard_name
+from ...nodes.names import SHARD_DIR, join_component, shard_name
 from ...nodes.options import DEFAULT_COMPRESSION, check_compression, writer_options
 from ...nodes.read import read_node
 from ...nodes.retry import APPEND_RETRIES, check_retries
@@ -49,7 +49,7 @@ from ...nodes.shards import write_shard
 from ...storage import get_store
 from ...storage.base import BaseStore as Store
 from .grid import AxisGrid, ChunkGrid
-from .handle import Array, stack_entries
+from .handle import Array, rebase_append, rebase_base, stack_entries
 from .manifest import ArrayManifest, ShardEntry
 from .tensor import check_dtype, encode_chunk
 
@@ -234,9 +234,9 @@ def _commit_task(job: CommitJob, entries: list[dict[str, Any]]) -> Array:
 
     An append with ``job.retries`` (``retries=``, :mod:`arrayds.nodes.retry`) whose
     array another writer committed to since the plan goes after that writer's rows
-    instead (:func:`_rebased`: its shards hold whole chunks, so only their entries
-    move, nothing is written again), and a refused put is tried again so, from a
-    fresh read, up to ``job.retries`` times."""
+    instead (:func:`arrayds.kinds.array.handle.rebase_append`: its shards hold whole
+    chunks, so only their entries move, nothing is written again), and a refused put
+    is tried again so, from a fresh read, up to ``job.retries`` times."""
     store = get_store(job.url, job.storage_options)
     node, mode, expected = job.node, job.mode, job.expected
     what = f"array {store.display(node)!r}"
@@ -255,7 +255,7 @@ def _commit_task(job: CommitJob, entries: list[dict[str, Any]]) -> Array:
         if not rebase or (base.kind == "array" and base.stamp == stamp):
             final = m.with_(shards=stack_entries(m.shards, new, m.grid.grid_shape))
             return planned
-        final, added = _rebased(base, m, job.first, new, job.attrs, what)
+        final, added = rebase_append(rebase_base(base, what), m, 0, job.first, new, what, job.attrs)
         return commit.Extend(final.header_json(), [e.to_json() for e in added])
 
     written = [e.path for e in new]
@@ -272,6 +272,7 @@ def _commit_task(job: CommitJob, entries: list[dict[str, Any]]) -> Array:
         replaces=mode == "w",
         what=what,
         merge=merge,
+        registered=True,
     )
     if merge is not None and isinstance(raw.get("shards"), list):
         # the whole list committed (merged, or a retried task's landed commit)
@@ -317,7 +318,7 @@ def _segment_task(job: CommitJob, entries: list[dict[str, Any]]) -> dict[str, An
     are durable; return its reference, all the commit task receives of them."""
     store = get_store(job.url, job.storage_options)
     store.flush([join_component(job.node, e["path"]) for e in entries])
-    [ref] = history.write_segments(store, job.node, entries)
+    [ref] = history.write_segments(store, job.node, entries, job.write_id)
     return ref
 
 
@@ -340,7 +341,7 @@ def _commit_segments_task(job: CommitJob, refs: list[dict[str, Any]]) -> Array:
         if not rebase or (base.kind == "array" and base.stamp == stamp):
             header = m.header_json()
             return commit.Extend(header, [], segments=refs)
-        cur, _, shift = _rebased_header(base, m, job.first, job.attrs, what)
+        cur, shift = _rebased_header(base, m, job.first, job.attrs, what)
         header = cur.header_json()
         moved = []
         for ref in refs:  # one segment's entries in memory at a time
@@ -348,7 +349,7 @@ def _commit_segments_task(job: CommitJob, refs: list[dict[str, Any]]) -> Array:
                 _entry(e).shifted(0, shift).to_json()
                 for e in history.segment(store, node, ref, what)
             ]
-            moved += history.write_segments(store, node, entries)
+            moved += history.write_segments(store, node, entries, job.write_id)
         return commit.Extend(header, [], segments=moved)
 
     raw = commit.commit(
@@ -361,60 +362,22 @@ def _commit_segments_task(job: CommitJob, refs: list[dict[str, Any]]) -> Array:
         retries=job.retries if rebase else 0,
         parents=job.mode == "w-",
         what=what,
+        registered=True,
     )
     got = history.resolve(store, node, raw, what, lazy=True)
     return Array(store, node, ArrayManifest.from_json(got, what), "r")
 
 
 def _rebased_header(
-    base: commit.NodeVersion,
-    planned: ArrayManifest,
-    first: int,
-    attrs: Mapping[str, Any] | None,
-    what: str,
-) -> tuple[ArrayManifest, tuple[int, ...], int]:
-    """An append planned as ``planned`` (the manifest it read, grown by the chunks
-    from index ``first`` of axis 0 on), placed after the rows of the array as another
-    writer left it (``base``): (that array grown so, without the appended entries;
-    the chunk grid shape it had; how many chunks along axis 0 the appended entries
-    move).
-    :class:`CommitConflictError` if the appended chunks do not fit it any more
-    (removed, or replaced by an array of another dtype or grid)."""
-    if base.kind != "array":
-        raise CommitConflictError(
-            f"{what} was removed or replaced by a {base.kind or 'missing'} node while this "
-            f"append ran; nothing of this write is visible"
-        )
-    cur = ArrayManifest.from_json(base.lazy_raw or {}, what)
-    if cur.dtype != planned.dtype or cur.grid.axes[1:] != planned.grid.axes[1:]:
-        raise CommitConflictError(
-            f"{what}: another writer replaced the array (now dtype {cur.dtype}, shape "
-            f"{cur.shape}, chunks {cur.grid.chunks}) while this append of chunks of dtype "
-            f"{planned.dtype} and chunks {planned.grid.chunks[1:]} on the other axes ran; "
-            f"nothing of this write is visible"
-        )
-    ax0 = planned.grid.axes[0]
-    shift = cur.grid.axes[0].nchunks - first
-    grid = ChunkGrid((cur.grid.axes[0].concat(ax0.sub(first, ax0.nchunks)), *cur.grid.axes[1:]))
-    merged_attrs = {**cur.attrs, **dict(attrs or {})}
-    return cur.with_(grid=grid, attrs=merged_attrs), cur.grid.grid_shape, shift
-
-
-def _rebased(
-    base: commit.NodeVersion,
-    planned: ArrayManifest,
-    first: int,
-    new: Sequence[ShardEntry],
-    attrs: Mapping[str, Any] | None,
-    what: str,
-) -> tuple[ArrayManifest, list[ShardEntry]]:
-    """An append planned as ``planned`` (the manifest it read, grown by the chunks
-    from index ``first`` of axis 0 on, which the shards ``new`` hold), placed after
-    the rows of the array as another writer left it (``base``): (the manifest to
-    commit, the moved entries), :func:`_rebased_header` with the entries moved."""
-    cur, old_shape, shift = _rebased_header(base, planned, first, attrs, what)
-    added = [e.shifted(0, shift) for e in new]
-    return cur.with_(shards=stack_entries(cur.shards, added, old_shape)), added
+    base: commit.NodeVersion, planned: ArrayManifest, first: int, attrs: Any, what: str
+) -> tuple[ArrayManifest, int]:
+    """The header of an append planned as ``planned`` (grown along axis 0 by the chunks
+    from index ``first`` on) placed after the rows of the array as another writer left
+    it (``base``), as :func:`arrayds.kinds.array.handle.rebase_append` places it, with
+    no entry loaded; and how many chunks along axis 0 the appended entries move."""
+    cur = rebase_base(base, what)
+    grown, _ = rebase_append(cur.with_(shards=[]), planned, 0, first, [], what, attrs)
+    return grown, cur.grid.axes[0].nchunks - first
 
 
 # ---------------------------------------------------------------------- write
@@ -518,15 +481,15 @@ def write_array(
     ((2, 2, 1),)
     """
     retries = check_retries(retries, f"array {store.display(node)!r}")
+    planned = plan_array_write(x, store, node, **plan)
+    write_id = pending.begin(store, node)  # before any shard: gc keeps them
     commit_task = write_plan_graph(
-        plan_array_write(x, store, node, **plan),
-        shard_size,
-        tiered=compact == "tiered",
-        retries=retries,
+        planned, shard_size, tiered=compact == "tiered", retries=retries, write_id=write_id
     )
     if not compute:
         return commit_task
-    return run(commit_task, progress)
+    with pending.computing(store, node, write_id, compute):
+        return run(commit_task, progress)
 
 
 def plan_array_write(
@@ -660,13 +623,15 @@ def write_plan_graph(
     *,
     tiered: bool = True,
     retries: int = APPEND_RETRIES,
+    write_id: str | None = None,
 ) -> Any:
     """The ``dask.delayed.Delayed`` of a planned write: one task per shard
     (:func:`shard_tasks`), one commit task on top of them, the source tasks fused into
     the shard tasks (:func:`arrayds.dask.graph.write_graph`). Nothing runs yet.
     ``tiered``: an append's commit runs the tiered merge; ``retries``: how often an
     append's commit that lost a race is placed after the other writer's rows and tried
-    again (as :func:`write_array`'s).
+    again (as :func:`write_array`'s). ``write_id``: the write's id, whose pending
+    marker (:func:`arrayds.nodes.pending.begin`) is put; else a new one is put here.
 
     >>> import arrayds, dask.array as da
     >>> st = arrayds.open("memory://doc-plan-graph", mode="w").store
@@ -676,7 +641,8 @@ def write_plan_graph(
     """
     from dask.delayed import Delayed
 
-    store, write_id = plan.store, new_write_id()
+    store = plan.store
+    write_id = write_id or pending.begin(store, plan.node)  # before any shard: gc keeps them
     name = f"arrayds-write-{write_id}"
     layer: dict[Any, Any] = {}
     y, shard_keys = shard_tasks(

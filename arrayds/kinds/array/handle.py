@@ -39,7 +39,7 @@ import html
 import itertools
 import math
 import threading
-from collections.abc import Callable, Iterator, MutableMapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,7 +49,7 @@ from ...errors import CommitConflictError, CorruptionError
 from ...files.common import run_each
 from ...files.reader import ArrayRecordReader
 from ...html_repr import node_html
-from ...nodes import commit
+from ...nodes import commit, pending
 from ...nodes import registry as kinds
 from ...nodes.handle import Node
 from ...nodes.history import resolve
@@ -58,7 +58,7 @@ from ...nodes.merge import tiered as tiered_merge
 from ...nodes.names import SHARD_DIR, check_json_value, join_component, new_write_id, shard_name
 from ...nodes.options import writer_options
 from ...nodes.read import kind_phrase, missing_node, read_node
-from ...nodes.retry import APPEND_RETRIES, backoff, check_retries
+from ...nodes.retry import APPEND_RETRIES, check_retries
 from ...nodes.shards import (
     io_pool,
     node_shard_reader,
@@ -89,6 +89,8 @@ __all__ = [
     "Attributes",
     "dask_array",
     "read_array_manifest",
+    "rebase_append",
+    "rebase_base",
     "restore_array",
     "stack_entries",
 ]
@@ -287,6 +289,80 @@ def stack_entries(
             return hid
     kept = [e for e in old if not any(n.contains_box(e.start, e.stop) for n in new)]
     return kept + list(new)
+
+
+@dataclass(frozen=True)
+class _Appended:
+    """The shard an append wrote (:meth:`Array._append_shard`)."""
+
+    manifest: ArrayManifest
+    """The manifest with the append: its grid grown, its entries added."""
+    entries: list[ShardEntry]
+    first: int
+    """The first chunk index (along the append's axis) the shard holds."""
+    whole: bool
+    """Whether the shard holds only new chunks (no partly filled chunk it completed)."""
+    n: int
+    """The shard's number within the write (``c/<write id>-<n>``)."""
+
+    @property
+    def written(self) -> list[str]:
+        return [e.path for e in self.entries]
+
+
+_Rebased = tuple[ArrayManifest, ArrayManifest, Sequence[ShardEntry]]
+"""An append placed on another writer's commit: (that node's manifest, the manifest to
+commit, the entries it adds)."""
+
+
+def rebase_base(base: commit.NodeVersion, what: str) -> ArrayManifest:
+    """The array ``base`` holds, that an append whose commit lost a race goes on
+    (:class:`CommitConflictError` if it was removed or is another kind of node now)."""
+    if base.kind != "array":
+        raise CommitConflictError(
+            f"{what} was removed or replaced by a {base.kind or 'missing'} node while this "
+            f"append ran; nothing of this write is visible"
+        )
+    return kinds.get("array").parse(base.lazy_raw, what)
+
+
+def rebase_append(
+    cur: ArrayManifest,
+    planned: ArrayManifest,
+    axis: int,
+    first: int,
+    new: Sequence[ShardEntry],
+    what: str,
+    attrs: Mapping[str, Any] | None = None,
+) -> tuple[ArrayManifest, list[ShardEntry]]:
+    """An append planned as ``planned`` (the manifest it read, its grid grown along
+    ``axis`` by the chunks from index ``first`` on, which the shards of ``new`` hold
+    whole), placed after the rows of the array ``cur`` another writer left: (the
+    manifest to commit, the moved entries); ``attrs`` are set over ``cur``'s. Only
+    entries move, nothing is written again. :class:`CommitConflictError` if the
+    appended chunks do not fit ``cur`` (another dtype, or other chunks on the other
+    axes)."""
+    others = [d for d in range(planned.ndim) if d != axis]
+    if (
+        cur.dtype != planned.dtype
+        or cur.ndim != planned.ndim
+        or any(cur.grid.axes[d] != planned.grid.axes[d] for d in others)
+    ):
+        chunks = [planned.grid.chunks[d] for d in others]
+        raise CommitConflictError(
+            f"{what}: another writer replaced the array (now dtype {cur.dtype}, shape "
+            f"{cur.shape}, chunks {cur.grid.chunks}) while this append of chunks of dtype "
+            f"{planned.dtype} and chunks {chunks} on the other axes ran; nothing of this "
+            f"write is visible"
+        )
+    ax = planned.grid.axes[axis]
+    shift = cur.grid.axes[axis].nchunks - first
+    axes = list(cur.grid.axes)
+    axes[axis] = cur.grid.axes[axis].concat(ax.sub(first, ax.nchunks))
+    added = [e.shifted(axis, shift) for e in new]
+    shards = stack_entries(cur.shards, added, cur.grid.grid_shape)
+    merged_attrs = {**cur.attrs, **dict(attrs or {})}
+    return cur.with_(grid=ChunkGrid(axes), attrs=merged_attrs, shards=shards), added
 
 
 # -------------------------------------------------------------------- Array
@@ -776,7 +852,7 @@ class Array(Node):
             self._fetch(plan, partial[plan.entry[partial] >= 0], keep)
 
         axis_runs = [_runs(p.chunks) for p in plan.plans]
-        write_id = new_write_id()
+        write_id = pending.begin(self._store, self._node)
         relpath = shard_name(write_id, 0, folder=SHARD_DIR)
         entries: list[ShardEntry] = []
         boxes = list(itertools.product(*axis_runs))
@@ -808,16 +884,17 @@ class Array(Node):
                         chunk[plan.local_key(idx)] = src
                         yield encode_chunk(chunk, dtype)
 
-        nbytes = write_shard(
-            self._store,
-            join_component(self._node, relpath),
-            records(),
-            writer_options(m.compression),
-            defer_sync=True,  # synced while the commit below is prepared
-        )
+        with pending.uploading(self._store, self._node, write_id):
+            nbytes = write_shard(
+                self._store,
+                join_component(self._node, relpath),
+                records(),
+                writer_options(m.compression),
+                defer_sync=True,  # synced while the commit below is prepared
+            )
         entries = [ShardEntry(e.path, e.start, e.stop, e.offset, nbytes) for e in entries]
         shards = stack_entries(m.shards, entries)
-        self._commit(m.with_(shards=shards), write_id, [relpath], entries)
+        self._commit(m.with_(shards=shards), write_id, [relpath], entries, registered=True)
 
     def append(
         self,
@@ -838,9 +915,12 @@ class Array(Node):
         in the append's own commit (:func:`arrayds.nodes.merge.tiered`: one version
         either way); ``True`` compacts the array once it holds 64 small files
         (after the commit); ``False`` neither. ``retries``: how often an append that
-        lost a commit race to another writer reads the array again and appends after
-        that writer's rows (with a bounded random backoff, :mod:`arrayds.nodes.retry`);
-        ``0`` raises :class:`arrayds.errors.CommitConflictError` at once.
+        lost a commit race to another writer is committed again after that writer's
+        rows, from a fresh read (the commit's retries, with a bounded random backoff:
+        :mod:`arrayds.nodes.retry`): a shard of whole new chunks is kept and only its
+        entries move, as a dask append's; a shard that completed a partly filled last
+        chunk is written again over the rows there now. ``0`` raises
+        :class:`arrayds.errors.CommitConflictError` at once.
 
         >>> import arrayds, numpy as np
         >>> a = arrayds.open_array("memory://doc-append", mode="w", shape=(0, 2),
@@ -854,18 +934,7 @@ class Array(Node):
         retries = check_retries(retries, f"{self.what}: append")
         self._check_writable()
         with self._lock:
-            attempt = 0
-            while True:
-                try:
-                    shape = self._append_locked(data, axis, tiered=compact == "tiered")
-                    break
-                except CommitConflictError:
-                    now = commit.read(self._store, self._node)
-                    if attempt >= retries or not now.exists:
-                        raise
-                    attempt += 1
-                    backoff(attempt)
-                    self._m = kinds.get("array").parse(now.raw, self.what)
+            shape = self._append_locked(data, axis, tiered=compact == "tiered", retries=retries)
             if compact is True:
                 self._compact_small_files()
             return shape
@@ -879,8 +948,8 @@ class Array(Node):
             if merged is not None:
                 self._m = merged
 
-    def _append_locked(self, data: Any, axis: int, *, tiered: bool = False) -> tuple[int, ...]:
-        m = self._m
+    def _checked_append(self, m: ArrayManifest, data: Any, axis: int) -> tuple[np.ndarray, int]:
+        """``data`` as an array and ``axis`` as an index, checked against ``m``."""
         ndim = m.ndim
         if ndim == 0:
             raise ValueError(f"{self.what}: cannot append to a 0-d array")
@@ -900,9 +969,55 @@ class Array(Node):
                 f"{self.what}: cannot append data of dtype {data.dtype} to an array of dtype "
                 f"{m.dtype} (expected a dtype that casts to {m.dtype.str})"
             )
+        return data, axis
+
+    def _append_locked(
+        self, data: Any, axis: int, *, tiered: bool = False, retries: int = 0
+    ) -> tuple[int, ...]:
+        data, axis = self._checked_append(self._m, data, axis)
+        if data.shape[axis] == 0:
+            return self.shape
+        store, node = self._store, self._node
+        write_id = pending.begin(store, node)
+        with pending.uploading(store, node, write_id):
+            app = self._append_shard(data, axis, write_id, 0)
+        written = list(app.written)  # the commit removes what it holds if the write fails
+
+        def rebase(base: commit.NodeVersion) -> _Rebased:
+            """The append placed after the rows another writer committed (``base``)."""
+            nonlocal app
+            cur = rebase_base(base, self.what)
+            if app.whole:  # whole new chunks: only the entries move
+                moved = rebase_append(cur, app.manifest, axis, app.first, app.entries, self.what)
+                return cur, *moved
+            # it completed the last chunk it read: written again over what is there now
+            self._m = cur
+            self._checked_append(cur, data, axis)
+            old = app
+            app = self._append_shard(data, axis, write_id, old.n + 1)
+            written[:] = app.written
+            store.delete([join_component(node, p) for p in old.written])
+            return cur, app.manifest, app.entries
+
+        self._commit(
+            app.manifest,
+            write_id,
+            written,
+            app.entries,
+            tiered=tiered and bool(app.entries),
+            retries=retries,
+            rebase=rebase if retries else None,
+            registered=True,
+        )
+        return self.shape
+
+    def _append_shard(self, data: np.ndarray, axis: int, write_id: str, n: int) -> _Appended:
+        """Write the shard ``c/<write_id>-<n>`` of an append of ``data`` (checked)
+        along ``axis`` to this handle's manifest: the partly filled last chunk it
+        completes (read), then new chunks of the nominal length."""
+        m = self._m
+        ndim = m.ndim
         n_new = data.shape[axis]
-        if n_new == 0:
-            return shape
         ax = m.grid.axes[axis]
         nominal = m.chunk_shape[axis] if m.chunk_shape[axis] > 0 else n_new
         first = ax.nchunks
@@ -928,12 +1043,11 @@ class Array(Node):
         grid = ChunkGrid(axes)
         new_m = m.with_(grid=grid)
         gshape = grid.grid_shape
-        write_id = new_write_id()
         entries: list[ShardEntry] = []
         if all(gshape[d] > 0 for d in range(ndim)):
             start = tuple(first if d == axis else 0 for d in range(ndim))
             stop = gshape
-            relpath = shard_name(write_id, 0, folder=SHARD_DIR)
+            relpath = shard_name(write_id, n, folder=SHARD_DIR)
             sub_axes = [
                 new_axis.sub(first, new_axis.nchunks) if d == axis else grid.axes[d]
                 for d in range(ndim)
@@ -955,10 +1069,8 @@ class Array(Node):
                 defer_sync=True,  # synced while the commit below is prepared
             )
             entries.append(ShardEntry(relpath, start, stop, 0, nbytes))
-        written = [e.path for e in entries]
         new_m = new_m.with_(shards=stack_entries(m.shards, entries, m.grid.grid_shape))
-        self._commit(new_m, write_id, written, entries, tiered=tiered and bool(entries))
-        return self.shape
+        return _Appended(new_m, entries, first, head is None, n)
 
     # -- commits
 
@@ -970,6 +1082,9 @@ class Array(Node):
         added: Sequence[ShardEntry] | None = None,
         *,
         tiered: bool = False,
+        retries: int = 0,
+        rebase: Callable[[commit.NodeVersion], _Rebased] | None = None,
+        registered: bool = False,
     ) -> None:
         """Make ``new`` the manifest, if nobody committed since this handle's
         snapshot (else :class:`CommitConflictError`, and the shards ``written`` are
@@ -977,34 +1092,39 @@ class Array(Node):
         the snapshot's (all of them kept): the commit then writes only those.
         ``tiered`` (an append): the tiered merge runs inside this commit
         (:func:`arrayds.nodes.merge.tiered`), the ``written`` shards among those it
-        may merge."""
+        may merge. ``rebase(base)`` (an append, ``retries``): the write placed on a
+        node another writer committed to since the snapshot (that node's manifest,
+        the manifest to commit, the entries it adds), committed instead of a conflict,
+        up to ``retries`` times.
+        ``registered``: ``write_id``'s pending marker is put (its shards are written)."""
         snap = self._m
-        change: Any
+        stamp = (snap.generation, snap.commit or "")
+        final = new
         spliced = False
-        if added is not None and len(new.shards) == len(snap.shards) + len(added):
-            change = commit.Extend(new.header_json(), [e.to_json() for e in added])
-        else:
-            change = new.to_json
 
         def check(base: commit.NodeVersion) -> None:
-            if base.stamp != (snap.generation, snap.commit or ""):
+            if rebase is None and base.stamp != stamp:
                 raise CommitConflictError(self._moved_on(base))
 
         def build(base: commit.NodeVersion) -> Any:
-            nonlocal spliced
-            if not callable(change):
-                return change
+            nonlocal spliced, final
+            spliced = False
+            old, final, entries = snap, new, added
+            if rebase is not None and base.stamp != stamp:
+                old, final, entries = rebase(base)
+            if entries is not None and len(final.shards) == len(old.shards) + len(entries):
+                return commit.Extend(final.header_json(), [e.to_json() for e in entries])
             # a region write over a long stored list: only the segments it hides
             # entries of are rewritten (the list must be the one the base stores)
-            shards = new.shards
+            shards = final.shards
             got = None
             if isinstance(shards, ShardList) and base.head is not None:
                 got = shards.stored_change(base.head.get("shards"))
             if got is None:
-                return change()
+                return final.to_json()
             drop, extra = got
             spliced = True
-            return commit.Extend(new.header_json(), [e.to_json() for e in extra], drop)
+            return commit.Extend(final.header_json(), [e.to_json() for e in extra], drop)
 
         merge = tiered_merge(self._store, self._node, written) if tiered else None
         raw = commit.commit(
@@ -1014,9 +1134,11 @@ class Array(Node):
             write_id=write_id,
             check=check,
             written=written,
+            retries=retries if rebase is not None else 0,
             parents=False,
             what=self.what,
             merge=merge,
+            registered=registered,
         )
         if merge is not None and merge.merged is not None:
             self._m = kinds.get("array").parse(raw, self.what)
@@ -1025,7 +1147,7 @@ class Array(Node):
                 resolve(self._store, self._node, raw, self.what, lazy=True), self.what
             )
         else:
-            self._m = new.committed(raw["generation"], write_id)
+            self._m = final.committed(raw["generation"], write_id)
 
     def _moved_on(self, base: commit.NodeVersion) -> str:
         """The conflict of a commit of this handle that finds ``base`` instead of the

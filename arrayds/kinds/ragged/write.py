@@ -24,6 +24,7 @@ import numpy as np
 from ...dask.graph import commit_after, write_bag
 from ...errors import CommitConflictError
 from ...nodes import commit as node_commit
+from ...nodes import pending
 from ...nodes import registry as kinds
 from ...nodes.merge import tiered as merge_tiered
 from ...nodes.names import (
@@ -35,6 +36,7 @@ from ...nodes.names import (
 )
 from ...nodes.options import DEFAULT_COMPRESSION, check_compression, writer_options
 from ...nodes.read import locate
+from ...nodes.retry import APPEND_RETRIES, check_retries
 from ...nodes.shards import write_shard
 from ...storage.base import BaseStore as Store
 from ..array.tensor import check_dtype, encode_chunk
@@ -208,13 +210,18 @@ def _commit(
     attrs: Mapping[str, Any] | None,
     base: tuple[int, str] | None,
     tiered: bool = False,
+    retries: int = 0,
 ) -> dict[str, Any]:
     """Task: assign item ranges in partition order and commit the manifest
     (:func:`arrayds.nodes.commit.commit`) if the node is still as the write found it
     (``base``: its stamp then, ``None`` if it had none); else the shards are removed
     and nothing of the write is visible. ``tiered`` (an append, ``compact="tiered"``):
     the tiered merge of the newest small shards runs inside this commit
-    (:func:`arrayds.nodes.merge.tiered`: one version)."""
+    (:func:`arrayds.nodes.merge.tiered`: one version). ``retries`` (an append): a
+    ragged array another writer committed to since is appended to after its items
+    instead (its shards hold whole items: only their ranges move), and a refused put
+    is tried again so, from a fresh read, up to ``retries`` times
+    (:mod:`arrayds.nodes.retry`)."""
     store, node = plan.store, plan.node
     where = store.display(node)
     lay = plan.layout
@@ -226,9 +233,20 @@ def _commit(
             entries.append(RaggedShard(e["path"], pos, pos + e["items"], e["records"], e["bytes"]))
             pos += e["items"]
 
+    rebase = mode == "a" and retries > 0
+
     def check(now: node_commit.NodeVersion) -> None:
         if now.stamp == base:
             return
+        if rebase and now.kind == KIND:
+            cur = RaggedManifest.from_json(now.raw or {}, f"ragged array {where!r}")
+            if (cur.dtype, cur.ndim, cur.axis, cur.piece_len) == (
+                lay.dtype,
+                lay.ndim,
+                lay.axis,
+                lay.piece_len,
+            ):
+                return
         if mode == "w-" and now.exists:
             raise FileExistsError(
                 errno.EEXIST, f"{where} already exists (mode 'w-' never replaces)", where
@@ -271,9 +289,11 @@ def _commit(
         write_id=plan.write_id,
         check=check,
         written=written,
+        retries=retries if rebase else 0,
         replaces=mode == "w",
         what=f"ragged array {where!r}",
         merge=merge_tiered(store, node, written) if tiered and mode == "a" else None,
+        registered=True,
     )
 
 
@@ -300,8 +320,11 @@ class _Request:
     base: tuple[int, str] | None
     """The node's stamp when the write started (what its commit expects)."""
     write_id: str
+    """The write's id; its pending marker is put before its first shard (:meth:`begin`)."""
     tiered: bool = True
     """An append's commit runs the tiered merge (``compact="tiered"``)."""
+    retries: int = APPEND_RETRIES
+    """How often an append's commit that lost a race is tried again (``retries=``)."""
 
     @property
     def where(self) -> str:
@@ -324,7 +347,14 @@ class _Request:
 
     def commit_args(self, plan: _WritePlan) -> tuple[Any, ...]:
         """The arguments of :func:`_commit` after the shard results."""
-        return (plan, self.mode, self.compression, self.attrs, self.base, self.tiered)
+        return (
+            plan, self.mode, self.compression, self.attrs, self.base, self.tiered, self.retries,
+        )  # fmt: skip
+
+    def begin(self) -> None:
+        """Put the write's pending marker (:func:`arrayds.nodes.pending.begin`): the
+        checks passed and the first shard comes next (gc keeps its shards)."""
+        pending.begin(self.store, self.node, self.write_id)
 
     @property
     def commit_key(self) -> str:
@@ -340,13 +370,15 @@ def _check_write(
     axis: int | None,
     shard_size: int | str | None,
     attrs: Mapping[str, Any] | None,
+    retries: int = APPEND_RETRIES,
 ) -> _Request:
     """Check a ragged write against its arguments and the node (before any shard is
-    written): mode, compression, attrs, the groups above, and for ``"w-"``/``"a"`` the
-    node itself."""
+    written): mode, compression, attrs, ``retries``, the groups above, and for
+    ``"w-"``/``"a"`` the node itself."""
     if mode not in _MODES:
         raise ValueError(f"mode must be one of {_MODES} for a ragged array, got {mode!r}")
     where = store.display(node)
+    retries = check_retries(retries, f"ragged array {where!r}")
     compression = check_compression(compression, f"ragged array {where!r}")
     shard_bytes = SHARD_BYTES if shard_size is None else _parse_bytes(shard_size, "shard_size")
     if attrs is not None:
@@ -391,6 +423,7 @@ def _check_write(
         old,
         base.stamp,
         new_write_id(),
+        retries=retries,
     )
 
 
@@ -413,17 +446,19 @@ def _write_bag(
             raise ValueError(f"ragged array {req.where!r}: the bag has no items")
     lay = req.layout(None if req.old is not None else first, axis, piece_len)
     plan = req.plan(lay, req.shard_bytes)
-    man = write_bag(
-        data,
-        _write_partition,
-        (plan,),
-        _commit,
-        req.commit_args(plan),
-        name=f"write-ragged-{req.write_id}",
-        commit_key=req.commit_key,
-        compute=compute,
-        progress=progress,
-    )
+    req.begin()
+    with pending.computing(req.store, req.node, req.write_id, compute):
+        man = write_bag(
+            data,
+            _write_partition,
+            (plan,),
+            _commit,
+            req.commit_args(plan),
+            name=f"write-ragged-{req.write_id}",
+            commit_key=req.commit_key,
+            compute=compute,
+            progress=progress,
+        )
     if not compute:
         return man
     return RaggedArray(req.store, req.node, RaggedManifest.from_json(man, req.where))
@@ -459,6 +494,7 @@ def _write_list(
         groups[-1].append(a)
         size += a.nbytes
     plan = req.plan(lay, 1 << 62)
+    req.begin()
     if not compute:
         writes = [
             delayed(_write_items, pure=False)(
@@ -472,17 +508,18 @@ def _write_list(
         return commit_after(
             writes, _commit, req.commit_args(plan), key=req.commit_key, compute=False
         )
-    if len(groups) <= 1:
-        results = [_write_items(g, plan, k) for k, g in enumerate(groups)]
-    else:
-        with ThreadPoolExecutor(min(len(groups), max(2, os.cpu_count() or 1))) as ex:
-            futures = [ex.submit(_write_items, g, plan, k) for k, g in enumerate(groups)]
-            try:
-                results = [f.result() for f in futures]
-            except BaseException:
-                for f in futures:
-                    f.cancel()
-                raise
+    with pending.uploading(req.store, req.node, req.write_id):
+        if len(groups) <= 1:
+            results = [_write_items(g, plan, k) for k, g in enumerate(groups)]
+        else:
+            with ThreadPoolExecutor(min(len(groups), max(2, os.cpu_count() or 1))) as ex:
+                futures = [ex.submit(_write_items, g, plan, k) for k, g in enumerate(groups)]
+                try:
+                    results = [f.result() for f in futures]
+                except BaseException:
+                    for f in futures:
+                        f.cancel()
+                    raise
     man = _commit(results, *req.commit_args(plan))
     return RaggedArray(req.store, req.node, RaggedManifest.from_json(man, where))
 
@@ -502,18 +539,20 @@ def write(
     progress: bool = False,
     first: Any = None,
     compact: bool | str = "tiered",
+    retries: int = APPEND_RETRIES,
 ) -> RaggedArray | Delayed:
     """:func:`write_ragged` at ``node`` of ``store`` (the entry of both it and
     ``to_arrayrecord``); ``first``: a bag's first item when the caller read it
     already; ``compact``: ``"tiered"`` (an append's commit merges the newest small
-    shards by tiers) or not (``True``/``False``: the caller's affair).
+    shards by tiers) or not (``True``/``False``: the caller's affair); ``retries``: as
+    :func:`write_ragged`'s.
 
     >>> import numpy as np
     >>> from arrayds.storage import get_store
     >>> len(write([np.zeros(3), np.zeros(5)], get_store("memory://doc-ragged-write"), "x"))
     2
     """
-    req = _check_write(store, node, mode, compression, piece_len, axis, shard_size, attrs)
+    req = _check_write(store, node, mode, compression, piece_len, axis, shard_size, attrs, retries)
     if compact != "tiered":
         req = replace(req, tiered=False)
     if is_bag(data):
@@ -535,6 +574,7 @@ def write_ragged(
     compute: bool = True,
     storage_options: Mapping[str, Any] | None = None,
     progress: bool = False,
+    retries: int = APPEND_RETRIES,
 ) -> RaggedArray | Delayed:
     """Write numpy arrays of one dtype and ndim but different shapes as a ragged array.
 
@@ -550,7 +590,11 @@ def write_ragged(
     ``mode``: ``"w-"`` create (``FileExistsError`` if the node exists), ``"w"``
     replace, ``"a"`` append items (dtype, ndim and axis must match the stored ones;
     ``piece_len`` is the stored one). An item whose ndim or dtype differs from the
-    first is a ``ValueError`` naming it, and nothing is committed.
+    first is a ``ValueError`` naming it, and nothing is committed. ``retries``: how
+    often an append that lost a commit race to another writer commits again after
+    that writer's items, with a bounded random backoff (:mod:`arrayds.nodes.retry`;
+    ``0`` raises :class:`arrayds.errors.CommitConflictError` at once; a count below 0
+    or not an integer is a ``ValueError``).
 
     With ``compute=False`` returns a ``dask.delayed.Delayed`` that writes and commits
     (its result is the manifest dict). A bag written to a new node has its first
@@ -576,6 +620,7 @@ def write_ragged(
         attrs=attrs,
         compute=compute,
         progress=progress,
+        retries=retries,
     )
 
 
@@ -659,5 +704,6 @@ _RAGGED_WRITE_KEYS = (
     "piece_len",
     "axis",
     "compact",
+    "retries",
 )
 """The keywords of ``to_arrayrecord`` that a ragged array write takes."""

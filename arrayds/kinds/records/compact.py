@@ -18,7 +18,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 
 from ...nodes.merge import FileUse, Rewrite, Usage, in_parallel, sized_file
-from ...nodes.names import join_component, shard_name, shard_stem
+from ...nodes.names import join_component, shard_name
 from ...nodes.options import WriterOptions
 from ...storage.base import BaseStore as Store
 from ..array.compact import read_old
@@ -139,10 +139,8 @@ def compact_records(
         if s.num_records
     ]
     groups = cut_runs(runs, shard_size)
-    plan, _ = plan_write(
-        store, node, "w", WriterOptions(m.compression, m.group_size), "raw", len(groups)
-    )
-    plan = replace(plan, write_id=write_id, stem=shard_stem(node or store.root, write_id))
+    options = WriterOptions(m.compression, m.group_size)
+    plan, _ = plan_write(store, node, "w", options, "raw", len(groups), write_id=write_id)
     infos: list[ShardInfo] = []
     for k, group in enumerate(groups):
         name = shard_name(plan.stem, k, total=plan.total)

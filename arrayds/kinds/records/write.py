@@ -19,9 +19,9 @@ import numpy as np
 from ...dask.graph import commit_after, write_bag
 from ...files.reader import ArrayRecordReader
 from ...nodes import commit as node_commit
+from ...nodes import pending
 from ...nodes.merge import tiered
 from ...nodes.names import (
-    new_write_id,
     shard_name,
     shard_stem,
 )
@@ -270,6 +270,7 @@ def _commit_manifest(
         write_id=plan.write_id,
         check=check,
         written=written,
+        registered=True,
         retries=plan.retries if mode == "a" else 0,
         replaces=mode == "w",
         what=f"records dataset {where!r}",
@@ -302,9 +303,12 @@ def plan_write(
     serializer: SerializerSpec,
     total: int,
     retries: int = APPEND_RETRIES,
+    write_id: str | None = None,
 ) -> tuple[WritePlan, str | None]:
     """:func:`prepare_write` at ``node`` of ``store``; ``retries``: of an append's
-    commit that lost a race (:mod:`arrayds.nodes.retry`)."""
+    commit that lost a race (:mod:`arrayds.nodes.retry`). Once the checks passed, the
+    write's pending marker is put (:func:`arrayds.nodes.pending.begin`: gc keeps its
+    shards; its commit removes it), unless ``write_id`` names a write that put it."""
     if mode not in _MODES:
         raise ValueError(
             f"mode must be one of {', '.join(map(repr, _MODES))} for records, got {mode!r}"
@@ -331,7 +335,7 @@ def plan_write(
                 )
     if ser is not None:
         expected = ser.name
-    write_id = new_write_id()
+    write_id = write_id or pending.begin(store, node)
     stem = shard_stem(node or store.root, write_id)
     return WritePlan(store, node, write_id, stem, total, writer, ser, retries), expected
 
@@ -451,7 +455,8 @@ def write(
     if not is_bag and total == 1 and compute and not progress:
         # one shard of records already in memory: its task and the commit task run
         # here, as a graph of two tasks would (a small append costs no scheduler)
-        results = [write_records_shard(items, 0, plan, defer_sync=True)]
+        with pending.uploading(plan.store, plan.node, plan.write_id):
+            results = [write_records_shard(items, 0, plan, defer_sync=True)]
         man = commit_shards(results, plan, mode, dict(attrs) if attrs else None, expected)
         return RecordsDataset.from_committed(plan.store, plan.node, man)
     if is_bag:
@@ -485,8 +490,23 @@ def _finish(
     scheduler); compute it unless ``compute=False``."""
     args = (plan, mode, dict(attrs) if attrs else None, expected)
     key = f"commit-records-{plan.stem}"
+    with pending.computing(plan.store, plan.node, plan.write_id, compute):
+        man = _graph(writes, plan, args, key, compute, scheduler, progress)
+    return man if not compute else RecordsDataset.from_committed(plan.store, plan.node, man)
+
+
+def _graph(
+    writes: dask.bag.Bag | list[Any],
+    plan: WritePlan,
+    args: tuple[Any, ...],
+    key: str,
+    compute: bool,
+    scheduler: Any,
+    progress: bool,
+) -> Any:
+    """The shard tasks ``writes`` and the commit task after them (see :func:`_finish`)."""
     if _is_bag(writes):
-        man = write_bag(
+        return write_bag(
             writes,
             write_records_shard,
             (plan,),
@@ -497,17 +517,15 @@ def _finish(
             compute=compute,
             progress=progress,
         )
-    else:
-        man = commit_after(
-            writes,
-            commit_shards,
-            args,
-            key=key,
-            compute=compute,
-            progress=progress,
-            scheduler=scheduler,
-        )
-    return man if not compute else RecordsDataset.from_committed(plan.store, plan.node, man)
+    return commit_after(
+        writes,
+        commit_shards,
+        args,
+        key=key,
+        compute=compute,
+        progress=progress,
+        scheduler=scheduler,
+    )
 
 
 def _write_from_source(source: Any, args: tuple[Any, ...], partition: int, plan: WritePlan):
