@@ -16,8 +16,12 @@ Workloads (docs/performance.md, "Arrays"):
   threads_per_worker=1)``; the workers generate the blocks (same values).
 
 Systems and options: arrayds (``compression="zstd:1"``, default shard grouping: 16 MiB
-shards); zarr-python 3 with ``ZstdCodec(level=1)``, unsharded and sharded (16 MiB
-shards; dask writes use blocks equal to the shard shape, reads use
+shards); zarr-python 3.4 of the anchor interpreter (``$ARRAYDS_ANCHOR_PYTHON``,
+benchmarks/anchors/arrays.py through benchmarks/anchor_runner.py, same data, run before
+the other systems of each workload; A1-A4 only: the anchor interpreter has no
+dask.distributed; without an anchor interpreter the zarr columns say they were
+skipped) with ``ZstdCodec(level=1)``, unsharded and sharded (16 MiB shards; dask
+writes use blocks equal to the shard shape, reads use
 ``from_zarr(z, chunks=z.shards)``); tensorstore (zarr3 driver, zstd level 1); h5py
 (chunked, zstd level 1 through hdf5plugin, or gzip level 1 when hdf5plugin is
 missing; writes hold a lock, HDF5 is not thread-safe; not in A5: one HDF5 file cannot
@@ -232,11 +236,10 @@ class System:
 
     name = ""
 
-    def __init__(self, root: str, shape: tuple[int, int], chunk: int, shard: int) -> None:
+    def __init__(self, root: str, shape: tuple[int, int], chunk: int) -> None:
         self.root = root
         self.shape = shape
         self.chunk = chunk
-        self.shard = shard  # rows/cols of a 16 MiB shard (sharded systems)
         self.path = os.path.join(root, self.name)
 
     def prepare(self) -> None:
@@ -289,63 +292,6 @@ class ArraydsSystem(System):
 
     def read_all(self) -> np.ndarray:
         return self.a[...]
-
-
-class ZarrSystem(System):
-    name = "zarr"
-    sharded = False
-
-    def prepare(self) -> None:
-        import zarr
-        from zarr.codecs import ZstdCodec
-
-        rmtree(self.path)
-        kw: dict[str, Any] = {"shards": (self.shard, self.shard)} if self.sharded else {}
-        self.z = zarr.create_array(
-            store=self.path,
-            shape=self.shape,
-            chunks=(self.chunk, self.chunk),
-            dtype="f4",
-            compressors=ZstdCodec(level=1),
-            overwrite=True,
-            **kw,
-        )
-
-    def write(self, x: da.Array) -> None:
-        if self.sharded and x.chunksize != (self.shard, self.shard):
-            # one dask block per shard, else concurrent tasks would race on a shard
-            x = x.rechunk((self.shard, self.shard))
-        da.store(x, self.z, lock=False)
-
-    def _open(self) -> Any:
-        import zarr
-
-        return zarr.open_array(self.path, mode="r")
-
-    def dask(self, multiple: int | None = None) -> da.Array:
-        z = self._open()
-        if multiple == -1:
-            return da.from_zarr(z, chunks=z.shards or z.chunks)
-        if multiple is None:
-            return da.from_zarr(z)
-        return da.from_zarr(z, chunks=(multiple * self.chunk,) * 2)
-
-    def read_box(self, i: int, j: int, h: int, w: int) -> np.ndarray:
-        return self.zr[i : i + h, j : j + w]
-
-    @property
-    def zr(self) -> Any:
-        if getattr(self, "_zr", None) is None:
-            self._zr = self._open()
-        return self._zr
-
-    def read_all(self) -> np.ndarray:
-        return self.zr[...]
-
-
-class ZarrShardedSystem(ZarrSystem):
-    name = "zarr-sharded"
-    sharded = True
 
 
 class TensorstoreSystem(System):
@@ -431,9 +377,9 @@ class H5System(System):
         return self.dr[...]
 
 
-SYSTEMS = [ArraydsSystem, ZarrSystem, ZarrShardedSystem, TensorstoreSystem, H5System]
-ANCHOR_SYSTEMS = ["zarr-anchor", "zarr-anchor-sharded"]
-"""The zarr rows run by the anchor interpreter's zarr-python (anchors/arrays.py)."""
+SYSTEMS = [ArraydsSystem, TensorstoreSystem, H5System]
+ANCHOR_SYSTEMS = ["zarr", "zarr-sharded"]
+"""The zarr rows, run by the anchor interpreter's zarr-python (anchors/arrays.py)."""
 
 
 # ------------------------------------------------------------------- anchors
@@ -441,8 +387,9 @@ ANCHOR_SYSTEMS = ["zarr-anchor", "zarr-anchor-sharded"]
 
 class Anchor:
     """The zarr side of A1-A4 by the anchor interpreter's zarr-python (3.4), on the
-    same data in the same run (benchmarks/anchors/arrays.py, run before the in-process
-    rows of the workload); ``skipped`` says why when there is no anchor interpreter."""
+    same data in the same run (benchmarks/anchors/arrays.py, run before the other
+    systems of the workload); ``skipped`` says why when there is no anchor interpreter
+    (then the zarr columns are empty: no other zarr-python stands in)."""
 
     def __init__(self) -> None:
         self.sections: dict[str, dict[str, Any]] = {}
@@ -469,7 +416,7 @@ class Anchor:
             w, system, variant = label.split("|")
             if w != workload:
                 continue
-            name = system.replace("zarr", "zarr-anchor", 1)
+            name = system
             if scale < 0:
                 f = (-scale * s["seconds"], -scale * s["cpu"])
             else:
@@ -581,8 +528,6 @@ def best_variant(
 
 READ_API = {
     "arrayds": "from_arrayrecord(url)",
-    "zarr": "from_zarr(z)",
-    "zarr-sharded": "from_zarr(z)",
     "tensorstore": "da.from_array(TensorStore)",
     "h5py": "da.from_array(dataset, lock=True)",
 }
@@ -604,10 +549,8 @@ def sum_jobs(systems: list[Any], chunk: int, want: float) -> tuple[list[Any], di
 
 def sum_variants(s: System, chunk: int) -> list[tuple[int | None, str]]:
     """The dask blocks each system is read with for ``.sum()`` (A2, A5): the stored
-    chunks, and 16 MiB blocks (two chunks by two; the shard for the sharded
-    systems); the faster one counts."""
-    if isinstance(s, ZarrShardedSystem):
-        return [(-1, "from_zarr(z, chunks=z.shards)")]
+    chunks, and 16 MiB blocks (two chunks by two; arrayds: its 16 MiB shards); the
+    faster one counts."""
     base = (None, f"{READ_API[s.name]}, chunks {chunk}x{chunk}")
     if isinstance(s, ArraydsSystem):
         return [base, (-1, 'from_arrayrecord(url, chunks="shards") (16 MiB)')]
@@ -616,8 +559,6 @@ def sum_variants(s: System, chunk: int) -> list[tuple[int | None, str]]:
 
 WRITE_NOTES = {
     "arrayds": 'to_arrayrecord(compression="zstd:1"), default shard grouping (16 MiB shards)',
-    "zarr": "da.store(lock=False)",
-    "zarr-sharded": "da.store(lock=False), dask blocks rechunked to the 16 MiB shards",
     "tensorstore": "da.store(lock=False) into a zarr3 TensorStore",
     "h5py": "da.store(lock=True)",
 }
@@ -635,15 +576,13 @@ def a1_a2_a3(root: str, n: int, chunk: int, repeat: int, nreads: int, res: Resul
     case |= {"shard": shard, "workloads": sorted(only & {"A1", "A2", "A3"}), "coords": coords}
     anchor.run(root, repeat, case)
     os.unlink(os.path.join(root, "a1.npy"))
-    systems = [cls(os.path.join(root, "a1"), (n, n), chunk, shard) for cls in SYSTEMS]
+    systems = [cls(os.path.join(root, "a1"), (n, n), chunk) for cls in SYSTEMS]
     os.makedirs(os.path.join(root, "a1"), exist_ok=True)
     x = da.from_array(data, chunks=(chunk, chunk))
     with dask.config.set(scheduler="threads"):
         jobs = []
         for s in systems:
-            # a sharded zarr array needs one dask block per shard (else tasks race)
-            src = x.rechunk((shard, shard)) if isinstance(s, ZarrShardedSystem) else x
-            jobs.append((s.name, lambda s=s, src=src: s.write(src), s.prepare))
+            jobs.append((s.name, lambda s=s: s.write(x), s.prepare))
         timings = interleave(repeat, jobs)
         notes = {s.name: (s.name, WRITE_NOTES[s.name]) for s in systems}
         h5 = [s for s in systems if isinstance(s, H5System)][0]
@@ -695,17 +634,16 @@ def a4(root: str, n: int, chunk: int, repeat: int, res: Results) -> None:
     case = {"case": "a4", "data": os.path.join(root, "a4.npy"), "chunk": chunk, "shard": shard}
     anchor.run(root, repeat, case)
     os.unlink(os.path.join(root, "a4.npy"))
-    systems = [cls(os.path.join(root, "a4"), (n, n), chunk, shard) for cls in SYSTEMS]
+    systems = [cls(os.path.join(root, "a4"), (n, n), chunk) for cls in SYSTEMS]
     os.makedirs(os.path.join(root, "a4"), exist_ok=True)
     x = da.from_array(data, chunks=(chunk, chunk))
     ntasks = (n // chunk) ** 2
     with dask.config.set(scheduler="threads"):
         jobs, notes = [], {}
         for s in systems:
-            src = x.rechunk((shard, shard)) if isinstance(s, ZarrShardedSystem) else x
-            jobs.append((s.name, lambda s=s, src=src: s.write(src), s.prepare))
+            jobs.append((s.name, lambda s=s: s.write(x), s.prepare))
             note = WRITE_NOTES[s.name]
-            if not isinstance(s, (ArraydsSystem, ZarrShardedSystem)):
+            if not isinstance(s, ArraydsSystem):
                 note += f", {ntasks} tasks"
             notes[s.name] = (s.name, note)
         figures = best_variant(interleave(repeat, jobs), nbytes, notes)
@@ -722,8 +660,6 @@ def a4(root: str, n: int, chunk: int, repeat: int, res: Results) -> None:
             ]
             if isinstance(s, ArraydsSystem):
                 variants = [(None, variants[0][1]), (-1, 'chunks="shards" (16 MiB shards)')]
-            if isinstance(s, ZarrShardedSystem):
-                variants = [(-1, "from_zarr(z, chunks=z.shards)")]
             for m, note in variants:
                 y = s.dask(m)
                 assert np.array_equal(y[:chunk, -chunk:].compute(), data[:chunk, -chunk:])
@@ -750,10 +686,8 @@ def a5(root: str, n: int, chunk: int, repeat: int, res: Results) -> None:
 
     global cpu_clock
     nbytes = n * n * 4
-    shard = chunk * 2
     systems = [
-        cls(os.path.join(root, "a5"), (n, n), chunk, shard)
-        for cls in (ArraydsSystem, ZarrSystem, ZarrShardedSystem, TensorstoreSystem)
+        cls(os.path.join(root, "a5"), (n, n), chunk) for cls in (ArraydsSystem, TensorstoreSystem)
     ]
     os.makedirs(os.path.join(root, "a5"), exist_ok=True)
     with (
@@ -770,14 +704,11 @@ def a5(root: str, n: int, chunk: int, repeat: int, res: Results) -> None:
         cpu_clock = cluster_cpu
         try:
             x = generated(n, chunk)
-            xs = generated(n, shard)
             gen = best_of(repeat, lambda: x.sum().compute())
             jobs, notes = [], {}
             for s in systems:
-                src = xs if isinstance(s, ZarrShardedSystem) else x
-                jobs.append((s.name, lambda s=s, src=src: s.write(src), s.prepare))
-                note = WRITE_NOTES[s.name].replace("rechunked to", "generated as")
-                notes[s.name] = (s.name, note + "; blocks generated on the workers")
+                jobs.append((s.name, lambda s=s: s.write(x), s.prepare))
+                notes[s.name] = (s.name, WRITE_NOTES[s.name] + "; blocks generated on the workers")
             res.add("A5 write", "MB/s", best_variant(interleave(repeat, jobs), nbytes, notes))
 
             want = float(make_data(n).sum(dtype=np.float64))
@@ -790,7 +721,6 @@ def a5(root: str, n: int, chunk: int, repeat: int, res: Results) -> None:
 
 def _warm_up() -> None:
     import tensorstore  # noqa: F401
-    import zarr  # noqa: F401
 
     import arrayds  # noqa: F401
 
@@ -832,20 +762,13 @@ def fmt(v: float) -> str:
     return f"{v:.2f}"
 
 
-HEADERS = {
-    "zarr": "zarr {inproc} (in-process)",
-    "zarr-sharded": "zarr {inproc} sharded (in-process)",
-    "zarr-anchor": "zarr {anchor}",
-    "zarr-anchor-sharded": "zarr {anchor} sharded",
-}
+HEADERS = {"zarr": "zarr {anchor}", "zarr-sharded": "zarr {anchor} sharded"}
 
 
 def render(res: Results, limits: dict[str, float], args: argparse.Namespace, elapsed: float) -> str:
-    import zarr
-
     names = [cls.name for cls in SYSTEMS] + ANCHOR_SYSTEMS
     v = anchor.versions.get("zarr", "3.4")
-    headers = [HEADERS.get(name, name).format(inproc=zarr.__version__, anchor=v) for name in names]
+    headers = [HEADERS.get(name, name).format(anchor=v) for name in names]
     load = os.getloadavg()
     lines = [
         f"n={args.n} (A1/A2/A3/A5 {args.n}x{args.n} float32 in {args.chunk}x{args.chunk} "
@@ -897,15 +820,15 @@ def render(res: Results, limits: dict[str, float], args: argparse.Namespace, ela
             cells.append("-" if f is None else fmt(f[2]))
         lines.append(f"| {row['workload']} | " + " | ".join(cells) + " |")
     if anchor.skipped:
-        lines += ["", f"zarr {v} (anchor interpreter) rows skipped: {anchor.skipped}"]
+        lines += ["", f"zarr {v} (anchor interpreter) columns skipped: {anchor.skipped}"]
     else:
         a = anchor.versions
         lines += [
             "",
             f"zarr {v} columns: the anchor interpreter (Python {a.get('python')}, dask "
             f"{a.get('dask')}, numpy {a.get('numpy')}), same data, same run, run before the "
-            f"in-process rows of each workload (not interleaved with them); A5 has no "
-            f"anchor column (zarr {zarr.__version__} in-process only).",
+            "other systems of each workload (not interleaved with them); A5 has no zarr "
+            "column (the anchor interpreter has no dask.distributed).",
         ]
     lines += ["", "Options behind each figure:", ""]
     for row in res.rows:
