@@ -17,9 +17,9 @@ Workloads (docs/performance.md, "Arrays"):
 
 Systems and options: arrayds (``compression="zstd:1"``, default shard grouping: 16 MiB
 shards); zarr-python 3.4 of the anchor interpreter (``$ARRAYDS_ANCHOR_PYTHON``,
-benchmarks/anchors/arrays.py through benchmarks/anchor_runner.py, same data, run before
-the other systems of each workload; A1-A4 only: the anchor interpreter has no
-dask.distributed; without an anchor interpreter the zarr columns say they were
+benchmarks/anchors/arrays.py through benchmarks/anchor_runner.py, the same field
+(benchmarks/anchors/field.py), run before the other systems of each workload, A5 on a
+cluster of its own; without an anchor interpreter the zarr columns say they were
 skipped) with ``ZstdCodec(level=1)``, unsharded and sharded (16 MiB shards; dask
 writes use blocks equal to the shard shape, reads use
 ``from_zarr(z, chunks=z.shards)``); tensorstore (zarr3 driver, zstd level 1); h5py
@@ -29,10 +29,11 @@ be written by two processes). Where a workload allows whole multiples of the sto
 chunks per dask task (A4), every system gets that variant too; the table names the
 option behind each figure.
 
-Data: deterministic, compressible float32 (a smooth field plus hash noise quantized to
-1/64; zstd:1 stores it at about 60%). Every figure is the best of ``--repeat`` runs;
-write targets are removed before each run (untimed). Machine limits (zstd level 1 on
-one core with the ``zstandard`` package, memcpy) are measured on the same data.
+Data: deterministic, compressible float32 (benchmarks/anchors/field.py: a smooth field
+plus hash noise quantized to 1/64; zstd:1 stores it at about 80%). Every figure is the
+best of ``--repeat`` runs; write targets are removed before each run (untimed).
+Machine limits (zstd level 1 on one core with the ``zstandard`` package, memcpy) are
+measured on the same data.
 """
 
 from __future__ import annotations
@@ -54,8 +55,10 @@ import numpy as np
 
 import arrayds
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.join(HERE, "anchors")]
 from anchor_runner import AnchorUnavailable, run_anchor  # noqa: E402
+from field import generated, make_data, values  # noqa: E402
 
 TARGETS = {  # arrayds / best anchor (throughput), or latency ratio for A3
     "A1": (">=", 1.1),
@@ -67,67 +70,6 @@ TARGETS = {  # arrayds / best anchor (throughput), or latency ratio for A3
     "A5 write": (">=", 1.2),
     "A5 read": (">=", 1.2),
 }
-
-
-# ------------------------------------------------------------------------ data
-
-
-NOISE_TILE = 1024
-_noise: list[np.ndarray] = []
-
-
-def noise_tile() -> np.ndarray:
-    """A 1024x1024 tile of multiplicative-hash noise in [0, 4) quantized to 1/64
-    (computed once per process)."""
-    if not _noise:
-        r = np.arange(NOISE_TILE, dtype=np.uint32)[:, None]
-        c = np.arange(NOISE_TILE, dtype=np.uint32)[None, :]
-        h = (r * np.uint32(NOISE_TILE) + c) * np.uint32(2654435761)
-        _noise.append((h >> np.uint32(24)).astype(np.float32) * np.float32(1 / 64))
-    return _noise[0]
-
-
-def values(i0: int, j0: int, shape: tuple[int, int], n: int) -> np.ndarray:
-    """Rows ``i0:``, columns ``j0:`` of the benchmark field: a smooth field plus the
-    noise tile repeated (cheap, so the cluster workload A5 measures storage, not data
-    generation)."""
-    y = np.arange(i0, i0 + shape[0], dtype=np.float32)[:, None]
-    x = np.arange(j0, j0 + shape[1], dtype=np.float32)[None, :]
-    out = np.sin(y / 500) * (np.float32(10) * np.cos(x / 700))
-    out += np.float32(100)
-    t = noise_tile()
-    rows = np.arange(i0, i0 + shape[0]) % NOISE_TILE
-    cols = np.arange(j0, j0 + shape[1]) % NOISE_TILE
-    for a in range(0, shape[0], NOISE_TILE):  # add the tile in aligned pieces
-        ra = rows[a : a + NOISE_TILE]
-        for b in range(0, shape[1], NOISE_TILE):
-            cb = cols[b : b + NOISE_TILE]
-            if ra[0] == 0 and cb[0] == 0:
-                out[a : a + len(ra), b : b + len(cb)] += t[: len(ra), : len(cb)]
-            else:
-                out[a : a + len(ra), b : b + len(cb)] += t[np.ix_(ra, cb)]
-    return out
-
-
-def make_data(n: int) -> np.ndarray:
-    out = np.empty((n, n), dtype=np.float32)
-    step = 1024
-    for i in range(0, n, step):
-        out[i : i + step] = values(i, 0, (min(step, n - i), n), n)
-    return out
-
-
-def _gen_block(n: int, block_info=None) -> np.ndarray:
-    info = block_info[None]
-    (i0, _), (j0, _) = info["array-location"]
-    return values(i0, j0, info["chunk-shape"], n)
-
-
-def generated(n: int, chunk: int) -> da.Array:
-    """The same values as :func:`make_data`, computed block by block where the task
-    runs (for the cluster workloads: nothing large travels from the client)."""
-    chunks = ((chunk,) * (n // chunk), (chunk,) * (n // chunk))
-    return da.map_blocks(_gen_block, n, chunks=chunks, dtype=np.float32)
 
 
 # -------------------------------------------------------------------- timing
@@ -686,6 +628,7 @@ def a5(root: str, n: int, chunk: int, repeat: int, res: Results) -> None:
 
     global cpu_clock
     nbytes = n * n * 4
+    anchor.run(root, repeat, {"case": "a5", "n": n, "chunk": chunk, "shard": 2 * chunk})
     systems = [
         cls(os.path.join(root, "a5"), (n, n), chunk) for cls in (ArraydsSystem, TensorstoreSystem)
     ]
@@ -709,11 +652,13 @@ def a5(root: str, n: int, chunk: int, repeat: int, res: Results) -> None:
             for s in systems:
                 jobs.append((s.name, lambda s=s: s.write(x), s.prepare))
                 notes[s.name] = (s.name, WRITE_NOTES[s.name] + "; blocks generated on the workers")
-            res.add("A5 write", "MB/s", best_variant(interleave(repeat, jobs), nbytes, notes))
+            figures = best_variant(interleave(repeat, jobs), nbytes, notes)
+            res.add("A5 write", "MB/s", figures | anchor.figures("A5 write", nbytes / 1e6))
 
             want = float(make_data(n).sum(dtype=np.float64))
             jobs, notes = sum_jobs(systems, chunk, want)
-            res.add("A5 read", "MB/s", best_variant(interleave(repeat, jobs), nbytes, notes))
+            figures = best_variant(interleave(repeat, jobs), nbytes, notes)
+            res.add("A5 read", "MB/s", figures | anchor.figures("A5 read", nbytes / 1e6))
             res.a5_generate = mbps(nbytes, gen)  # type: ignore[attr-defined]
         finally:
             cpu_clock = process_cpu
@@ -827,8 +772,8 @@ def render(res: Results, limits: dict[str, float], args: argparse.Namespace, ela
             "",
             f"zarr {v} columns: the anchor interpreter (Python {a.get('python')}, dask "
             f"{a.get('dask')}, numpy {a.get('numpy')}), same data, same run, run before the "
-            "other systems of each workload (not interleaved with them); A5 has no zarr "
-            "column (the anchor interpreter has no dask.distributed).",
+            "other systems of each workload (not interleaved with them; A5 on a cluster "
+            f"of its own, distributed {a.get('distributed')}).",
         ]
     lines += ["", "Options behind each figure:", ""]
     for row in res.rows:
