@@ -16,8 +16,12 @@ Workloads (docs/performance.md, "Arrays"):
   threads_per_worker=1)``; the workers generate the blocks (same values).
 
 Systems and options: arrayds (``compression="zstd:1"``, default shard grouping: 16 MiB
-shards); zarr-python 3 with ``ZstdCodec(level=1)``, unsharded and sharded (16 MiB
-shards; dask writes use blocks equal to the shard shape, reads use
+shards); zarr-python 3.4 of the anchor interpreter (``$ARRAYDS_ANCHOR_PYTHON``,
+benchmarks/anchors/arrays.py through benchmarks/anchor_runner.py, the same field
+(benchmarks/anchors/field.py), run before the other systems of each workload, A5 on a
+cluster of its own; without an anchor interpreter the zarr columns say they were
+skipped) with ``ZstdCodec(level=1)``, unsharded and sharded (16 MiB shards; dask
+writes use blocks equal to the shard shape, reads use
 ``from_zarr(z, chunks=z.shards)``); tensorstore (zarr3 driver, zstd level 1); h5py
 (chunked, zstd level 1 through hdf5plugin, or gzip level 1 when hdf5plugin is
 missing; writes hold a lock, HDF5 is not thread-safe; not in A5: one HDF5 file cannot
@@ -25,10 +29,11 @@ be written by two processes). Where a workload allows whole multiples of the sto
 chunks per dask task (A4), every system gets that variant too; the table names the
 option behind each figure.
 
-Data: deterministic, compressible float32 (a smooth field plus hash noise quantized to
-1/64; zstd:1 stores it at about 60%). Every figure is the best of ``--repeat`` runs;
-write targets are removed before each run (untimed). Machine limits (zstd level 1 on
-one core with the ``zstandard`` package, memcpy) are measured on the same data.
+Data: deterministic, compressible float32 (benchmarks/anchors/field.py: a smooth field
+plus hash noise quantized to 1/64; zstd:1 stores it at about 80%). Every figure is the
+best of ``--repeat`` runs; write targets are removed before each run (untimed).
+Machine limits (zstd level 1 on one core with the ``zstandard`` package, memcpy) are
+measured on the same data.
 """
 
 from __future__ import annotations
@@ -50,8 +55,10 @@ import numpy as np
 
 import arrayds
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.join(HERE, "anchors")]
 from anchor_runner import AnchorUnavailable, run_anchor  # noqa: E402
+from field import generated, make_data, values  # noqa: E402
 
 TARGETS = {  # arrayds / best anchor (throughput), or latency ratio for A3
     "A1": (">=", 1.1),
@@ -63,67 +70,6 @@ TARGETS = {  # arrayds / best anchor (throughput), or latency ratio for A3
     "A5 write": (">=", 1.2),
     "A5 read": (">=", 1.2),
 }
-
-
-# ------------------------------------------------------------------------ data
-
-
-NOISE_TILE = 1024
-_noise: list[np.ndarray] = []
-
-
-def noise_tile() -> np.ndarray:
-    """A 1024x1024 tile of multiplicative-hash noise in [0, 4) quantized to 1/64
-    (computed once per process)."""
-    if not _noise:
-        r = np.arange(NOISE_TILE, dtype=np.uint32)[:, None]
-        c = np.arange(NOISE_TILE, dtype=np.uint32)[None, :]
-        h = (r * np.uint32(NOISE_TILE) + c) * np.uint32(2654435761)
-        _noise.append((h >> np.uint32(24)).astype(np.float32) * np.float32(1 / 64))
-    return _noise[0]
-
-
-def values(i0: int, j0: int, shape: tuple[int, int], n: int) -> np.ndarray:
-    """Rows ``i0:``, columns ``j0:`` of the benchmark field: a smooth field plus the
-    noise tile repeated (cheap, so the cluster workload A5 measures storage, not data
-    generation)."""
-    y = np.arange(i0, i0 + shape[0], dtype=np.float32)[:, None]
-    x = np.arange(j0, j0 + shape[1], dtype=np.float32)[None, :]
-    out = np.sin(y / 500) * (np.float32(10) * np.cos(x / 700))
-    out += np.float32(100)
-    t = noise_tile()
-    rows = np.arange(i0, i0 + shape[0]) % NOISE_TILE
-    cols = np.arange(j0, j0 + shape[1]) % NOISE_TILE
-    for a in range(0, shape[0], NOISE_TILE):  # add the tile in aligned pieces
-        ra = rows[a : a + NOISE_TILE]
-        for b in range(0, shape[1], NOISE_TILE):
-            cb = cols[b : b + NOISE_TILE]
-            if ra[0] == 0 and cb[0] == 0:
-                out[a : a + len(ra), b : b + len(cb)] += t[: len(ra), : len(cb)]
-            else:
-                out[a : a + len(ra), b : b + len(cb)] += t[np.ix_(ra, cb)]
-    return out
-
-
-def make_data(n: int) -> np.ndarray:
-    out = np.empty((n, n), dtype=np.float32)
-    step = 1024
-    for i in range(0, n, step):
-        out[i : i + step] = values(i, 0, (min(step, n - i), n), n)
-    return out
-
-
-def _gen_block(n: int, block_info=None) -> np.ndarray:
-    info = block_info[None]
-    (i0, _), (j0, _) = info["array-location"]
-    return values(i0, j0, info["chunk-shape"], n)
-
-
-def generated(n: int, chunk: int) -> da.Array:
-    """The same values as :func:`make_data`, computed block by block where the task
-    runs (for the cluster workloads: nothing large travels from the client)."""
-    chunks = ((chunk,) * (n // chunk), (chunk,) * (n // chunk))
-    return da.map_blocks(_gen_block, n, chunks=chunks, dtype=np.float32)
 
 
 # -------------------------------------------------------------------- timing
@@ -232,11 +178,10 @@ class System:
 
     name = ""
 
-    def __init__(self, root: str, shape: tuple[int, int], chunk: int, shard: int) -> None:
+    def __init__(self, root: str, shape: tuple[int, int], chunk: int) -> None:
         self.root = root
         self.shape = shape
         self.chunk = chunk
-        self.shard = shard  # rows/cols of a 16 MiB shard (sharded systems)
         self.path = os.path.join(root, self.name)
 
     def prepare(self) -> None:
@@ -289,63 +234,6 @@ class ArraydsSystem(System):
 
     def read_all(self) -> np.ndarray:
         return self.a[...]
-
-
-class ZarrSystem(System):
-    name = "zarr"
-    sharded = False
-
-    def prepare(self) -> None:
-        import zarr
-        from zarr.codecs import ZstdCodec
-
-        rmtree(self.path)
-        kw: dict[str, Any] = {"shards": (self.shard, self.shard)} if self.sharded else {}
-        self.z = zarr.create_array(
-            store=self.path,
-            shape=self.shape,
-            chunks=(self.chunk, self.chunk),
-            dtype="f4",
-            compressors=ZstdCodec(level=1),
-            overwrite=True,
-            **kw,
-        )
-
-    def write(self, x: da.Array) -> None:
-        if self.sharded and x.chunksize != (self.shard, self.shard):
-            # one dask block per shard, else concurrent tasks would race on a shard
-            x = x.rechunk((self.shard, self.shard))
-        da.store(x, self.z, lock=False)
-
-    def _open(self) -> Any:
-        import zarr
-
-        return zarr.open_array(self.path, mode="r")
-
-    def dask(self, multiple: int | None = None) -> da.Array:
-        z = self._open()
-        if multiple == -1:
-            return da.from_zarr(z, chunks=z.shards or z.chunks)
-        if multiple is None:
-            return da.from_zarr(z)
-        return da.from_zarr(z, chunks=(multiple * self.chunk,) * 2)
-
-    def read_box(self, i: int, j: int, h: int, w: int) -> np.ndarray:
-        return self.zr[i : i + h, j : j + w]
-
-    @property
-    def zr(self) -> Any:
-        if getattr(self, "_zr", None) is None:
-            self._zr = self._open()
-        return self._zr
-
-    def read_all(self) -> np.ndarray:
-        return self.zr[...]
-
-
-class ZarrShardedSystem(ZarrSystem):
-    name = "zarr-sharded"
-    sharded = True
 
 
 class TensorstoreSystem(System):
@@ -431,9 +319,9 @@ class H5System(System):
         return self.dr[...]
 
 
-SYSTEMS = [ArraydsSystem, ZarrSystem, ZarrShardedSystem, TensorstoreSystem, H5System]
-ANCHOR_SYSTEMS = ["zarr-anchor", "zarr-anchor-sharded"]
-"""The zarr rows run by the anchor interpreter's zarr-python (anchors/arrays.py)."""
+SYSTEMS = [ArraydsSystem, TensorstoreSystem, H5System]
+ANCHOR_SYSTEMS = ["zarr", "zarr-sharded"]
+"""The zarr rows, run by the anchor interpreter's zarr-python (anchors/arrays.py)."""
 
 
 # ------------------------------------------------------------------- anchors
@@ -441,8 +329,9 @@ ANCHOR_SYSTEMS = ["zarr-anchor", "zarr-anchor-sharded"]
 
 class Anchor:
     """The zarr side of A1-A4 by the anchor interpreter's zarr-python (3.4), on the
-    same data in the same run (benchmarks/anchors/arrays.py, run before the in-process
-    rows of the workload); ``skipped`` says why when there is no anchor interpreter."""
+    same data in the same run (benchmarks/anchors/arrays.py, run before the other
+    systems of the workload); ``skipped`` says why when there is no anchor interpreter
+    (then the zarr columns are empty: no other zarr-python stands in)."""
 
     def __init__(self) -> None:
         self.sections: dict[str, dict[str, Any]] = {}
@@ -469,7 +358,7 @@ class Anchor:
             w, system, variant = label.split("|")
             if w != workload:
                 continue
-            name = system.replace("zarr", "zarr-anchor", 1)
+            name = system
             if scale < 0:
                 f = (-scale * s["seconds"], -scale * s["cpu"])
             else:
@@ -581,8 +470,6 @@ def best_variant(
 
 READ_API = {
     "arrayds": "from_arrayrecord(url)",
-    "zarr": "from_zarr(z)",
-    "zarr-sharded": "from_zarr(z)",
     "tensorstore": "da.from_array(TensorStore)",
     "h5py": "da.from_array(dataset, lock=True)",
 }
@@ -604,10 +491,8 @@ def sum_jobs(systems: list[Any], chunk: int, want: float) -> tuple[list[Any], di
 
 def sum_variants(s: System, chunk: int) -> list[tuple[int | None, str]]:
     """The dask blocks each system is read with for ``.sum()`` (A2, A5): the stored
-    chunks, and 16 MiB blocks (two chunks by two; the shard for the sharded
-    systems); the faster one counts."""
-    if isinstance(s, ZarrShardedSystem):
-        return [(-1, "from_zarr(z, chunks=z.shards)")]
+    chunks, and 16 MiB blocks (two chunks by two; arrayds: its 16 MiB shards); the
+    faster one counts."""
     base = (None, f"{READ_API[s.name]}, chunks {chunk}x{chunk}")
     if isinstance(s, ArraydsSystem):
         return [base, (-1, 'from_arrayrecord(url, chunks="shards") (16 MiB)')]
@@ -616,8 +501,6 @@ def sum_variants(s: System, chunk: int) -> list[tuple[int | None, str]]:
 
 WRITE_NOTES = {
     "arrayds": 'to_arrayrecord(compression="zstd:1"), default shard grouping (16 MiB shards)',
-    "zarr": "da.store(lock=False)",
-    "zarr-sharded": "da.store(lock=False), dask blocks rechunked to the 16 MiB shards",
     "tensorstore": "da.store(lock=False) into a zarr3 TensorStore",
     "h5py": "da.store(lock=True)",
 }
@@ -635,15 +518,13 @@ def a1_a2_a3(root: str, n: int, chunk: int, repeat: int, nreads: int, res: Resul
     case |= {"shard": shard, "workloads": sorted(only & {"A1", "A2", "A3"}), "coords": coords}
     anchor.run(root, repeat, case)
     os.unlink(os.path.join(root, "a1.npy"))
-    systems = [cls(os.path.join(root, "a1"), (n, n), chunk, shard) for cls in SYSTEMS]
+    systems = [cls(os.path.join(root, "a1"), (n, n), chunk) for cls in SYSTEMS]
     os.makedirs(os.path.join(root, "a1"), exist_ok=True)
     x = da.from_array(data, chunks=(chunk, chunk))
     with dask.config.set(scheduler="threads"):
         jobs = []
         for s in systems:
-            # a sharded zarr array needs one dask block per shard (else tasks race)
-            src = x.rechunk((shard, shard)) if isinstance(s, ZarrShardedSystem) else x
-            jobs.append((s.name, lambda s=s, src=src: s.write(src), s.prepare))
+            jobs.append((s.name, lambda s=s: s.write(x), s.prepare))
         timings = interleave(repeat, jobs)
         notes = {s.name: (s.name, WRITE_NOTES[s.name]) for s in systems}
         h5 = [s for s in systems if isinstance(s, H5System)][0]
@@ -695,17 +576,16 @@ def a4(root: str, n: int, chunk: int, repeat: int, res: Results) -> None:
     case = {"case": "a4", "data": os.path.join(root, "a4.npy"), "chunk": chunk, "shard": shard}
     anchor.run(root, repeat, case)
     os.unlink(os.path.join(root, "a4.npy"))
-    systems = [cls(os.path.join(root, "a4"), (n, n), chunk, shard) for cls in SYSTEMS]
+    systems = [cls(os.path.join(root, "a4"), (n, n), chunk) for cls in SYSTEMS]
     os.makedirs(os.path.join(root, "a4"), exist_ok=True)
     x = da.from_array(data, chunks=(chunk, chunk))
     ntasks = (n // chunk) ** 2
     with dask.config.set(scheduler="threads"):
         jobs, notes = [], {}
         for s in systems:
-            src = x.rechunk((shard, shard)) if isinstance(s, ZarrShardedSystem) else x
-            jobs.append((s.name, lambda s=s, src=src: s.write(src), s.prepare))
+            jobs.append((s.name, lambda s=s: s.write(x), s.prepare))
             note = WRITE_NOTES[s.name]
-            if not isinstance(s, (ArraydsSystem, ZarrShardedSystem)):
+            if not isinstance(s, ArraydsSystem):
                 note += f", {ntasks} tasks"
             notes[s.name] = (s.name, note)
         figures = best_variant(interleave(repeat, jobs), nbytes, notes)
@@ -722,8 +602,6 @@ def a4(root: str, n: int, chunk: int, repeat: int, res: Results) -> None:
             ]
             if isinstance(s, ArraydsSystem):
                 variants = [(None, variants[0][1]), (-1, 'chunks="shards" (16 MiB shards)')]
-            if isinstance(s, ZarrShardedSystem):
-                variants = [(-1, "from_zarr(z, chunks=z.shards)")]
             for m, note in variants:
                 y = s.dask(m)
                 assert np.array_equal(y[:chunk, -chunk:].compute(), data[:chunk, -chunk:])
@@ -750,10 +628,9 @@ def a5(root: str, n: int, chunk: int, repeat: int, res: Results) -> None:
 
     global cpu_clock
     nbytes = n * n * 4
-    shard = chunk * 2
+    anchor.run(root, repeat, {"case": "a5", "n": n, "chunk": chunk, "shard": 2 * chunk})
     systems = [
-        cls(os.path.join(root, "a5"), (n, n), chunk, shard)
-        for cls in (ArraydsSystem, ZarrSystem, ZarrShardedSystem, TensorstoreSystem)
+        cls(os.path.join(root, "a5"), (n, n), chunk) for cls in (ArraydsSystem, TensorstoreSystem)
     ]
     os.makedirs(os.path.join(root, "a5"), exist_ok=True)
     with (
@@ -770,19 +647,18 @@ def a5(root: str, n: int, chunk: int, repeat: int, res: Results) -> None:
         cpu_clock = cluster_cpu
         try:
             x = generated(n, chunk)
-            xs = generated(n, shard)
             gen = best_of(repeat, lambda: x.sum().compute())
             jobs, notes = [], {}
             for s in systems:
-                src = xs if isinstance(s, ZarrShardedSystem) else x
-                jobs.append((s.name, lambda s=s, src=src: s.write(src), s.prepare))
-                note = WRITE_NOTES[s.name].replace("rechunked to", "generated as")
-                notes[s.name] = (s.name, note + "; blocks generated on the workers")
-            res.add("A5 write", "MB/s", best_variant(interleave(repeat, jobs), nbytes, notes))
+                jobs.append((s.name, lambda s=s: s.write(x), s.prepare))
+                notes[s.name] = (s.name, WRITE_NOTES[s.name] + "; blocks generated on the workers")
+            figures = best_variant(interleave(repeat, jobs), nbytes, notes)
+            res.add("A5 write", "MB/s", figures | anchor.figures("A5 write", nbytes / 1e6))
 
             want = float(make_data(n).sum(dtype=np.float64))
             jobs, notes = sum_jobs(systems, chunk, want)
-            res.add("A5 read", "MB/s", best_variant(interleave(repeat, jobs), nbytes, notes))
+            figures = best_variant(interleave(repeat, jobs), nbytes, notes)
+            res.add("A5 read", "MB/s", figures | anchor.figures("A5 read", nbytes / 1e6))
             res.a5_generate = mbps(nbytes, gen)  # type: ignore[attr-defined]
         finally:
             cpu_clock = process_cpu
@@ -790,7 +666,6 @@ def a5(root: str, n: int, chunk: int, repeat: int, res: Results) -> None:
 
 def _warm_up() -> None:
     import tensorstore  # noqa: F401
-    import zarr  # noqa: F401
 
     import arrayds  # noqa: F401
 
@@ -832,20 +707,13 @@ def fmt(v: float) -> str:
     return f"{v:.2f}"
 
 
-HEADERS = {
-    "zarr": "zarr {inproc} (in-process)",
-    "zarr-sharded": "zarr {inproc} sharded (in-process)",
-    "zarr-anchor": "zarr {anchor}",
-    "zarr-anchor-sharded": "zarr {anchor} sharded",
-}
+HEADERS = {"zarr": "zarr {anchor}", "zarr-sharded": "zarr {anchor} sharded"}
 
 
 def render(res: Results, limits: dict[str, float], args: argparse.Namespace, elapsed: float) -> str:
-    import zarr
-
     names = [cls.name for cls in SYSTEMS] + ANCHOR_SYSTEMS
     v = anchor.versions.get("zarr", "3.4")
-    headers = [HEADERS.get(name, name).format(inproc=zarr.__version__, anchor=v) for name in names]
+    headers = [HEADERS.get(name, name).format(anchor=v) for name in names]
     load = os.getloadavg()
     lines = [
         f"n={args.n} (A1/A2/A3/A5 {args.n}x{args.n} float32 in {args.chunk}x{args.chunk} "
@@ -897,15 +765,15 @@ def render(res: Results, limits: dict[str, float], args: argparse.Namespace, ela
             cells.append("-" if f is None else fmt(f[2]))
         lines.append(f"| {row['workload']} | " + " | ".join(cells) + " |")
     if anchor.skipped:
-        lines += ["", f"zarr {v} (anchor interpreter) rows skipped: {anchor.skipped}"]
+        lines += ["", f"zarr {v} (anchor interpreter) columns skipped: {anchor.skipped}"]
     else:
         a = anchor.versions
         lines += [
             "",
             f"zarr {v} columns: the anchor interpreter (Python {a.get('python')}, dask "
             f"{a.get('dask')}, numpy {a.get('numpy')}), same data, same run, run before the "
-            f"in-process rows of each workload (not interleaved with them); A5 has no "
-            f"anchor column (zarr {zarr.__version__} in-process only).",
+            "other systems of each workload (not interleaved with them; A5 on a cluster "
+            f"of its own, distributed {a.get('distributed')}).",
         ]
     lines += ["", "Options behind each figure:", ""]
     for row in res.rows:

@@ -1,5 +1,5 @@
 """The anchor side of benchmarks/bench_arrays.py: the zarr rows (unsharded and sharded)
-of the A1-A4 workloads by the anchor interpreter's zarr-python (3.4, with its request
+of the A1-A5 workloads by the anchor interpreter's zarr-python (3.4, with its request
 coalescing), on the same data in the same run.
 
 Run by benchmarks/anchor_runner.py in the anchor interpreter (protocol:
@@ -10,7 +10,12 @@ benchmarks/anchors/harness.py). The job (JSON on stdin):
 * ``cases``: a list of ``{"case": "a1" | "a4", "data": path, "chunk": c, "shard": s,
   "workloads": [...], "coords": [[i, j], ...]}``: ``data`` a ``.npy`` file of the
   square float32 array; ``workloads`` which of ``A1``, ``A2``, ``A3`` (case ``a1``) to
-  run, ``coords`` the A3 reads (top-left corners of ``c`` x ``c`` boxes).
+  run, ``coords`` the A3 reads (top-left corners of ``c`` x ``c`` boxes); or
+  ``{"case": "a5", "n": n, "chunk": c, "shard": s}``: the n x n field of
+  benchmarks/anchors/field.py generated block by block on the workers of a
+  ``LocalCluster(n_workers=2, processes=True, threads_per_worker=1)``, written
+  (``A5 write``) and summed (``A5 read``); its sections' CPU time adds that of both
+  workers to this process's (the client and its scheduler).
 
 The arrays are written as bench_arrays.py writes its in-process zarr ones: chunks of
 ``c`` x ``c``, ``ZstdCodec(level=1)``, unsharded or with ``s`` x ``s`` shards (dask
@@ -31,31 +36,84 @@ import dask
 import dask.array as da
 import numpy as np
 import zarr
-from harness import finish, job, section, versions
+from field import generated
+from harness import finish, job, process_cpu, section, versions
 from zarr.codecs import ZstdCodec
 
 
-def create(path: str, data: np.ndarray, chunk: int, shard: int | None) -> Any:
+def create(path: str, shape: tuple[int, ...], chunk: int, shard: int | None) -> Any:
     if os.path.exists(path):
         shutil.rmtree(path)
     kw: dict[str, Any] = {"shards": (shard, shard)} if shard else {}
     return zarr.create_array(
         store=path,
-        shape=data.shape,
+        shape=shape,
         chunks=(chunk, chunk),
-        dtype=data.dtype,
+        dtype="f4",
         compressors=ZstdCodec(level=1),
         overwrite=True,
         **kw,
     )
 
 
-def run(label: str, repeat: int, fn: Any, setup: Any = None) -> None:
+def run(label: str, repeat: int, fn: Any, setup: Any = None, cpu_clock: Any = process_cpu) -> None:
     for _ in range(repeat):
         if setup is not None:
             setup()
-        with section(label):
+        with section(label, cpu_clock):
             fn()
+
+
+def a5(case: dict[str, Any], root: str, repeat: int) -> None:
+    """The cluster workload: as bench_arrays.py's A5, the blocks generated on the
+    workers (sharded zarr: one block per shard), written with ``da.store`` and summed
+    with the stored chunks and with 2 x 2 chunk (sharded: shard) blocks."""
+    from distributed import Client, LocalCluster
+
+    n, chunk, shard = int(case["n"]), int(case["chunk"]), int(case["shard"])
+    with (
+        LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        client.run(_warm_up)  # imports on the workers are not part of any figure
+
+        def cluster_cpu() -> float:
+            return process_cpu() + sum(client.run(process_cpu).values())
+
+        want = float(generated(n, chunk).sum(dtype=np.float64).compute())
+        for system, sh in (("zarr", None), ("zarr-sharded", shard)):
+            path = os.path.join(root, f"a5-{system}")
+            src = generated(n, sh or chunk)
+            target: dict[str, Any] = {}
+
+            def prepare(path=path, sh=sh, target=target) -> None:
+                target["z"] = create(path, (n, n), chunk, sh)
+
+            def write(src=src, target=target) -> None:
+                da.store(src, target["z"], lock=False)
+
+            run(f"A5 write|{system}|-", repeat, write, prepare, cluster_cpu)
+            z = zarr.open_array(path, mode="r")
+            blocks = (
+                [("chunks=z.shards", z.shards)]
+                if sh
+                else [
+                    ("chunk-sized", None),
+                    ("2x2-chunk", (2 * chunk, 2 * chunk)),
+                ]
+            )
+            for name, c in blocks:
+                y = da.from_zarr(z) if c is None else da.from_zarr(z, chunks=c)
+                assert np.isclose(float(y.sum(dtype=np.float64).compute()), want)
+                run(f"A5 read|{system}|{name}", repeat, y.sum().compute, None, cluster_cpu)
+            shutil.rmtree(path)
+
+
+def _warm_up() -> None:
+    import field  # noqa: F401
+    import zarr  # noqa: F401
 
 
 def one_case(case: dict[str, Any], root: str, repeat: int) -> None:
@@ -70,7 +128,7 @@ def one_case(case: dict[str, Any], root: str, repeat: int) -> None:
         target: dict[str, Any] = {}
 
         def prepare(path=path, sh=sh, target=target) -> None:
-            target["z"] = create(path, data, chunk, sh)
+            target["z"] = create(path, data.shape, chunk, sh)
 
         def write(src=src, target=target) -> None:
             da.store(src, target["z"], lock=False)
@@ -115,10 +173,13 @@ def one_case(case: dict[str, Any], root: str, repeat: int) -> None:
 
 def main() -> None:
     j = job()
-    with dask.config.set(scheduler="threads"):
-        for case in j["cases"]:
+    for case in j["cases"]:
+        if case["case"] == "a5":  # on its cluster (the client is the scheduler then)
+            a5(case, j["root"], int(j["repeat"]))
+            continue
+        with dask.config.set(scheduler="threads"):
             one_case(case, j["root"], int(j["repeat"]))
-    finish(versions=versions("zarr", "dask", "numpy", "numcodecs"))
+    finish(versions=versions("zarr", "dask", "distributed", "numpy", "numcodecs"))
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ import json
 import resource
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
@@ -81,32 +81,39 @@ def _reset_peak() -> bool:
         return False
 
 
+def process_cpu() -> float:
+    """CPU seconds of this process (all threads) and of the children it waited for."""
+    return time.process_time() + _children_cpu()
+
+
 @contextlib.contextmanager
-def measure() -> Iterator[dict[str, Any]]:
+def measure(cpu_clock: Callable[[], float] = process_cpu) -> Iterator[dict[str, Any]]:
     """Time, CPU time and peak RSS of the ``with`` block, in the dict it yields (filled
-    when the block ends): ``seconds``, ``cpu`` (this process's, all threads, plus that
-    of the child processes it started and waited for, such as ``curl`` pipes),
-    ``rss_added``, ``rss_peak``."""
+    when the block ends): ``seconds``, ``cpu`` (by ``cpu_clock``: by default this
+    process's, all threads, plus that of the child processes it started and waited
+    for, such as ``curl`` pipes; a script with worker processes passes a clock that
+    adds theirs), ``rss_added``, ``rss_peak``."""
     out: dict[str, Any] = {}
     base = _status("VmRSS:")
     peak_ok = _reset_peak()
-    c0 = time.process_time() + _children_cpu()
+    c0 = cpu_clock()
     t0 = time.perf_counter()
     yield out
     out["seconds"] = time.perf_counter() - t0
-    out["cpu"] = time.process_time() + _children_cpu() - c0
+    out["cpu"] = cpu_clock() - c0
     peak = _status("VmHWM:") if peak_ok else None
     out["rss_added"] = peak - base if peak is not None and base is not None else None
     out["rss_peak"] = peak
 
 
 @contextlib.contextmanager
-def section(label: str) -> Iterator[None]:
-    """A measured section: the ready/go handshake, then :func:`measure`."""
+def section(label: str, cpu_clock: Callable[[], float] = process_cpu) -> Iterator[None]:
+    """A measured section: the ready/go handshake, then :func:`measure` (with
+    ``cpu_clock``)."""
     emit("ready", label=label)
     if sys.stdin.readline().strip() != "go":
         raise SystemExit(f"anchor script: no 'go' for section {label!r}")
-    with measure() as m:
+    with measure(cpu_clock) as m:
         yield
     emit("done", label=label, **m)
 

@@ -13,12 +13,14 @@ benchmarks/anchors/harness.py). The job (JSON on stdin):
 Like bench_scale.py's own sides (the helpers are anchors/scaling.py's): a zarr array
 on local disk (``Array.append``) and an icechunk repository (each append a commit of
 its own on branch ``main``) take the n single-row appends, their writes interleaved;
-then the current zarr array, the current icechunk array and the icechunk snapshot of
-``travel_rows`` rows are opened and read in turn; then icechunk's ``expire_snapshots``
-+ ``garbage_collect`` keep only the current snapshot. The result: per-write wall and
-CPU seconds of both, open / read seconds, bytes on disk (allocated, apparent), zarr's
-chunk files, icechunk's versions before and after its gc, the gc's seconds, and the
-versions of Python, zarr, icechunk and numpy.
+then the same rows are written at once to a second zarr array (the reference of
+bench_scale.py's targets); the current zarr array, the one written at once, the
+current icechunk array and the icechunk snapshot of ``travel_rows`` rows are opened
+and read in turn; then icechunk's ``expire_snapshots`` + ``garbage_collect`` keep only
+the current snapshot. The result: per-write wall and CPU seconds of both, open / read
+seconds, bytes on disk (allocated, apparent), zarr's chunk files and ``once`` (open,
+read, disk of the array written at once), icechunk's versions before and after its
+gc, the gc's seconds, and the versions of Python, zarr, icechunk and numpy.
 """
 
 from __future__ import annotations
@@ -58,13 +60,16 @@ def main() -> None:
     assert float(current[n - 1, 7]) == float(ice.open()[n - 1, 7]) == rows[n - 1, 7]
     assert float(ice.open(snapshot)[travel - 1, 7]) == rows[travel - 1, 7]
     assert ice.open(snapshot).shape == (travel, ROW)
+    zonce = os.path.join(j["workdir"], "anchor-array-once.zarr")
+    zarr.create_array(zonce, shape=(n, ROW), chunks=(1, ROW), dtype="f8")[:] = rows
 
     def read(h, i):
         return h[i, 7]
 
-    z_now, i_now, i_old = measure_states(
+    z_now, z_once, i_now, i_old = measure_states(
         [
             (lambda: zarr.open_array(zpath, mode="r"), zpath),
+            (lambda: zarr.open_array(zonce, mode="r"), zonce),
             (ice.open, ice.path),
             (lambda: ice.open(snapshot), ice.path),
         ],
@@ -83,6 +88,7 @@ def main() -> None:
             "read_s": z_now[1],
             "disk": z_now[2],
             "files": zarr_chunk_files(zpath),
+            "once": z_once,
         },
         icechunk={
             "wall": i_wall,

@@ -31,6 +31,9 @@ def test_tiny_run_prints_every_workload(bench, tmp_path, capsys):
     assert "| per write around write 10 |" in out
     assert "| per write around write 12 |" in out  # the last write is a mark too
     assert "| on disk, allocated (du) |" in out
+    # every zarr column is the anchor interpreter's zarr-python 3.4, or says it was skipped
+    # (no other zarr stands in)
+    assert out.count("\nzarr: zarr-python 3.4") == 3 and "in-process" not in out
     # the history rows beside icechunk (array workload): one table, every row filled
     assert out.count("History beside icechunk ") == 1
     assert "(the same 12 appends, each a commit on branch main)" in out
