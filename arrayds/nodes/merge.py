@@ -237,7 +237,12 @@ class TieredMerge:
         self.merged = None
         if "" in self.appended:
             doc = self._whole(base, change)
-            merged = None if doc is None else self._merge(self.node, doc, self.appended[""])
+            try:
+                merged = None if doc is None else self._merge(self.node, doc, self.appended[""])
+            except FileNotFoundError:
+                if not self._moved(base):
+                    raise  # the current version names a missing shard: damage, said
+                merged = None
             if merged is not None:
                 self.merged = commit.Merged(*merged[:3], markers=(merged[3],))
             return self.merged
@@ -252,7 +257,12 @@ class TieredMerge:
                 doc = members.get(name)
                 if not isinstance(doc, dict) or not may_merge(doc.get("shards")):
                     continue
-                merged = self._merge(join_component(self.node, name), doc, files)
+                try:
+                    merged = self._merge(join_component(self.node, name), doc, files)
+                except FileNotFoundError:
+                    if not self._moved(base):
+                        raise
+                    continue
                 if merged is not None:
                     members[name] = merged[0]
                     written += [f"{name}/{p}" for p in merged[1]]
@@ -267,6 +277,13 @@ class TieredMerge:
             doc = {**change, "snapshot": {**snap, "members": members}}  # type: ignore[dict-item]
             self.merged = commit.Merged(doc, written, gone, tuple(markers))
         return self.merged
+
+    def _moved(self, base: commit.NodeVersion) -> bool:
+        """Whether the node's head is no longer ``base``: then a shard of a tier that
+        is gone was merged away by another writer and removed by ``arrayds gc``, and
+        the append commits unmerged (its put is refused, its retry merges from a
+        fresh read; the merge is never needed for the append itself)."""
+        return commit.read(self.store, self.node).stamp != base.stamp
 
     @staticmethod
     def _whole(

@@ -260,3 +260,32 @@ def test_a_merge_that_fails_fails_its_append_and_leaves_nothing(tmp_path):
     assert arrayds.versions(url) == versions
     _records(url, TIER - 1, mode="a", compact=False)  # an append that does not merge lands
     assert arrayds.open(url).num_shards == TIER
+
+
+def test_an_append_whose_tier_another_writer_merged_and_gc_removed_retries(tmp_path, monkeypatch):
+    """An append read the head, then, before its merge read the tier's small shards,
+    another writer merged them away and gc (``min_age=0``) removed them: the append
+    commits unmerged, its put is refused (the head moved) and its retry goes on the
+    other writer's merged head; every row once. (Before: a FileNotFoundError.)"""
+    from arrayds.nodes import merge, shards
+    from arrayds.tools.gc import collect_garbage
+
+    url = str(tmp_path / "r")
+    _grow(url, "records", TIER - 1)
+    merge_tier = merge.TieredMerge._merge
+    other: list[int] = []
+
+    def raced(self, node, doc, appended):
+        if not other:
+            other.append(1)
+            _records(url, TIER - 1, mode="a")  # fills the tier: merged in its commit
+            collect_garbage(url, min_age=0, keep_versions=1, older_than=0)
+            shards.clear_reader_cache()  # as in another process: no open shard is kept
+        return merge_tier(self, node, doc, appended)
+
+    monkeypatch.setattr(merge.TieredMerge, "_merge", raced)
+    retried = retry.retried()
+    _records(url, TIER, mode="a")
+    assert other and retry.retried() == retried + 1
+    assert sorted(_content(url, "records")) == sorted(_want("records", TIER + 1))
+    assert verify(url, progress=False).ok
