@@ -65,6 +65,9 @@ default version retention): a write must commit within that time of its start.""
 MARKER_FORMAT = "arrayds-write"
 
 _MARKER = re.compile(r"(?P<wid>[A-Za-z0-9_-]+)\.json")
+_MARKER_TMP = re.compile(r"[A-Za-z0-9_-]+\.json\.[0-9a-f]{12}\.tmp")
+"""A local store's temporary file of a marker being written (a writer killed while it
+wrote one leaves it: it expires as a marker does)."""
 _SEGMENT = re.compile(rf"{META_DIR}/log/(?P<wid>[0-9a-f]{{24}})(?:-[0-9a-f]{{8}})?\.json")
 
 
@@ -184,16 +187,21 @@ def live(
 ) -> Live:
     """List the markers of the node ``folders`` (one listing each): those younger
     than ``max_age`` seconds by the store's clock (or of unknown age) are live, the
-    others expired."""
+    others expired, and so are the temporary files of markers (a local write killed
+    while it wrote one) as old."""
     out = Live()
     now = time.time() if now is None else now
     for folder in sorted(set(folders)):
         prefix = _key(folder, WRITES_DIR)
         for key, _size, mtime in store.list(prefix):
-            m = _MARKER.fullmatch(key[len(prefix) + 1 :])
-            if m is None:
-                continue  # a local store's temporary file of a marker being written
-            if mtime is not None and now - mtime >= max_age:
+            name = key[len(prefix) + 1 :]
+            m = _MARKER.fullmatch(name)
+            old = mtime is not None and now - mtime >= max_age
+            if m is None:  # a temporary file of a marker: of no write until linked
+                if old and _MARKER_TMP.fullmatch(name):
+                    out.expired.append(key)
+                continue
+            if old:
                 out.expired.append(key)
             else:
                 out.ids.add(m["wid"])

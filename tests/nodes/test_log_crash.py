@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 import arrayds
-from arrayds.nodes import commit
+from arrayds.nodes import commit, pending
 from arrayds.nodes import history as log
 from arrayds.nodes import registry as kinds
 from arrayds.nodes import shards as store_mod
@@ -155,10 +155,25 @@ def test_appender_killed_at_random_times(tmp_path, seed, compact):
         a = arrayds.open_array(url, "x")
         named = {f"x/{e.path}" for e in a.manifest.shards}
         assert not removed & named
+        kept = named if compact == "off" else _kept_shards(url)
+        # the files of the killed write, if it was killed after its marker: kept, as
+        # a write under way's (docs/reliability.md "gc beside writers")
+        markers = {f for f in _files(url) if f.startswith(f"x/{pending.WRITES_DIR}/")}
+        live = {f.rpartition("/")[2].split(".")[0] for f in markers}
+        under_way = {os.path.relpath(p, url) for p in report.under_way}
+        assert len(live) <= 1 and all(pending.write_id_of(f[2:]) in live for f in under_way)
         left = {f for f in _files(url) if f.startswith("x/c/")}
-        # no unreferenced shard is left: a merged shard stays while a retained version
-        # names it
-        assert left == (named if compact == "off" else _kept_shards(url))
+        # no other unreferenced shard is left: a merged shard stays while a retained
+        # version names it
+        assert left == kept | under_way
+        # the child is dead: with its marker taken for a crashed writer's, its files go
+        # too (a marker it was still writing as well)
+        report = collect_garbage(url, min_age=0, max_write_age=0)
+        assert {os.path.relpath(p, url) for p in report.removed} == under_way - kept
+        assert {os.path.relpath(p, url) for p in report.abandoned} == markers
+        assert {f for f in _files(url) if f.startswith("x/c/")} == kept
+        assert not {f for f in _files(url) if f.startswith(f"x/{pending.WRITES_DIR}/")}
+        assert _check_state(url) == n
     assert lengths == sorted(lengths) and lengths[-1] > 0
     head = commit.read(get_store(url, None), "x").head
     if compact == "off":

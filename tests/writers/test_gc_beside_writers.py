@@ -278,6 +278,28 @@ def test_a_marker_older_than_the_default_age_is_taken_for_a_crash(tmp_path):
     assert report.removed == [store.url_of(shard)] and report.abandoned == [store.path(marker)]
 
 
+def test_a_marker_a_killed_writer_left_half_written_expires_as_a_marker(tmp_path):
+    """A local writer killed while it wrote its marker leaves the marker's temporary
+    file (no shard yet: the marker comes first); gc keeps it while it is young (a
+    writer may be about to link it) and removes it once older than max_write_age."""
+    from arrayds.nodes import pending
+
+    url = str(tmp_path / "ds")
+    arrayds.to_arrayrecord(np.arange(4), url, chunks=2)
+    store = get_store(url, None)
+    tmp = store.path(pending.marker_key("", "0661d0a080947acbdffa0cd8")) + ".718066eabb8b.tmp"
+    with open(tmp, "wb") as f:
+        f.write(b'{"format": "arrayds-write"')  # cut short by the kill
+    young = collect_garbage(url, min_age=0)
+    assert young.abandoned == [] and os.path.exists(tmp)
+    old = time.time() - pending.MAX_WRITE_AGE - 60
+    os.utime(tmp, (old, old))
+    assert collect_garbage(url, min_age=0, dry_run=True).abandoned == [tmp]
+    assert os.path.exists(tmp)
+    assert collect_garbage(url, min_age=0).abandoned == [tmp] and not os.path.exists(tmp)
+    np.testing.assert_array_equal(arrayds.open_array(url)[:], np.arange(4))
+
+
 @pytest.mark.parametrize(
     ("bad", "error"), [(-1, ValueError), (float("nan"), ValueError), ("7d", TypeError)]
 )
