@@ -18,9 +18,20 @@ test: install
 	$(PY) -m ruff check arrayds tests examples benchmarks
 	$(PY) -m ruff format --check arrayds tests examples benchmarks
 	$(MAKE) dist-test
-	ARRAYDS_FULL_TEST=1 $(PY) -m pytest -q
+	$(MAKE) -j3 test-suite test-envs NICE="nice -n 10"
 	$(MAKE) test-floors
 	$(MAKE) test-latest
+
+# The whole suite. `make test` builds the venvs of test-floors and test-latest (pip
+# installs and an engine build each: minutes on a fresh machine, nothing once they are
+# up to date) while it runs, at a lower priority (NICE), on the core the suite leaves
+# idle much of the time, rather than after it.
+.PHONY: test-suite test-envs
+test-suite:
+	ARRAYDS_FULL_TEST=1 $(PY) -m pytest -q
+
+# a command prefix for the venv builds of test-floors and test-latest (see test-suite)
+NICE ?=
 
 system-deps:
 	@missing=""; for p in $(SYSTEM_PACKAGES); do \
@@ -125,15 +136,15 @@ FLOORS_TESTS := tests/dataset tests/arrayrecord tests/xarray/test_xarray.py \
 $(FLOORS_VENV)/.floors: requirements/floors.txt
 	rm -rf $(FLOORS_VENV)
 	$(PYTHON) -m venv $(FLOORS_VENV)
-	$(FLOORS_PY) -m pip install -q --upgrade pip
-	$(FLOORS_PY) -m pip install -q -r requirements/floors.txt
+	$(NICE) $(FLOORS_PY) -m pip install -q --upgrade pip
+	$(NICE) $(FLOORS_PY) -m pip install -q -r requirements/floors.txt
 	touch $@
 
 # The engine in build/floors (the extension does not depend on the numpy version);
 # rebuilt when the C++ changes, Python files are the work tree's (editable install).
 $(FLOORS_VENV)/.engine: $(FLOORS_VENV)/.floors pyproject.toml native/CMakeLists.txt \
                         $(shell find native/src -name '*.cc' -o -name '*.h')
-	$(FLOORS_PY) -m pip install -q --no-build-isolation --no-deps -C build-dir=build/floors -e .
+	$(NICE) $(FLOORS_PY) -m pip install -q --no-build-isolation --no-deps -C build-dir=build/floors -e .
 	touch $@
 
 test-floors: system-deps $(FLOORS_VENV)/.engine
@@ -159,18 +170,21 @@ $(LATEST_VENV)/.latest: requirements/latest.txt
 	  echo "test-latest: no Python >= 3.12 at ANCHOR_PYTHON=$(ANCHOR_PYTHON) (zarr-python 3.4 needs one; make test-latest ANCHOR_PYTHON=/path/to/python3.12)" >&2; exit 1; }
 	rm -rf $(LATEST_VENV)
 	$(ANCHOR_PYTHON) -m venv $(LATEST_VENV)
-	$(LATEST_PY) -m pip install -q --upgrade pip
-	$(LATEST_PY) -m pip install -q -r requirements/latest.txt
+	$(NICE) $(LATEST_PY) -m pip install -q --upgrade pip
+	$(NICE) $(LATEST_PY) -m pip install -q -r requirements/latest.txt
 	touch $@
 
 # The engine in build/latest, rebuilt when the C++ changes (as for the floors).
 $(LATEST_VENV)/.engine: $(LATEST_VENV)/.latest pyproject.toml native/CMakeLists.txt \
                         $(shell find native/src -name '*.cc' -o -name '*.h')
-	$(LATEST_PY) -m pip install -q --no-build-isolation --no-deps -C build-dir=build/latest -e .
+	$(NICE) $(LATEST_PY) -m pip install -q --no-build-isolation --no-deps -C build-dir=build/latest -e .
 	touch $@
 
 test-latest: system-deps $(LATEST_VENV)/.engine
 	$(LATEST_PY) -m pytest -q -p no:cacheprovider $(LATEST_TESTS)
+
+# the venvs of test-floors and test-latest, up to date (make test builds them during the suite)
+test-envs: $(FLOORS_VENV)/.engine $(LATEST_VENV)/.engine
 
 clean:
 	rm -rf build dist $(VENV) $(FLOORS_VENV) $(LATEST_VENV) .pytest_cache .hypothesis

@@ -1,6 +1,6 @@
 """S3 fixtures for the coalesced-read tests: the counting proxy and options of
-tests/s3, with this folder's own moto server and bucket (moto's in-process servers
-share one backend: tests/s3 creates its bucket in the same session)."""
+tests/s3, with this folder's own moto server (a child process, s3server.spawn_moto)
+and bucket."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import uuid
 import pytest
 
 from tests.s3.conftest import proxy, s3_fs, s3_opts  # noqa: F401
-from tests.s3.s3server import MotoS3, start_moto
+from tests.s3.s3server import MotoS3, spawn_moto
 
 BUCKET = "arrayds-coalesce"
 
@@ -18,7 +18,7 @@ BUCKET = "arrayds-coalesce"
 def s3() -> MotoS3:
     pytest.importorskip("s3fs", reason="the S3 tests need s3fs (pip install arrayds[s3])")
     pytest.importorskip("moto.server", reason="the S3 tests need moto[server]")
-    server = start_moto()
+    server = spawn_moto()
     import s3fs
 
     s3fs.S3FileSystem(**server.storage_options()).makedirs(BUCKET, exist_ok=True)

@@ -1,6 +1,7 @@
 """The test servers the suites share: :func:`load_helper` imports a helper module of
 the test tree (tests/s3/s3server.py, tests/gcs/gcsserver.py) once per session, and
-:func:`moto_bucket` runs a moto S3 server on 127.0.0.1 holding one bucket."""
+:func:`moto_bucket` runs a moto S3 server on 127.0.0.1 holding one bucket (in a child
+process of its own: tests/s3/s3server.py ``spawn_moto``)."""
 
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ def moto_bucket(bucket: str) -> Iterator[Any]:
     test is skipped if s3fs or moto is not installed."""
     pytest.importorskip("s3fs", reason="the S3 tests need s3fs (pip install arrayds[s3])")
     pytest.importorskip("moto.server", reason="the S3 tests need moto[server]")
-    server = load_helper("s3", "s3server").start_moto()
+    server = load_helper("s3", "s3server").spawn_moto()
     try:
         import s3fs
 

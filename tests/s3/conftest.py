@@ -1,4 +1,5 @@
-"""Fixtures: one moto S3 server per test session on 127.0.0.1, used through s3fs.
+"""Fixtures: one moto S3 server per test session on 127.0.0.1 (in a child process:
+s3server.spawn_moto), used through s3fs.
 
 ``s3`` is the running server (:class:`s3server.MotoS3`), ``s3_opts`` the
 ``storage_options`` for it, ``s3_url`` a fresh ``s3://`` dataset root per test in
@@ -14,7 +15,7 @@ import pytest
 
 from arrayds.nodes import shards as store_mod
 
-from .s3server import LatencyProxy, MotoS3, start_moto
+from .s3server import LatencyProxy, MotoS3, spawn_moto
 
 BUCKET = "arrayds-test"
 
@@ -23,7 +24,7 @@ BUCKET = "arrayds-test"
 def s3() -> MotoS3:
     pytest.importorskip("s3fs", reason="the S3 tests need s3fs (pip install arrayds[s3])")
     pytest.importorskip("moto.server", reason="the S3 tests need moto[server]")
-    server = start_moto()
+    server = spawn_moto()
     import s3fs
 
     fs = s3fs.S3FileSystem(**server.storage_options())

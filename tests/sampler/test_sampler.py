@@ -132,9 +132,11 @@ def test_bad_arguments_are_value_errors_naming_them():
 # ----------------------------------------------------- end to end on a dataset
 
 
-@pytest.fixture
-def dataset(tmp_path):
-    url = str(tmp_path / "train")
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    """240 records in 4 shards, written by a dask bag once for the module (the tests
+    only read it)."""
+    url = str(tmp_path_factory.mktemp("sampler") / "train")
     items = [{"id": i, "x": np.full(3, i, dtype=np.int32)} for i in range(240)]
     records.write_records(db.from_sequence(items, npartitions=4), url)
     return url
