@@ -48,15 +48,36 @@ class _Upload:
     object holds no reference to the writer (no cycle through the engine)."""
 
     def __init__(self, fs: Any, path: str) -> None:
+        self.fs, self.path = fs, path
         self.file = fs.open(path, "wb", block_size=UPLOAD_PART_BYTES)
         self.aborted = False
+        self.written = 0
 
     def write(self, data: bytes) -> None:
         if not self.aborted:  # an abandoned engine writer finishes into nothing
             self.file.write(data)
+            self.written += memoryview(data).nbytes
 
     def finish(self) -> None:
-        self.file.close()  # completes the upload: the object appears now
+        """Complete the upload: the object appears now. A completing request that the
+        store applied but whose reply was lost makes the client's resend fail (GCS: the
+        resumable session is complete, 404; S3: the multipart upload is gone); the
+        object is then there whole, and that is success."""
+        try:
+            self.file.close()
+        except OSError:
+            if not self._stored_whole():
+                raise
+
+    def _stored_whole(self) -> bool:
+        """Whether the object holds every byte written: its name is this writer's
+        alone (a shard is named after its write), and an upload's object appears only
+        when the upload completes, whole."""
+        try:
+            self.fs.invalidate_cache(self.path)
+            return int(self.fs.info(self.path)["size"]) == self.written
+        except Exception:  # noqa: BLE001 - unknown: the close's error stands
+            return False
 
     def abort(self) -> None:
         """Cancel the upload: no object (not even an empty one) appears."""

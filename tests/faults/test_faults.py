@@ -166,3 +166,21 @@ def test_a_commit_that_gives_up_says_the_dataset_is_as_before(faulty) -> None:
     assert any("not committed: the node is as before" in n for n in info.value.__notes__)
     np.testing.assert_array_equal(_read(url, direct), np.zeros((2, 3)))
     assert not verify(url, storage_options=direct).problems
+
+
+def test_a_shard_upload_whose_last_reply_is_lost_commits(faulty) -> None:
+    """The request that completes a shard's upload is applied and its reply lost: the
+    client's resend fails (GCS: the resumable session is complete, 404), yet the shard
+    is stored whole under its write's name, so the append commits once instead of
+    failing (before the fix: FileNotFoundError "cannot write the shard", the append
+    lost). On S3 the resend of a single PUT simply succeeds."""
+    url, direct = faulty.url, faulty.direct
+    arrayds.to_arrayrecord(np.zeros((2, 3)), url, "x", storage_options=direct)
+    # GCS: the session's first request (POST) passes, its completing PUT is lost
+    skip = 1 if url.startswith("gs://") else 0
+    faulty.proxy.set_schedule([Rule("lost", methods=WRITES, keys="shard", skip=skip, limit=1)])
+    arr = arrayds.open_array(url, "x", mode="a", storage_options=faulty.opts)
+    arr.append(np.ones((1, 3)))
+    assert faulty.proxy.injected["lost"] == 1
+    np.testing.assert_array_equal(_read(url, direct), np.array([[0.0] * 3] * 2 + [[1.0] * 3]))
+    assert not verify(url, storage_options=direct).problems
