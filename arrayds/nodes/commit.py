@@ -270,6 +270,24 @@ def _history_from(head: Mapping[str, Any] | None) -> int:
     return g if isinstance(g, int) and not isinstance(g, bool) and g > 0 else 0
 
 
+RECENT = "recent"
+"""The head's field of the write ids of its latest commits (docs/spec.md 12.2)."""
+
+RECENT_COMMITS = 64
+"""How many write ids of its latest commits a head keeps (``recent``, newest first):
+what recognises a commit whose reply was lost (:func:`_landed`) however the node
+changed after it, as long as fewer commits followed it than this."""
+
+
+def _recent(head: Mapping[str, Any] | None) -> list[str]:
+    """The write ids of the latest commits ``head`` keeps (``[]`` if none or not a
+    list of strings: the field is informational, docs/spec.md 12.2)."""
+    got = head.get(RECENT) if head is not None else None
+    if not isinstance(got, list) or not all(isinstance(w, str) for w in got):
+        return []
+    return got[:RECENT_COMMITS]
+
+
 def _kept_generations(store: Store, cur: NodeVersion) -> list[int]:
     """The generations the history files of ``cur``'s node keep, below its own and
     not before its history starts (a file a slow writer kept from before a replacing
@@ -480,6 +498,7 @@ def _stage(
         "format_version": format_version,
         "generation": generation,
         "commit": write_id,
+        RECENT: [write_id, *_recent(base.head)][:RECENT_COMMITS],
     }
     if format_version >= 2:
         stamp["time"] = log.now()
@@ -727,7 +746,8 @@ def _landed(
     added: Iterable[str] = (),
 ) -> bool:
     """Whether the head staged as ``head`` by the write ``write_id`` is committed: it
-    is the node's head now, or a later commit kept it as the version of its
+    is the node's head now, or one of the latest commits the head names (``recent``,
+    :data:`RECENT_COMMITS`), or a later commit kept it as the version of its
     generation, or (that version file removed meanwhile by ``arrayds gc``) the node
     names one of the new files ``added`` this write wrote, which no other write can
     know of unless this one committed. A conditional put whose reply was lost is
@@ -740,7 +760,7 @@ def _landed(
     now = parse_json(data, what) if data is not None else None
     if now is None:
         return False
-    if now.get("commit") == write_id:
+    if now.get("commit") == write_id or write_id in _recent(now):
         return True
     gen = generation_of(head)
     if generation_of(now) <= gen or gen < 1:

@@ -188,9 +188,9 @@ def test_regenerating_v2_gives_the_same_structure(tmp_path):
 
 
 def _logical(raw: dict) -> dict:
-    return {
-        k: v for k, v in raw.items() if k not in ("format_version", "generation", "commit", "time")
-    }
+    """A manifest without what every commit stamps (docs/spec.md 3 and 12.2)."""
+    stamped = ("format_version", "generation", "commit", "recent", "time")
+    return {k: v for k, v in raw.items() if k not in stamped}
 
 
 def test_v1_fixture_reads_appends_and_stays_format_1(v1):
