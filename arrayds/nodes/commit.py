@@ -767,14 +767,30 @@ def _landed(
         return False
     kept = store.get(_key(node, log.version_key(gen)))
     if kept is None:  # removed by gc; later commits still name this write's new files
-        # (unless a later merge rewrote them all: then this says "not landed")
-        added = set(added)
-        current = read(store, node).raw if added else None
-        return current is not None and bool(added & referenced_files(current))
+        # (unless a later merge rewrote them all: then this says "not landed"). Only the
+        # files named after this write count: ``added`` also holds files of other
+        # writes that this write's head lists anew (a merge re-encodes its base's
+        # entries), which the node names whether or not this write landed.
+        mine = {p for p in added if _named_after(p, write_id)}
+        current = read(store, node).raw if mine else None
+        return current is not None and bool(mine & referenced_files(current))
     try:
         return parse_json(kept, what).get("commit") == write_id
     except CorruptionError:
         return False
+
+
+def _named_after(rel: str, write_id: str) -> bool:
+    """Whether the file ``rel`` (relative to a node, perhaps through a member's folder)
+    is a shard named after ``write_id`` (:func:`arrayds.nodes.pending.write_id_of`).
+
+    >>> _named_after("x/c/0661702927ec82393c249537-0.array_record", "0661702927ec82393c249537")
+    True
+    >>> _named_after("c/0661702927ec82393c249537-0.array_record", "0661702927ec82393c24953f")
+    False
+    """
+    parts = rel.split("/")
+    return any(pending.write_id_of("/".join(parts[-n:])) == write_id for n in (2, 1))
 
 
 def upgrade(store: Store, node: str) -> bool:

@@ -190,6 +190,43 @@ def _paths(base):
     return [s["path"] for s in (base.raw or {}).get("shards", [])]
 
 
+def _shard(write_id: str) -> str:
+    return f"c/{write_id}-0.array_record"
+
+
+def test_a_refused_put_is_not_taken_for_landed_by_files_it_only_lists_anew(store):
+    """A write whose head lists the shards of other writes anew (a merge rewrites
+    the list) loses its race; gc then
+    removes the version file of the generation it took. The current head names those
+    other shards, but not this write's own: a conflict, not a landed commit (before
+    the fix it returned as committed and its change was lost: 16 writers appending
+    beside gc with ``min_age=0`` lost rows, benchmarks/bench_writers.py)."""
+    first, other, mine = (
+        "0661702927ec82393c24aaaa",
+        "0661702927ec82393c24bbbb",
+        "0661702927ec82393c24cccc",
+    )
+    _put(store, "n", _shard(first), _shard(mine))
+    commit.commit(store, "n", lambda b: _node(_shard(first)), write_id=first, format_version=2)
+
+    def build(base):
+        if base.generation == 1:  # another writer commits twice meanwhile, then gc runs
+            for k in range(2):
+                wid = other[:-1] + str(k)
+                _put(store, "n", _shard(wid))
+                grown = _node(*_paths(commit.read(store, "n")), _shard(wid))
+                commit.commit(store, "n", lambda b, m=grown: m, write_id=wid)
+            store.delete([f"n/{log.version_key(2)}"])  # gc (keep_versions=1) expired it
+        # a list that does not extend the one read (as a merge's): written anew, its
+        # every entry counts as added
+        return _node(_shard(mine), *_paths(base))
+
+    with pytest.raises(CommitConflictError, match="another writer committed to it"):
+        commit.commit(store, "n", build, write_id=mine, written=[_shard(mine)])
+    now = commit.read(store, "n")
+    assert now.generation == 3 and _shard(mine) not in _paths(now)
+
+
 def test_a_commit_repeated_with_its_write_id_returns_the_committed_manifest(store):
     m = commit.commit(store, "n", lambda base: _node("c/a"), write_id="w1")
 
