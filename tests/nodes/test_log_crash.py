@@ -161,11 +161,15 @@ def test_appender_killed_at_random_times(tmp_path, seed, compact):
         markers = {f for f in _files(url) if f.startswith(f"x/{pending.WRITES_DIR}/")}
         live = {f.rpartition("/")[2].split(".")[0] for f in markers}
         under_way = {os.path.relpath(p, url) for p in report.under_way}
-        assert len(live) <= 1 and all(pending.write_id_of(f[2:]) in live for f in under_way)
+        # (a killed commit's temporary manifest too: gc keeps it beside a live marker)
+        assert all(
+            pending.write_id_of(f[2:]) in live or f.startswith("x/.arrayds.json.")
+            for f in under_way
+        ), (under_way, live)
         left = {f for f in _files(url) if f.startswith("x/c/")}
         # no other unreferenced shard is left: a merged shard stays while a retained
         # version names it
-        assert left == kept | under_way
+        assert left == kept | {f for f in under_way if f.startswith("x/c/")}
         # the child is dead: with its marker taken for a crashed writer's, its files go
         # too (a marker it was still writing as well)
         report = collect_garbage(url, min_age=0, max_write_age=0)
