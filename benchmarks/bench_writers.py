@@ -303,8 +303,11 @@ def run(
     failed = {v for v, _, _ in errors} - unknown
     lost, dup, landed = check_values(values, writers, appends, kind, failed, unknown)
     if lost or dup:  # which rows, and how often each is there (for the report)
-        odd = {v: n for v, n in Counter(values).items() if n != (2 if kind == "array" else 1)}
-        odd |= {v: Counter(values)[v] for v, _, _ in errors if v in values}
+        per, got = (2 if kind == "array" else 1), Counter(values)
+        odd = {v: n for v, n in got.items() if n != per}
+        odd |= {v: got[v] for v, _, _ in errors if v in values}
+        expected = (k * STRIDE + j for k in range(writers) for j in range(appends))
+        odd |= {v: 0 for v in expected if v not in got and v not in failed | unknown}
         errors.append([-1, "Rows", f"values there an unexpected number of times: {odd}"])
     for v in arrayds.versions(url, storage_options=so):  # gc kept what they need
         arrayds.open(url, version=v.generation, storage_options=so)
