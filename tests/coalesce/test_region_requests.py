@@ -1,8 +1,8 @@
 """Region reads of a 16-shard array on S3 fetch only the shards they touch: the footer
 prefetch covers the shards of the read's own plan (direct slicing, ``oindex``, each
 dask task's box, ragged reads), never the rest of the node. Requests are counted by
-the proxy in front of moto; issue 26's target for a region is at most two requests
-per shard touched plus one per 8 MiB.
+the proxy in front of moto; the target for a region (docs/performance.md, Object
+stores) is at most two requests per shard touched plus one per 8 MiB.
 """
 
 from __future__ import annotations
