@@ -83,6 +83,19 @@ def resolve_fs(
     return fs, inner
 
 
+def remote_url(path: str) -> bool:
+    """Whether ``path`` is the URL of a file on a file system other than the local one
+    (``s3://b/k``, ``memory://x``; not a plain path, ``file://`` or a chained URL),
+    told from the URL alone: no file system is made.
+
+    >>> remote_url("s3://bucket/a.array_record"), remote_url("/tmp/a"), remote_url("file:///a")
+    (True, False, False)
+    """
+    if "::" in path or "://" not in path:
+        return False
+    return path.split("://", 1)[0] not in ("file", "local")
+
+
 def index_array(key: Any, n: int, name: str) -> np.ndarray:
     """A list/tuple/array of indices (or a boolean mask) -> checked int64 array."""
     if isinstance(key, np.ndarray):

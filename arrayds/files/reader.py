@@ -25,7 +25,16 @@ import numpy as np
 from .. import _native
 from ..errors import CorruptionError
 from ..storage.coalesce import fetch_spans
-from .common import BLOCK, PathLike, fspath, index_array, raise_closed, resolve_fs, use_mmap
+from .common import (
+    BLOCK,
+    PathLike,
+    fspath,
+    index_array,
+    raise_closed,
+    remote_url,
+    resolve_fs,
+    use_mmap,
+)
 from .options import parse_reader_options
 
 # Bytes decoded per step of a sequential scan unless readahead_buffer_size says so.
@@ -61,7 +70,7 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_reset_after_fork)
 
 
-def _size_mismatch(name: str, expected: int, real: int | None) -> str:
+def _size_mismatch(name: str, expected: int, real: int | str | None) -> str:
     has = "more than that" if real is None else f"{real}"
     return (
         f"{name}: expected to have {expected} bytes (file_size, e.g. from a dataset "
@@ -185,9 +194,15 @@ class ArrayRecordReader:
         self._set_closed_callables()
         self._options = parse_reader_options(options, f"ArrayRecordReader({self._path!r})")
         self._storage_options = dict(storage_options) if storage_options else None
-        self._fs, self._inner = resolve_fs(self._path, storage_options)
+        self._fs: Any = None
+        self._inner = self._path
+        if get_ranges is not None and remote_url(self._path):
+            self._remote = True  # every byte through get_ranges: the fs only if needed
+        else:
+            self._fs, self._inner = resolve_fs(self._path, storage_options)
+            self._remote = self._fs is not None
         self._cursor = 0
-        if self._fs is None:
+        if not self._remote:
             self._open_local()
             if file_size is not None:
                 self._check_local_size(file_size)
@@ -211,16 +226,31 @@ class ArrayRecordReader:
             self._native.close()
             raise CorruptionError(_size_mismatch(self._path, expected, real))
 
+    def _file_system(self) -> Any:
+        """The fsspec file system of a remote file (made on first use when the reader
+        was given ``get_ranges``)."""
+        if self._fs is None:
+            self._fs, self._inner = resolve_fs(self._path, self._storage_options)
+        return self._fs
+
     def _remote_size(self) -> int:
-        assert self._fs is not None
         try:
-            return int(self._fs.size(self._inner))
+            return int(self._file_system().size(self._inner))
         except FileNotFoundError:
             raise FileNotFoundError(2, "No such file", self._path) from None
 
+    def _fetch_range(self, begin: int, end: int) -> Any:
+        """Bytes ``[begin, end)`` of the remote file (fewer at its end), through
+        ``get_ranges`` if the reader has one, else the file system's ``cat_file``."""
+        if self._get_ranges is None:
+            return self._file_system().cat_file(self._inner, start=begin, end=end)
+        (data,) = self._get_ranges([(begin, end)])
+        if isinstance(data, BaseException):
+            raise data
+        return data
+
     def _open_remote(self, known_size: int | None = None, whole: bool = False) -> None:
-        fs, inner, name = self._fs, self._inner, self._path
-        assert fs is not None
+        name = self._path
         size = self._remote_size() if known_size is None else known_size
         if size < BLOCK:
             if known_size is not None:
@@ -236,18 +266,20 @@ class ArrayRecordReader:
         want = (1 << 20) if want is None else want
         tail_len = size if whole else min(size, max(BLOCK, want - want % BLOCK))
         if known_size is None:
-            tail = fs.cat_file(inner, start=size - tail_len, end=size)
+            tail = self._fetch_range(size - tail_len, size)
         else:
             # No size request: ask for one byte past the claimed end. Exactly tail_len
             # bytes back means the file ends where it was said to (a longer file
             # returns one more byte, a shorter one fewer, or refuses the range).
             try:
-                tail = fs.cat_file(inner, start=size - tail_len, end=size + 1)
+                tail = self._fetch_range(size - tail_len, size + 1)
             except FileNotFoundError:
                 raise FileNotFoundError(2, "No such file", name) from None
             except PermissionError:
                 raise
             except OSError:
+                if self._get_ranges is not None:
+                    raise  # a store's get_ranges cuts a range past the end itself
                 real = self._remote_size()  # e.g. "range not satisfiable": shorter
                 if real != size:
                     raise CorruptionError(_size_mismatch(name, size, real)) from None
@@ -255,7 +287,13 @@ class ArrayRecordReader:
             if len(tail) > tail_len:
                 raise CorruptionError(_size_mismatch(name, size, None))
             if len(tail) < tail_len:
-                real = size - tail_len + len(tail) if tail else self._remote_size()
+                real: int | str
+                if tail:
+                    real = size - tail_len + len(tail)
+                elif self._get_ranges is not None:  # nothing from the tail's first byte
+                    real = f"at most {size - tail_len}"
+                else:
+                    real = self._remote_size()
                 raise CorruptionError(_size_mismatch(name, size, real))
         if len(tail) != tail_len:
             raise CorruptionError(
@@ -267,7 +305,12 @@ class ArrayRecordReader:
         if footer_offset >= tail_begin:
             footer = view[footer_offset - tail_begin : tail_len - BLOCK]
         else:
-            footer = fs.cat_file(inner, start=footer_offset, end=size - BLOCK)
+            footer = self._fetch_range(footer_offset, size - BLOCK)
+            if len(footer) != size - BLOCK - footer_offset:
+                raise CorruptionError(
+                    f"{name}: asked for bytes [{footer_offset}, {size - BLOCK}) (the footer) "
+                    f"and got {len(footer)} bytes"
+                )
         native = _native.Reader.from_footer(size, footer_offset, footer, name, self._options.string)
         self._native = native
         if whole:
@@ -292,7 +335,6 @@ class ArrayRecordReader:
         fetches the spans (exactly, or in ranges of at least
         ``file_reader_buffer_size`` bytes, serving spans inside the last range
         fetched without a request)."""
-        assert self._fs is not None
         if not spans:
             return []
         whole, self._preloaded = self._preloaded, None
@@ -324,12 +366,14 @@ class ArrayRecordReader:
                 ranges[-1][1] = max(ranges[-1][1], stop)
             else:
                 ranges.append([begin, stop])
-        datas = self._fs.cat_ranges(
-            [self._inner] * len(ranges), [r[0] for r in ranges], [r[1] for r in ranges]
-        )
-        for data in datas:
+        datas = (self._get_ranges or self._cat_ranges)([(b, e) for b, e in ranges])
+        for (b, e), data in zip(ranges, datas, strict=True):
             if isinstance(data, BaseException):
                 raise data
+            if len(data) != e - b:
+                raise CorruptionError(
+                    f"{self._path}: asked for bytes [{b}, {e}) and got {len(data)} bytes"
+                )
         views = [memoryview(d) for d in datas]
         j = 0
         for k, (begin, data) in enumerate(out):
@@ -345,8 +389,7 @@ class ArrayRecordReader:
 
     def _cat_ranges(self, ranges: list[tuple[int, int]]) -> list[Any]:
         """The bytes of each ``(begin, end)`` range, fetched concurrently by fsspec."""
-        assert self._fs is not None
-        return self._fs.cat_ranges(
+        return self._file_system().cat_ranges(
             [self._inner] * len(ranges), [b for b, _ in ranges], [e for _, e in ranges]
         )
 
@@ -369,7 +412,7 @@ class ArrayRecordReader:
         byte ranges first, as :meth:`read` does.
         """
         native = self._native
-        if self._fs is None:
+        if not self._remote:
             native.read_into(indices, buffers, prefix)
             return
         native.read_into(indices, buffers, prefix, self._fetch_spans(native.chunk_spans(indices)))

@@ -5,9 +5,9 @@
   a streamed upload) under a name no other write uses;
 * :func:`shard_reader` / :func:`node_shard_reader` — a per-process LRU cache of open
   shard readers keyed by (file system, path): shards are immutable, so a footer is read
-  once per process; footers of a node's other shards are prefetched on object stores,
-  and reads of remote shards go through the store's planned ranges
-  (:mod:`arrayds.storage.coalesce`);
+  once per process; on object stores the footers of the other shards a read needs are
+  prefetched, and remote shards are opened and read through the store's planned
+  ranges (:meth:`Store.get_ranges`, :mod:`arrayds.storage.coalesce`);
 * :func:`read_shard_records` / :func:`read_shard_records_into` — batched reads of a shard's records;
 * :func:`io_stats` — counters of reader opens and records read, for tests and
   diagnostics; :func:`io_pool` — the small pool that reads several shards at once
@@ -165,8 +165,11 @@ def shard_reader(
 
     ``whole``: the caller is about to read most of the shard; on an object store a
     reader not yet open then fetches the whole shard (footer included, ``size`` must
-    be known) in one ranged GET and serves its first read from those bytes. Remote
-    reads go through :meth:`Store.get_ranges`, coalesced (:mod:`arrayds.storage.coalesce`).
+    be known) in one ranged GET and serves its first read from those bytes. A remote
+    shard is opened (its tail and footer) and read (its chunks, coalesced:
+    :mod:`arrayds.storage.coalesce`) through :meth:`Store.get_ranges`, so a store's own
+    client (the obstore backend's) serves every request; a size not recorded is asked
+    of :meth:`Store.size`.
 
     Shards are immutable and uniquely named, so a cached reader is never stale. An
     evicted reader is not closed (another thread may still be using it); it closes
@@ -194,10 +197,14 @@ def shard_reader(
             if store.local:
                 r = ArrayRecordReader(url)
             else:
-                # object stores: fetch a 128 KiB tail (the postscript and, up to a few
-                # thousand chunks, the whole footer) instead of the reader's 1 MiB
-                # default, which would move most of a small shard per open
+                # object stores: every byte through the store (the obstore backend's
+                # own client, or fsspec's), a size not recorded by its size request;
+                # a 128 KiB tail (the postscript and, up to a few thousand chunks, the
+                # whole footer) instead of the reader's 1 MiB default, which would move
+                # most of a small shard per open
                 store_key = _store_key(store, path)
+                if store_key is not None and not size:
+                    size = store.size(store_key)
                 r = ArrayRecordReader(
                     url,
                     REMOTE_SHARD_READER_OPTIONS,
@@ -227,44 +234,37 @@ def shard_reader(
 
 
 FOOTER_PREFETCH_SHARDS = int(os.environ.get("ARRAYDS_FOOTER_PREFETCH_SHARDS", "64"))
-"""Footer prefetch on object stores: when the reads of one array or ragged array open
-a second of its shard files, the footers of all its other shards are fetched in the
-background, 8 at a time, so that reads spread over the shards stop paying one
-round trip per shard one after another. Only for nodes with at most this many shard
-files (at most this many ranged GETs of 128 KiB, once per process); larger nodes
-open each shard when a read first needs it. ``ARRAYDS_FOOTER_PREFETCH_SHARDS=0``
+"""Footer prefetch on object stores: when one read (a slice, an ``oindex``, a dask
+task's box, a ragged read) needs the footers of several shard files, opening the
+first of them starts fetching the others' in the background, 8 at a time, so that the
+read does not pay one round trip per shard one after another. Only the shards that
+read needs are fetched, and only for reads that need at most this many (larger ones
+open each shard as they reach it, which keeps the per-process reader cache from
+evicting footers before their read uses them). ``ARRAYDS_FOOTER_PREFETCH_SHARDS=0``
 turns the prefetch off."""
 
 _FOOTER_THREADS = 8
 _footer_queue: queue.SimpleQueue[tuple[Store, str, int | None]] = queue.SimpleQueue()
 _footer_threads: list[threading.Thread] = []
 _exiting = False
-_prefetched: OrderedDict[tuple[Any, ...], Mapping[str, int | None]] = OrderedDict()
-"""Nodes whose footers were prefetched, keyed by (store, node, id of its shard map);
-the map is kept so that its id is not reused while the key is remembered."""
+_queued: set[tuple[Any, ...]] = set()
+"""The (store, path) of footers queued for the prefetch threads and not yet opened."""
 
 
 def _prefetch_footers(
     store: Store, node: str, opened: str, shards: Mapping[str, int | None]
 ) -> None:
-    """After a read opened shard ``opened`` of ``node``: if another of its shards is
-    already open (reads are spreading over the node) prefetch the rest, once."""
+    """Queue the footers of ``shards`` of ``node`` (relpath -> recorded size) other
+    than ``opened`` that are neither open nor queued already."""
     if len(shards) > FOOTER_PREFETCH_SHARDS or _exiting:
         return
-    key = (store.token, store.path(node), id(shards))
+    todo = []
     with _readers_lock:
-        if key in _prefetched:
-            return
-        todo = [
-            (store.path(node, rel), size)
-            for rel, size in shards.items()
-            if rel != opened and (store.token, store.path(node, rel)) not in _readers
-        ]
-        if len(todo) >= len(shards) - 1:
-            return  # the first shard this process opens for the node
-        _prefetched[key] = shards
-        while len(_prefetched) > 256:
-            _prefetched.popitem(last=False)
+        for rel, size in shards.items():
+            key = (store.token, store.path(node, rel))
+            if rel != opened and key not in _readers and key not in _queued:
+                _queued.add(key)
+                todo.append((key[1], size))
         while len(_footer_threads) < min(_FOOTER_THREADS, len(todo)):
             # daemon threads: a prefetch still queued at exit never holds the process
             t = threading.Thread(target=_footer_worker, name="arrayds-footer", daemon=True)
@@ -283,6 +283,9 @@ def _footer_worker() -> None:
             shard_reader(store, path, size)
         except Exception:  # noqa: BLE001 - a read that needs the shard raises it, named
             pass
+        finally:
+            with _readers_lock:
+                _queued.discard((store.token, path))
 
 
 def _stop_prefetching() -> None:
@@ -303,22 +306,30 @@ def node_shard_reader(
     whole: bool = False,
 ) -> ArrayRecordReader:
     """The cached reader of shard ``relpath`` of ``node`` (see :func:`shard_reader`);
-    ``size``: its byte size from the manifest, if recorded; ``shards``: every shard
-    file of the node (relpath -> recorded size or None), which lets reads on object
-    stores prefetch footers (see :data:`FOOTER_PREFETCH_SHARDS`); ``whole``: the read
-    needs most of the shard (see :func:`shard_reader`), so no footers are prefetched
-    for it (reads of whole shards fetch each shard in one request)."""
+    ``size``: its byte size from the manifest, if recorded; ``shards``: the shard files
+    (relpath -> recorded size or None) whose footers the same read needs besides this
+    one: on object stores, when the read opens a shard of them the others (three or
+    more) are prefetched meanwhile (see :data:`FOOTER_PREFETCH_SHARDS`). A read passes
+    only what it opens by footer: a shard it reads whole (``whole``: the read needs most
+    of the shard, see :func:`shard_reader`) comes in one request with its footer.
+
+    >>> from arrayds.storage import new_store
+    >>> st = new_store("memory://doc-node-reader")
+    >>> n = write_shard(st, "a/c/x.array_record", [b"r0"], "")
+    >>> len(node_shard_reader(st, "a", "c/x.array_record", n, {"c/x.array_record": n}))
+    1
+    """
     path = store.path(node, relpath)
-    if whole and size and not store.local:
-        return shard_reader(store, path, size, whole=True)
-    if shards is None or store.local or len(shards) < 3:
+    if store.local:
         return shard_reader(store, path, size)
-    with _readers_lock:
-        r = _readers.get((store.token, path))
-    if r is None:
-        r = shard_reader(store, path, size)
+    if shards is not None and len(shards) > 2:
+        with _readers_lock:
+            r = _readers.get((store.token, path))
+        if r is not None:
+            return r
+        # the read opens its first shard: its other footers come meanwhile
         _prefetch_footers(store, node, relpath, shards)
-    return r
+    return shard_reader(store, path, size, whole=bool(whole and size))
 
 
 REMOTE_SHARD_READER_OPTIONS = "footer_prefetch_bytes:128K"
@@ -352,11 +363,9 @@ def read_shard_records_into(
 
 
 def clear_reader_cache() -> None:
-    """Forget every cached shard reader (they close when unreferenced) and which
-    nodes had their footers prefetched."""
+    """Forget every cached shard reader (they close when unreferenced)."""
     with _readers_lock:
         _readers.clear()
-        _prefetched.clear()
 
 
 # ----------------------------------------------------------------- thread pool
@@ -384,7 +393,7 @@ def _after_fork_in_child() -> None:
     _pool = None
     _footer_queue = queue.SimpleQueue()
     _footer_threads.clear()
-    _prefetched.clear()
+    _queued.clear()
     _pool_lock = threading.Lock()
     _readers_lock = threading.Lock()
     _stats_lock = threading.Lock()

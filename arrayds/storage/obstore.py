@@ -23,11 +23,12 @@ The store is opened from the same ``storage_options`` as the fsspec one (s3fs:
 ``client_kwargs={"region_name": ...}``; gcsfs: ``token`` (``"anon"`` or a service
 account file), ``endpoint_url``; adlfs: ``account_name``, ``account_key``,
 ``sas_token``, ``anon``); obstore reads the rest of its configuration from the
-environment (``AWS_*``, ``GOOGLE_*``, ``AZURE_*``). Shard files are still written and
-read by the ArrayRecord engine through fsspec with those options
+environment (``AWS_*``, ``GOOGLE_*``, ``AZURE_*``). Shard files are still written by
+the ArrayRecord engine through fsspec with those options
 (:meth:`ObstoreStore.new_file`, :attr:`ObstoreStore.storage_options`, which never
 holds ``backend``); this store serves what the dataset layer reads and writes by key
-(manifests, commits, listings, deletes) and :meth:`ObstoreStore.get_ranges`.
+(manifests, commits, listings, deletes) and every byte of a shard read through
+:meth:`ObstoreStore.get_ranges` (the open's tail and footer, the chunk ranges).
 
 >>> from arrayds.storage import store_class
 >>> store_class("s3://bucket/x", {"backend": "obstore"}).__name__

@@ -111,12 +111,24 @@ def spawn_moto() -> MotoS3:
     return MotoS3(child, child.port)
 
 
+def _user_agent(request: bytes) -> str:
+    """The product name the User-Agent header of ``request`` starts with ("" if none)."""
+    for line in request.split(b"\r\n\r\n", 1)[0].split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"user-agent":
+            return value.strip().split(b"/", 1)[0].decode("ascii", "replace")
+    return ""
+
+
 @dataclass
 class ProxyStats:
     requests: int = 0
     bytes_down: int = 0
     bytes_up: int = 0
     methods: dict[str, int] = field(default_factory=dict)  # requests per HTTP method
+    # requests per client: the product name of their User-Agent ("aiobotocore" for
+    # s3fs, "object_store" for obstore)
+    agents: dict[str, int] = field(default_factory=dict)
     in_flight: int = 0  # requests sent on and not yet answered
     max_in_flight: int = 0  # the most at once since the last reset
     held: int = 0  # requests that waited for LatencyProxy.release
@@ -129,6 +141,7 @@ class ProxyStats:
                 "bytes_down": self.bytes_down,
                 "bytes_up": self.bytes_up,
                 "methods": dict(self.methods),
+                "agents": dict(self.agents),
                 "max_in_flight": self.max_in_flight,
                 "held": self.held,
             }
@@ -138,6 +151,7 @@ class ProxyStats:
             self.requests = self.bytes_down = self.bytes_up = self.held = 0
             self.max_in_flight = self.in_flight
             self.methods.clear()
+            self.agents.clear()
 
 
 class Listener:
@@ -248,9 +262,11 @@ class LatencyProxy(Listener):
                 if state["answered"]:
                     state["answered"] = False
                     method = data.split(b" ", 1)[0].decode("ascii", "replace")
+                    agent = _user_agent(data)
                     with self.stats.lock:
                         self.stats.requests += 1
                         self.stats.methods[method] = self.stats.methods.get(method, 0) + 1
+                        self.stats.agents[agent] = self.stats.agents.get(agent, 0) + 1
                         self.stats.in_flight += 1
                         self.stats.max_in_flight = max(
                             self.stats.max_in_flight, self.stats.in_flight

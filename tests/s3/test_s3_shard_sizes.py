@@ -188,13 +188,19 @@ def _wait_for(cond) -> bool:
     return True
 
 
-@pytest.mark.parametrize("limit", [64, 5])
-def test_reads_spreading_over_shards_prefetch_the_other_footers(
+def _object_name(request: bytes) -> str:
+    """The last path component of an HTTP request's target."""
+    return request.split(b" ", 2)[1].split(b"?", 1)[0].decode().rsplit("/", 1)[-1]
+
+
+@pytest.mark.parametrize("limit", [64, 3])
+def test_a_read_prefetches_the_footers_of_its_own_shards_only(
     s3, s3_url, s3_opts, proxy, monkeypatch, limit
 ):
-    """The second shard a read opens starts a background fetch of the other footers
-    (nodes with at most FOOTER_PREFETCH_SHARDS shard files); larger nodes open each
-    shard when a read needs it."""
+    """node_shard_reader given the shards a read needs: opening the first of them
+    starts the other footers meanwhile (reads of at most FOOTER_PREFETCH_SHARDS
+    shards), and never a footer of a shard of the node the read does not need. The
+    proxy holds the other footers until the test has seen them asked for."""
     monkeypatch.setattr(store_mod, "FOOTER_PREFETCH_SHARDS", limit)
     data = np.arange(48 * 100, dtype="i8").reshape(48, 100)  # 12 chunks, 2 per shard
     arrayds.to_arrayrecord(
@@ -204,37 +210,45 @@ def test_reads_spreading_over_shards_prefetch_the_other_footers(
         storage_options=s3_opts,
     )
     a = arrayds.open_array(s3_url, storage_options=s3.storage_options(proxy.url))
-    assert len({e.path for e in a.manifest.shards}) == 6
+    sizes = {e.path: e.bytes for e in a.manifest.shards}
+    names = sorted(sizes)
+    assert len(names) == 6
+    first, needs = names[1], {p: sizes[p] for p in names[1:5]}  # the read needs 4
+    others = {p.rsplit("/", 1)[-1] for p in names[2:5]}
+    asked: list[str] = []
+
+    def hold(request: bytes) -> bool:
+        asked.append(_object_name(request))
+        return asked[-1] in others
+
+    proxy.hold = hold
     store_mod.reset_io_stats()
     proxy.stats.reset()
-    np.testing.assert_array_equal(a[0:4], data[0:4])  # shard 0: no prefetch yet
-    assert store_mod.io_stats()["reader_opens"] == 1
-    np.testing.assert_array_equal(a[8:12], data[8:12])  # shard 1
-    if limit >= 6:
-        assert _wait_for(lambda: store_mod.io_stats()["reader_opens"] == 6)
-        assert _wait_for(lambda: proxy.stats.snapshot()["requests"] == 6 + 2)
-    else:  # the read itself decides (synchronously): no prefetch was recorded
-        assert not store_mod._prefetched
-        assert store_mod.io_stats()["reader_opens"] == 2
-    opened = store_mod.io_stats()["reader_opens"]
-    before = proxy.stats.snapshot()["requests"]
-    np.testing.assert_array_equal(a[16:48], data[16:48])  # shards 2..5
+    assert len(store_mod.node_shard_reader(a.store, a.path, first, sizes[first], needs)) == 2
+    if limit >= 4:  # the 3 other footers were asked for while the first one opened
+        assert _wait_for(lambda: proxy.stats.snapshot()["held"] == 3)
+    else:  # decided before the open returned: nothing queued
+        assert not store_mod._queued
+    proxy.release.set()
+    opened = 4 if limit >= 4 else 1
+    assert _wait_for(lambda: store_mod.io_stats()["reader_opens"] == opened)
+    assert _wait_for(lambda: not store_mod._queued)
     got = proxy.stats.snapshot()
-    assert _no_head(got)
-    # prefetched: only the chunk ranges (one per shard); else each shard, which the
-    # read needs whole, in one GET with its footer
-    assert got["requests"] - before == 4
-    assert store_mod.io_stats()["reader_opens"] == 6 and opened == (6 if limit >= 6 else 2)
+    assert _no_head(got) and got["requests"] == opened
+    assert set(asked) == {p.rsplit("/", 1)[-1] for p in names[1 : 1 + opened]}
+    # the read itself: every shard open, one chunk range each
+    before = got["requests"]
+    np.testing.assert_array_equal(a.oindex[[8, 16, 24, 32], :], data[[8, 16, 24, 32], :])
+    assert proxy.stats.snapshot()["requests"] - before == 4 + (4 - opened)
 
 
 def test_prefetch_still_queued_at_exit_does_not_hold_the_process(s3, s3_url, s3_opts, tmp_path):
     """Footer prefetches run on daemon threads that stop taking work at exit: a
-    process that ends right after its reads started a prefetch ends at once, not
-    after the queued requests. The proxy holds every request for the shards the
-    reads do not touch, so when all 8 prefetch threads wait on one, 10 footers are
-    still queued; the child is then told to exit. Each read takes one chunk of a
-    two-chunk shard (a read of most of a shard fetches it whole and prefetches
-    nothing). A child that waited for its
+    process that ends right after a read started a prefetch ends at once, not after
+    the queued requests. The child opens the first of the 20 shards of a read that
+    needs them all (node_shard_reader with those shards); the proxy holds every
+    request for the other 19, so when all 8 prefetch threads wait on one, 11 footers
+    are still queued; the child is then told to exit. A child that waited for its
     prefetch would never exit (the communicate timeout fails the test)."""
     import subprocess
     import sys
@@ -247,9 +261,9 @@ def test_prefetch_still_queued_at_exit_does_not_hold_the_process(s3, s3_url, s3_
     )
     shards = arrayds.open_array(s3_url, storage_options=s3_opts).manifest.shards
     assert len(shards) == 20
-    read = {e.path.rsplit("/", 1)[-1] for e in shards if e.start[0] < 4}  # a[0:4], a[8:12]
-    others = {e.path.rsplit("/", 1)[-1] for e in shards} - read
-    assert len(read) == 2 and len(others) == 18
+    first = min(e.path for e in shards)
+    others = {e.path.rsplit("/", 1)[-1] for e in shards} - {first.rsplit("/", 1)[-1]}
+    assert len(others) == 19
 
     def prefetch_of_another_shard(request: bytes) -> bool:
         target = request.split(b" ", 2)[1].split(b"?", 1)[0].decode()
@@ -259,7 +273,10 @@ def test_prefetch_still_queued_at_exit_does_not_hold_the_process(s3, s3_url, s3_
     script.write_text(
         "import sys, arrayds\n"
         "a = arrayds.open_array(sys.argv[1], storage_options=eval(sys.argv[2]))\n"
-        "a[0:4]; a[8:12]\n"  # the second shard starts the prefetch of 18 footers
+        "from arrayds.nodes.shards import node_shard_reader\n"
+        "sizes = {e.path: e.bytes for e in a.manifest.shards}\n"
+        "first = min(sizes)\n"  # opening it starts the prefetch of 19 footers
+        "node_shard_reader(a.store, a.path, first, sizes[first], sizes)\n"
         "print('read', flush=True)\n"
         "sys.stdin.read()\n"  # exit when the test says so
     )
@@ -274,7 +291,7 @@ def test_prefetch_still_queued_at_exit_does_not_hold_the_process(s3, s3_url, s3_
         )
         try:
             assert proc.stdout.readline() == "read\n", proc.stderr.read()
-            # every prefetch thread is waiting for a footer: 10 are still queued
+            # every prefetch thread is waiting for a footer: 11 are still queued
             assert _wait_for(lambda: gate.stats.snapshot()["held"] == 8)
             _out, err = proc.communicate(timeout=120)  # closes its stdin: it exits
         finally:

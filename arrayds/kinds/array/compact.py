@@ -236,11 +236,15 @@ def _chunk_records(
                 raise AssertionError(f"{what}: chunk without an entry in a live box")
             out: list[bytes | None] = [None] * len(part)
             pids = table.path_ids[entry]
-            groups = [np.flatnonzero(pids == pid) for pid in np.unique(pids).tolist()]
+            used = np.unique(pids).tolist()
+            groups = [np.flatnonzero(pids == pid) for pid in used]
+            needs = {table.paths[p]: table.sizes.get(table.paths[p]) for p in used}
 
-            def read(where: np.ndarray, pids: Any = pids, rec: Any = rec) -> list[bytes]:
+            def read(
+                where: np.ndarray, pids: Any = pids, rec: Any = rec, needs: Any = needs
+            ) -> list[bytes]:
                 relpath = table.paths[int(pids[where[0]])]
-                return read_old(store, node, relpath, rec[where], table.sizes, what)
+                return read_old(store, node, relpath, rec[where], needs, what)
 
             for where, got in zip(groups, in_parallel(read, groups, store), strict=True):
                 for k, data in zip(where.tolist(), got, strict=True):
@@ -256,7 +260,9 @@ def read_old(
     sizes: Mapping[str, int | None],
     what: str,
 ) -> list[bytes]:
-    """Records ``recs`` of the old shard ``relpath`` (one batched read), named errors."""
+    """Records ``recs`` of the old shard ``relpath`` (one batched read), named errors;
+    ``sizes``: the recorded sizes of the shards the same batch reads (their footers
+    are prefetched together)."""
     try:
         reader = node_shard_reader(store, node, relpath, sizes.get(relpath), sizes)
         n = len(reader)

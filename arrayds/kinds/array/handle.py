@@ -621,13 +621,18 @@ class Array(Node):
         self._fetch(plan, np.flatnonzero(present), put, out)
         return out.reshape(sel.shape)
 
-    def _reader(self, relpath: str, whole: bool = False) -> ArrayRecordReader:
+    def _reader(
+        self,
+        relpath: str,
+        whole: bool = False,
+        shards: Mapping[str, int | None] | None = None,
+    ) -> ArrayRecordReader:
+        """The reader of shard ``relpath``; ``whole``: fetch it whole (see
+        :meth:`_whole`); ``shards``: the other shards the same read opens by footer
+        (their footers are prefetched, :func:`arrayds.nodes.shards.node_shard_reader`)."""
         try:
-            sizes = self._m.shard_sizes()
-            size = sizes.get(relpath)
-            # a read of most of a small remote shard fetches all of it in one request
-            whole = whole and size is not None and size <= coalesce_options().max_size
-            return node_shard_reader(self._store, self._node, relpath, size, sizes, whole=whole)
+            size = self._m.shard_sizes().get(relpath)
+            return node_shard_reader(self._store, self._node, relpath, size, shards, whole=whole)
         except FileNotFoundError:
             raise FileNotFoundError(
                 errno.ENOENT,
@@ -637,13 +642,24 @@ class Array(Node):
         except CorruptionError as e:
             raise CorruptionError(f"{self.what}: shard {relpath!r} is damaged: {e}") from None
 
-    def _reader_with(self, relpath: str, recs: Any) -> ArrayRecordReader:
+    def _whole(self, relpath: str, count: int) -> bool:
+        """Whether a read of ``count`` records of shard ``relpath`` fetches the whole
+        shard, footer included, in one request: a remote shard of known size at most
+        the coalescing ``max_size``, of which the read needs more than half the records
+        (:func:`arrayds.nodes.shards.shard_reader`'s ``whole``)."""
+        if self._store.local or not 2 * count > self._m.shard_records(relpath) > 0:
+            return False
+        size = self._m.shard_sizes().get(relpath)
+        return size is not None and size <= coalesce_options().max_size
+
+    def _reader_with(
+        self, relpath: str, recs: Any, shards: Mapping[str, int | None] | None = None
+    ) -> ArrayRecordReader:
         """The reader of shard ``relpath``, checked to hold every record in ``recs``
         (else the manifest and the shard disagree: CorruptionError naming both). A
         read of more than half the shard's records asks for the whole shard
-        (:func:`arrayds.nodes.shards.shard_reader`'s ``whole``)."""
-        whole = not self._store.local and 2 * len(recs) > self._m.shard_records(relpath) > 0
-        reader = self._reader(relpath, whole)
+        (:meth:`_whole`); ``shards``: as :meth:`_reader`'s."""
+        reader = self._reader(relpath, self._whole(relpath, len(recs)), shards)
         n = len(reader)
         top = max(recs) if isinstance(recs, list) else int(recs.max())
         if top >= n:
@@ -653,23 +669,33 @@ class Array(Node):
             )
         return reader
 
-    def _read_records(self, relpath: str, recs: Any) -> list[bytes]:
+    def _read_records(
+        self, relpath: str, recs: Any, shards: Mapping[str, int | None] | None = None
+    ) -> list[bytes]:
         """One batched engine read of records ``recs`` of shard ``relpath``, with the
-        record count checked and errors naming the array and the shard."""
-        reader = self._reader_with(relpath, recs)
+        record count checked and errors naming the array and the shard (``shards``: as
+        :meth:`_reader`'s)."""
+        reader = self._reader_with(relpath, recs, shards)
         try:
             return read_shard_records(reader, recs)
         except CorruptionError as e:
             raise CorruptionError(f"{self.what}: shard {relpath!r} is damaged: {e}") from None
 
     def decode_records_into(
-        self, relpath: str, recs: Any, buffers: list[Any], prefix: Any = None
+        self,
+        relpath: str,
+        recs: Any,
+        buffers: list[Any],
+        prefix: Any = None,
+        shards: Mapping[str, int | None] | None = None,
     ) -> bool:
         """Decode records ``recs`` of shard ``relpath`` into ``buffers`` (one batched
         engine call). False when a record is not ``prefix`` + its buffer's size (a
         header this writer would not produce, or a damaged manifest): the caller then
-        takes the general path, which decodes any valid header or names the damage."""
-        reader = self._reader_with(relpath, recs)
+        takes the general path, which decodes any valid header or names the damage.
+        ``shards``: the other shards the same read opens by footer (relpath -> recorded
+        size), whose footers are then prefetched."""
+        reader = self._reader_with(relpath, recs, shards)
         try:
             read_shard_records_into(reader, recs, buffers, prefix)
         except CorruptionError as e:
@@ -750,16 +776,27 @@ class Array(Node):
             cut = np.flatnonzero(pids[1:] != pids[:-1]) + 1
             groups = np.split(ks, cut)
         dtype = m.dtype
+        paths = [table.paths[int(table.path_ids[plan.entry[g[0]]])] for g in groups]
+        # the remote shards this read opens by footer (not those it fetches whole):
+        # their footers are fetched at once when it opens the first
+        by_footer = None
+        if len(groups) > 2 and not self._store.local:
+            sizes = m.shard_sizes()
+            by_footer = {
+                p: sizes.get(p)
+                for p, g in zip(paths, groups, strict=True)
+                if not self._whole(p, len(g))
+            }
 
         full = plan.full() if out is not None else None
 
-        def run(group: np.ndarray) -> None:
-            relpath = table.paths[int(table.path_ids[plan.entry[group[0]]])]
+        def run(job: tuple[str, np.ndarray]) -> None:
+            relpath, group = job
             if full is not None:
-                group = self._fetch_into(plan, group, full, relpath, out)
+                group = self._fetch_into(plan, group, full, relpath, out, by_footer)
                 if group.size == 0:
                     return
-            bufs = self._read_records(relpath, plan.record[group])
+            bufs = self._read_records(relpath, plan.record[group], by_footer)
             for k, buf in zip(group.tolist(), bufs, strict=True):
                 idx = plan.index(k)
                 shape = plan.chunk_shape(idx)
@@ -772,15 +809,21 @@ class Array(Node):
 
                 put(k, idx, decode_chunk(buf, dtype, shape, what))
 
-        run_each(io_pool(), run, groups)
+        run_each(io_pool(), run, list(zip(paths, groups, strict=True)))
 
     def _fetch_into(
-        self, plan: _Plan, group: np.ndarray, full: np.ndarray, relpath: str, out: Any
+        self,
+        plan: _Plan,
+        group: np.ndarray,
+        full: np.ndarray,
+        relpath: str,
+        out: Any,
+        shards: Mapping[str, int | None] | None = None,
     ) -> np.ndarray:
         """Decode the chunks of ``group`` (one shard) that are taken whole straight
         into their boxes of ``out`` (one engine call; each record's ``.npy`` header is
         compared by the engine, its data written into the box, strided or not).
-        Returns the chunks left for the general path."""
+        Returns the chunks left for the general path (``shards``: as :meth:`_reader`'s)."""
         dtype = self._m.dtype
         # numpy exports no buffer for datetime64/timedelta64: same bytes as int64
         target = out.view("<i8") if dtype.kind in "Mm" else out
@@ -801,7 +844,7 @@ class Array(Node):
                         heads.append(npy_header(dtype, shape))
                         continue
             rest.append(k)
-        if ks and not self.decode_records_into(relpath, plan.record[ks], dests, heads):
+        if ks and not self.decode_records_into(relpath, plan.record[ks], dests, heads, shards):
             return group  # an unexpected header somewhere: the general path decodes all
         return np.asarray(rest, dtype=np.int64)
 

@@ -42,9 +42,8 @@ def usage(m: RaggedManifest, sizes: Mapping[str, int] | None) -> Usage:
 def _ragged_index(store: Store, node: str, m: RaggedManifest, k: int, what: str) -> np.ndarray:
     """The item shapes of shard ``k`` (its index record)."""
     sh = m.shards[k]
-    sizes = {s.path: s.bytes for s in m.shards}
     reader_n = sh.records
-    (raw,) = read_old(store, node, sh.path, [reader_n - 1], sizes, what)
+    (raw,) = read_old(store, node, sh.path, [reader_n - 1], {sh.path: sh.bytes}, what)
     shapes = decode_chunk(raw, np.dtype("<i8"), (sh.items, m.ndim), f"{what}: index of {sh.path!r}")
     return np.array(shapes, dtype=np.int64)
 

@@ -312,10 +312,12 @@ class RaggedArray(Node):
 
     # -- shard indexes
 
-    def _reader(self, relpath: str) -> Any:
+    def _reader(self, relpath: str, shards: Mapping[str, int | None] | None = None) -> Any:
+        """The reader of shard ``relpath``; ``shards``: the shards the same read needs
+        (their footers are prefetched, :func:`arrayds.nodes.shards.node_shard_reader`)."""
         try:
-            sizes = self._sizes
-            return node_shard_reader(self._store, self._node, relpath, sizes.get(relpath), sizes)
+            size = self._sizes.get(relpath)
+            return node_shard_reader(self._store, self._node, relpath, size, shards)
         except FileNotFoundError:
             raise FileNotFoundError(
                 errno.ENOENT,
@@ -325,7 +327,14 @@ class RaggedArray(Node):
         except CorruptionError as e:
             raise CorruptionError(f"{self.what}: shard {relpath!r} is damaged: {e}") from None
 
-    def _load_index(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+    def _needs(self, shard_ids: Iterable[int]) -> dict[str, int | None]:
+        """The shard files of ``shard_ids`` (relpath -> recorded size): what one read
+        of those shards opens."""
+        return {self._m.shards[k].path: self._sizes.get(self._m.shards[k].path) for k in shard_ids}
+
+    def _load_index(
+        self, k: int, shards: Mapping[str, int | None] | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         sh = self._m.shards[k]
         key = (self._store.token, self._store.path(self._node, sh.path))
         with _indexes_lock:
@@ -333,7 +342,7 @@ class RaggedArray(Node):
             if hit is not None:
                 _indexes.move_to_end(key)
                 return hit
-        reader = self._reader(sh.path)
+        reader = self._reader(sh.path, shards)
         n = len(reader)
         if n != sh.records:
             raise CorruptionError(
@@ -382,7 +391,9 @@ class RaggedArray(Node):
 
     def _indexes(self, shard_ids: Iterable[int]) -> dict[int, tuple[np.ndarray, np.ndarray]]:
         ids = sorted(set(int(k) for k in shard_ids))
-        return dict(zip(ids, run_each(io_pool(), self._load_index, ids), strict=True))
+        needs = self._needs(ids)
+        got = run_each(io_pool(), lambda k: self._load_index(k, needs), ids)
+        return dict(zip(ids, got, strict=True))
 
     def _locate(self, items: np.ndarray) -> np.ndarray:
         """Shard number of each (valid) item index."""
@@ -424,10 +435,11 @@ class RaggedArray(Node):
         groups = np.split(np.arange(rep.size), cut)
         parts: dict[int, list[np.ndarray]] = {}
         lock = threading.Lock()
+        needs = self._needs(int(sh[g[0]]) for g in groups)
 
         def run(g: np.ndarray) -> None:
             relpath = m.shards[int(sh[g[0]])].path
-            reader = self._reader(relpath)
+            reader = self._reader(relpath, needs)
             try:
                 bufs = read_shard_records(reader, record[g])
             except CorruptionError as e:

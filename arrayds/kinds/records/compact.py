@@ -93,10 +93,11 @@ def copy_ranges(
     for path, a, b, per in ranges:
         step = max(1, int(_TASK_BYTES // max(per, 1.0)))
         tasks += [(path, lo, min(b, lo + step)) for lo in range(a, b, step)]
+    needs = {path: sizes.get(path) for path, _a, _b, _per in ranges}  # what the copy opens
 
     def read(task: tuple[str, int, int]) -> list[bytes]:
         path, a, b = task
-        return read_old(store, node, path, list(range(a, b)), sizes, what)
+        return read_old(store, node, path, list(range(a, b)), needs, what)
 
     for got in in_parallel(read, tasks, store):
         yield from got
