@@ -13,6 +13,7 @@ True
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -59,25 +60,8 @@ class _Upload:
             self.written += memoryview(data).nbytes
 
     def finish(self) -> None:
-        """Complete the upload: the object appears now. A completing request that the
-        store applied but whose reply was lost makes the client's resend fail (GCS: the
-        resumable session is complete, 404; S3: the multipart upload is gone); the
-        object is then there whole, and that is success."""
-        try:
-            self.file.close()
-        except OSError:
-            if not self._stored_whole():
-                raise
-
-    def _stored_whole(self) -> bool:
-        """Whether the object holds every byte written: its name is this writer's
-        alone (a shard is named after its write), and an upload's object appears only
-        when the upload completes, whole."""
-        try:
-            self.fs.invalidate_cache(self.path)
-            return int(self.fs.info(self.path)["size"]) == self.written
-        except Exception:  # noqa: BLE001 - unknown: the close's error stands
-            return False
+        """Complete the upload: the object appears now, whole."""
+        self.file.close()
 
     def abort(self) -> None:
         """Cancel the upload: no object (not even an empty one) appears."""
@@ -255,8 +239,28 @@ class ArrayRecordWriter:
         except BaseException:
             self._failed = True
             if self._upload is not None:
-                self._upload.abort()
+                # the close's error stands (a completing request whose reply was lost
+                # leaves no upload to cancel: see :attr:`upload_bytes`)
+                with contextlib.suppress(Exception):
+                    self._upload.abort()
             raise
+
+    @property
+    def upload_bytes(self) -> int:
+        """Bytes streamed to an object-store upload so far (:data:`STREAMED_PROTOCOLS`;
+        0 for any other destination): after ``close()``, the whole file's size. A
+        completing request that the store applied but whose reply was lost makes
+        ``close()`` fail (GCS: the resumable session is complete, 404; S3: the
+        multipart upload is gone) while the object is there whole; only a caller that
+        knows no other writer can have made an object of that name may then take an
+        object of this size as its own (the shard writer, :mod:`arrayds.nodes.shards`).
+
+        >>> import os, tempfile
+        >>> w = ArrayRecordWriter(os.path.join(tempfile.mkdtemp(), "u.array_record"))
+        >>> w.write(b"x"); w.close(); w.upload_bytes
+        0
+        """
+        return 0 if self._upload is None else self._upload.written
 
     def ok(self) -> bool:
         """True while the writer is open and no write has failed (like the official

@@ -85,10 +85,28 @@ def shard_writer(
             raise
         try:
             w.close()
-        except (PermissionError, FileNotFoundError) as e:
+        except OSError as e:
             if store.local:
                 raise
-            raise store.named_error(e, "cannot write the shard", store.path(key)) from e
+            if not _stored_whole(store, key, w.upload_bytes):
+                if isinstance(e, (PermissionError, FileNotFoundError)):
+                    raise store.named_error(e, "cannot write the shard", store.path(key)) from e
+                raise
+
+
+def _stored_whole(store: Store, key: str, uploaded: int) -> bool:
+    """Whether the upload of shard ``key`` whose completing request failed is stored
+    whole: the request was applied and only its reply lost (the client's resend then
+    fails: :attr:`ArrayRecordWriter.upload_bytes`). The object is the upload's own
+    when it holds every byte sent: a shard's name is its write's alone, an object
+    appears only when its upload completes, whole, and a dask retry of the same task
+    writes the same bytes."""
+    if uploaded <= 0:
+        return False
+    try:
+        return store.size(key) == uploaded
+    except Exception:  # noqa: BLE001 - unknown: the close's error stands
+        return False
 
 
 def write_shard(

@@ -184,3 +184,25 @@ def test_a_shard_upload_whose_last_reply_is_lost_commits(faulty) -> None:
     assert faulty.proxy.injected["lost"] == 1
     np.testing.assert_array_equal(_read(url, direct), np.array([[0.0] * 3] * 2 + [[1.0] * 3]))
     assert not verify(url, storage_options=direct).problems
+
+
+@pytest.mark.parametrize("backend", ["gs"])
+def test_a_user_upload_whose_last_reply_is_lost_raises(faulty) -> None:
+    """Only a shard, whose name is its write's alone, is taken as stored when the
+    completing request's reply is lost and the object then holds as many bytes as were
+    sent. A user's writer cannot know that an object of that size is its own (here an
+    earlier upload of the same bytes under the same name): its close raises."""
+    url = f"{faulty.url}/user.array_record"
+    records = [b"record %d" % i for i in range(10)]
+    with arrayds.ArrayRecordWriter(url, storage_options=faulty.direct) as w:
+        w.write_many(records)
+    before = w.upload_bytes
+    faulty.proxy.set_schedule([Rule("lost", methods=WRITES, keys="shard", skip=1, limit=1)])
+    w = arrayds.ArrayRecordWriter(url, storage_options=faulty.opts)
+    w.write_many(records)
+    with pytest.raises(OSError):
+        w.close()
+    assert faulty.proxy.injected["lost"] == 1
+    assert w.upload_bytes == before > 0
+    reader = arrayds.ArrayRecordReader(url, storage_options=faulty.direct)
+    assert reader.read_all() == records
