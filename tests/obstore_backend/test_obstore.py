@@ -9,22 +9,15 @@ import uuid
 
 import numpy as np
 import pytest
-from conformance.servers import moto_bucket
 
 import arrayds
 from arrayds.errors import PreconditionFailedError
 from arrayds.storage import FsspecStore, get_store, store_class
 
+from .conftest import BUCKET
+
 obstore = pytest.importorskip("obstore", reason="the obstore backend needs arrayds[obstore]")
 from arrayds.storage.obstore import ObstoreStore  # noqa: E402
-
-BUCKET = "arrayds-obstore-t"
-
-
-@pytest.fixture(scope="module")
-def s3():
-    with moto_bucket(BUCKET) as server:
-        yield server
 
 
 @pytest.fixture

@@ -11,22 +11,17 @@ import uuid
 import dask.array as da
 import numpy as np
 import pytest
-from conformance.servers import load_helper, moto_bucket
+from conformance.servers import load_helper
 
 import arrayds
 from arrayds import CorruptionError
 from arrayds.nodes import shards as store_mod
 
+from .conftest import BUCKET
+
 pytest.importorskip("obstore", reason="the obstore backend needs arrayds[obstore]")
 
-BUCKET = "arrayds-obstore-shards"
 OBSTORE, S3FS = "object_store", "aiobotocore"
-
-
-@pytest.fixture(scope="module")
-def s3():
-    with moto_bucket(BUCKET) as server:
-        yield server
 
 
 @pytest.fixture
