@@ -58,7 +58,7 @@ import arrayds
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.join(HERE, "anchors")]
 from anchor_runner import AnchorUnavailable, run_anchor  # noqa: E402
-from field import generated, make_data, values  # noqa: E402
+from field import a5_cluster, generated, make_data, values  # noqa: E402
 
 TARGETS = {  # arrayds / best anchor (throughput), or latency ratio for A3
     "A1": (">=", 1.1),
@@ -624,8 +624,6 @@ def a4(root: str, n: int, chunk: int, repeat: int, res: Results) -> None:
 
 
 def a5(root: str, n: int, chunk: int, repeat: int, res: Results) -> None:
-    from distributed import Client, LocalCluster
-
     global cpu_clock
     nbytes = n * n * 4
     anchor.run(root, repeat, {"case": "a5", "n": n, "chunk": chunk, "shard": 2 * chunk})
@@ -633,17 +631,7 @@ def a5(root: str, n: int, chunk: int, repeat: int, res: Results) -> None:
         cls(os.path.join(root, "a5"), (n, n), chunk) for cls in (ArraydsSystem, TensorstoreSystem)
     ]
     os.makedirs(os.path.join(root, "a5"), exist_ok=True)
-    with (
-        LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
-        ) as cluster,
-        Client(cluster) as client,
-    ):
-        client.run(_warm_up)  # imports on the workers are not part of any figure
-
-        def cluster_cpu() -> float:
-            return process_cpu() + sum(client.run(process_cpu).values())
-
+    with a5_cluster(process_cpu, ("tensorstore", "arrayds")) as cluster_cpu:
         cpu_clock = cluster_cpu
         try:
             x = generated(n, chunk)
@@ -662,12 +650,6 @@ def a5(root: str, n: int, chunk: int, repeat: int, res: Results) -> None:
             res.a5_generate = mbps(nbytes, gen)  # type: ignore[attr-defined]
         finally:
             cpu_clock = process_cpu
-
-
-def _warm_up() -> None:
-    import tensorstore  # noqa: F401
-
-    import arrayds  # noqa: F401
 
 
 def machine(n: int, chunk: int, repeat: int) -> dict[str, float]:

@@ -36,7 +36,7 @@ import dask
 import dask.array as da
 import numpy as np
 import zarr
-from field import generated
+from field import a5_cluster, generated
 from harness import finish, job, process_cpu, section, versions
 from zarr.codecs import ZstdCodec
 
@@ -68,20 +68,8 @@ def a5(case: dict[str, Any], root: str, repeat: int) -> None:
     """The cluster workload: as bench_arrays.py's A5, the blocks generated on the
     workers (sharded zarr: one block per shard), written with ``da.store`` and summed
     with the stored chunks and with 2 x 2 chunk (sharded: shard) blocks."""
-    from distributed import Client, LocalCluster
-
     n, chunk, shard = int(case["n"]), int(case["chunk"]), int(case["shard"])
-    with (
-        LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
-        ) as cluster,
-        Client(cluster) as client,
-    ):
-        client.run(_warm_up)  # imports on the workers are not part of any figure
-
-        def cluster_cpu() -> float:
-            return process_cpu() + sum(client.run(process_cpu).values())
-
+    with a5_cluster(process_cpu, ("field", "zarr")) as cluster_cpu:
         want = float(generated(n, chunk).sum(dtype=np.float64).compute())
         for system, sh in (("zarr", None), ("zarr-sharded", shard)):
             path = os.path.join(root, f"a5-{system}")
@@ -109,11 +97,6 @@ def a5(case: dict[str, Any], root: str, repeat: int) -> None:
                 assert np.isclose(float(y.sum(dtype=np.float64).compute()), want)
                 run(f"A5 read|{system}|{name}", repeat, y.sum().compute, None, cluster_cpu)
             shutil.rmtree(path)
-
-
-def _warm_up() -> None:
-    import field  # noqa: F401
-    import zarr  # noqa: F401
 
 
 def one_case(case: dict[str, Any], root: str, repeat: int) -> None:

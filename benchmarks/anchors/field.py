@@ -14,6 +14,10 @@ cluster workload A5: nothing large travels from the client).
 
 from __future__ import annotations
 
+import contextlib
+import importlib
+from collections.abc import Callable, Iterator
+
 import dask.array as da
 import numpy as np
 
@@ -74,3 +78,32 @@ def generated(n: int, chunk: int) -> da.Array:
     runs (for the cluster workloads: nothing large travels from the client)."""
     chunks = ((chunk,) * (n // chunk), (chunk,) * (n // chunk))
     return da.map_blocks(_gen_block, n, chunks=chunks, dtype=np.float32)
+
+
+@contextlib.contextmanager
+def a5_cluster(
+    process_cpu: Callable[[], float], imports: tuple[str, ...]
+) -> Iterator[Callable[[], float]]:
+    """The cluster of workload A5, for both sides: ``LocalCluster(n_workers=2,
+    processes=True, threads_per_worker=1)`` whose workers have imported ``imports``
+    first (imports are no part of any figure) -> a clock of the CPU
+    seconds of this process and of the workers, each by ``process_cpu``."""
+    from distributed import Client, LocalCluster
+
+    with (
+        LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        client.run(_import, imports)
+
+        def cluster_cpu() -> float:
+            return process_cpu() + sum(client.run(process_cpu).values())
+
+        yield cluster_cpu
+
+
+def _import(names: tuple[str, ...]) -> None:
+    for name in names:
+        importlib.import_module(name)
