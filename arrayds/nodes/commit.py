@@ -852,7 +852,7 @@ def forget_history(store: Store, node: str) -> None:
 
 def _forget_history(store: Store, node: str, head: Mapping[str, Any]) -> None:
     try:
-        keep = log.log_files(head)
+        keep = log.log_files(store, node, head)
         if not keep:  # the markers of the writes under way stay (arrayds.nodes.pending)
             store.delete_prefix(_key(node, log.LOG_DIR))
             store.delete_prefix(_key(node, log.VERSIONS_DIR))

@@ -48,6 +48,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -60,6 +61,7 @@ from .shards import io_pool
 
 __all__ = [
     "HISTORY_FROM",
+    "INDEX_LIMIT",
     "Appended",
     "LOG_DIR",
     "META_DIR",
@@ -74,6 +76,7 @@ __all__ = [
     "encode",
     "extend",
     "log_files",
+    "index",
     "needs_index",
     "now",
     "parse_time",
@@ -97,11 +100,19 @@ TAIL_LIMIT = 32
 SEGMENT_FORMAT = "arrayds-segment"
 MAX_SEGMENT_BYTES = 1 << 30
 """A segment file larger than this is refused as damaged before it is parsed."""
-SEGMENT_LIMIT = 1024
+SEGMENT_LIMIT = 128
 """The most entries a writer puts in one segment: the merge of the binary counter stops
 there, and a longer run of new entries is written as several segments. A read that
-needs one entry then loads at most this many (about 120 KiB of JSON for an array),
+needs one entry then loads at most this many (about 15 KiB of JSON for an array),
 however long the list."""
+INDEX_FORMAT = "arrayds-index"
+INDEX_LIMIT = 128
+"""The most segment references a head keeps after its last index reference, and the
+number an index holds: once a head would keep more, the first :data:`INDEX_LIMIT` of
+them move into a new index (an immutable file of references) that the head references
+instead. A head then holds about n / (SEGMENT_LIMIT x INDEX_LIMIT) + INDEX_LIMIT
+references for n entries (a few KiB up to 16 million entries), and a read that needs
+one entry loads the head, one index and one segment."""
 
 
 @dataclass(frozen=True)
@@ -260,15 +271,33 @@ def segment(store: Store, node: str, ref: Any, what: str) -> list[Any]:
     """The entries of the segment ``ref`` (``{"path", "count"}``) of ``node``, from a
     per-process cache (segments never change). A missing, damaged or forged segment
     raises :class:`arrayds.CorruptionError` naming it."""
-    global _cache_size
     path, count = _check_ref(ref, what)
+    if "refs" in ref:
+        raise CorruptionError(f"{what}: manifest segment {path!r} is an index, not a segment")
+    return _load(store, node, ref, path, count, "entries", f"{what}: manifest segment {path!r}")
+
+
+def index(store: Store, node: str, ref: Any, what: str) -> list[dict[str, Any]]:
+    """The segment references held by the index ``ref`` (an index reference:
+    ``{"path", "count", "refs"}``) of ``node``, cached as segments are. A missing,
+    damaged or forged index (one that holds an index reference, or whose references
+    disagree with what ``ref`` says of them) raises :class:`arrayds.CorruptionError`
+    naming it."""
+    path, _ = _check_ref(ref, what)
+    n = ref.get("refs")
+    if not _is_count(n):
+        raise CorruptionError(f"{what}: manifest segment reference {ref!r} is no index")
+    return _load(store, node, ref, path, n, "refs", f"{what}: manifest index {path!r}")
+
+
+def _load(store: Store, node: str, ref: Any, path: str, count: int, field: str, where: str) -> Any:
+    global _cache_size
     ck = (store.canonical_url, _key(node, path))
     with _cache_lock:
         got = _cache.get(ck)
         if got is not None:
             _cache.move_to_end(ck)
             return got
-    where = f"{what}: manifest segment {path!r}"
     try:
         size = store.size(_key(node, path))
     except FileNotFoundError:
@@ -279,44 +308,139 @@ def segment(store: Store, node: str, ref: Any, what: str) -> list[Any]:
     if data is None:
         raise CorruptionError(f"{where} is missing")
     doc = parse_json(data, where)
-    entries = doc.get("entries")
-    if doc.get("format") != SEGMENT_FORMAT or not isinstance(entries, list):
-        raise CorruptionError(f"{where} is not an arrayds segment")
-    if len(entries) != count or doc.get("count") != count:
-        raise CorruptionError(f"{where} holds {len(entries)} entries; the manifest says {count}")
-    _check_summary(ref, entries, where)
+    items = doc.get(field)
+    fmt = SEGMENT_FORMAT if field == "entries" else INDEX_FORMAT
+    if doc.get("format") != fmt or not isinstance(items, list):
+        raise CorruptionError(f"{where} is not an arrayds {fmt[8:]}")
+    if len(items) != count or doc.get("count") != count:
+        raise CorruptionError(f"{where} holds {len(items)} {field}; the manifest says {count}")
+    if field == "refs":
+        _check_index(ref, items, where)
+    else:
+        _check_summary(ref, items, where)
     with _cache_lock:
-        _cache[ck] = entries
-        _cache_size += len(entries) + 1
+        _cache[ck] = items
+        _cache_size += len(items) + 1
         while _cache_size > _CACHE_ENTRIES and len(_cache) > 1:
             _, old = _cache.popitem(last=False)
             _cache_size -= len(old) + 1
-    return entries
+    return items
+
+
+_PLAIN_REF = rf"{LOG_DIR}/[0-9a-f]{{24}}(?:-[0-9a-f]{{8}})?\.json"
+_PLAIN_REFS = re.compile(rf"{_PLAIN_REF}(?:\n{_PLAIN_REF})*")
+"""Segment paths as writers name them, joined by newlines."""
+
+
+def _plain_summary(refs: list[Any]) -> dict[str, Any] | None:
+    """The summary of the segment references ``refs`` (:func:`summary`) if every one
+    has the form writers give them (a plain path, ``count``, ``records`` and a
+    well-formed ``box``, no ``refs``), checked a column at a time (an index of 128
+    references in a fraction of the time of one at a time); ``None`` otherwise."""
+    if not refs or any(type(r) is not dict or "refs" in r for r in refs):
+        return None
+    try:
+        paths = [r["path"] for r in refs]
+        counts = [r["count"] for r in refs]
+        recs = [r["records"] for r in refs]
+        boxes = [r["box"] for r in refs]
+    except KeyError:
+        return None
+    if (
+        set(map(type, paths)) != {str}
+        or set(map(type, counts)) != {int}
+        or set(map(type, recs)) != {int}
+        or set(map(type, boxes)) != {list}
+        or not _PLAIN_REFS.fullmatch("\n".join(paths))
+    ):
+        return None
+    corners = list(chain.from_iterable(boxes))
+    if set(map(type, corners)) != {list} or set(map(type, chain.from_iterable(corners))) != {int}:
+        return None
+    try:
+        b = np.array(boxes, dtype=np.int64)
+    except (ValueError, OverflowError):
+        return None
+    if (
+        b.ndim != 3
+        or b.shape[1] != 2
+        or min(counts) < 0
+        or min(recs) < 0
+        or (b < 0).any()
+        or (b[:, 0] > b[:, 1]).any()
+    ):
+        return None
+    box = [b[:, 0].min(axis=0).tolist(), b[:, 1].max(axis=0).tolist()]
+    return {"count": sum(counts), "records": sum(recs), "box": box}
+
+
+def _check_index(ref: Mapping[str, Any], refs: list[Any], where: str) -> None:
+    """An index holds segment references only, whose summary is the one its own
+    reference gives (the same ``count`` and ``records`` sums, every box inside its
+    ``box``)."""
+    have = _plain_summary(refs)
+    if have is None:  # one by one, to name what is wrong
+        for r in refs:
+            _check_ref(r, where)
+            if "refs" in r:
+                raise CorruptionError(f"{where} holds the index reference {r!r}")
+        have = summary(refs, of_refs=True)
+    for key, name in (("count", "entries"), ("records", "records")):
+        if key in ref and have.get(key) != ref[key]:
+            raise CorruptionError(
+                f"{where}: its segments hold {have.get(key)} {name}; the manifest says {ref[key]}"
+            )
+    if "box" in ref:
+        box, got = ref["box"], have.get("box")
+        if (
+            got is None
+            or len(got[0]) != len(box[0])
+            or not all(a <= c for a, c in zip(box[0], got[0], strict=True))
+            or not all(d <= b for b, d in zip(box[1], got[1], strict=True))
+        ):
+            raise CorruptionError(
+                f"{where}: its segments span the chunk box {got}, outside the box {box} "
+                f"the manifest gives it"
+            )
 
 
 def _is_count(x: Any) -> bool:
     return isinstance(x, int) and not isinstance(x, bool) and x >= 0
 
 
-def summary(entries: Sequence[Any]) -> dict[str, Any]:
+def summary(entries: Sequence[Any], *, of_refs: bool = False) -> dict[str, Any]:
     """What a segment's reference says of its entries, so that a reader can tell
     without loading the segment whether it may hold what a read looks for:
     ``records``, the sum of the entries' ``records`` (when every entry has one), and
     ``box``, ``[start, stop]``: the smallest box of chunk coordinates that holds every
     entry's box (when every entry has a ``start`` and a ``stop`` of the same length).
+    ``of_refs``: the summary of an index of the segment references ``entries``
+    (``count``, the sum of theirs; ``records`` and ``box`` from theirs).
 
     >>> summary([{"start": [0, 4], "stop": [2, 6], "records": 4},
     ...          {"start": [5, 0], "stop": [6, 1], "records": 1}])
     {'records': 5, 'box': [[0, 0], [6, 6]]}
     >>> summary([{"path": "a"}])
     {}
+    >>> summary([{"count": 2, "records": 5, "box": [[0], [3]]},
+    ...          {"count": 1, "records": 1, "box": [[7], [8]]}], of_refs=True)
+    {'count': 3, 'records': 6, 'box': [[0], [8]]}
     """
     out: dict[str, Any] = {}
+    if of_refs:
+        counts = [e.get("count") if isinstance(e, dict) else None for e in entries]
+        if all(_is_count(c) for c in counts):
+            out["count"] = sum(counts)  # type: ignore[arg-type]
     recs = [e.get("records") if isinstance(e, dict) else None for e in entries]
     if entries and all(_is_count(r) for r in recs):
         out["records"] = sum(recs)  # type: ignore[arg-type]
-    starts = [e.get("start") if isinstance(e, dict) else None for e in entries]
-    stops = [e.get("stop") if isinstance(e, dict) else None for e in entries]
+    if of_refs:
+        boxes = [e.get("box") if isinstance(e, dict) else None for e in entries]
+        starts = [b[0] if isinstance(b, list) and len(b) == 2 else None for b in boxes]
+        stops = [b[1] if isinstance(b, list) and len(b) == 2 else None for b in boxes]
+    else:
+        starts = [e.get("start") if isinstance(e, dict) else None for e in entries]
+        stops = [e.get("stop") if isinstance(e, dict) else None for e in entries]
     if entries and isinstance(starts[0], list):
         ndim = len(starts[0])
         if all(
@@ -348,6 +472,7 @@ def _check_ref(ref: Any, what: str) -> tuple[str, int]:
         or count < 0
         or ("records" in ref and not _is_count(ref["records"]))
         or ("box" in ref and not _is_box(ref["box"]))
+        or ("refs" in ref and not (_is_count(ref["refs"]) and ref["refs"] > 0))
     ):
         raise CorruptionError(f"{what}: manifest segment reference {ref!r} is invalid")
     return path, count
@@ -435,7 +560,46 @@ def _write_segments(
     return run_each(io_pool(), lambda run: _write_segment(store, node, run, write_id), runs)
 
 
+def _write_index(
+    store: Store, node: str, refs: Sequence[Mapping[str, Any]], write_id: str | None
+) -> dict[str, Any]:
+    """Write the immutable index of the segment references ``refs`` (named after
+    ``write_id``, as segments are); returns its reference."""
+    path = _segment_path(write_id)
+    refs = [dict(r) for r in refs]
+    store.put(
+        _key(node, path), dump_json({"format": INDEX_FORMAT, "count": len(refs), "refs": refs})
+    )
+    global _cache_size
+    with _cache_lock:
+        _cache[(store.canonical_url, _key(node, path))] = refs
+        _cache_size += len(refs) + 1
+    return {"path": path, "refs": len(refs), **summary(refs, of_refs=True)}
+
+
+def _roll_up(
+    store: Store, node: str, segs: list[Any], written: list[str], write_id: str | None
+) -> list[Any]:
+    """The references ``segs`` of a head with the segment references after its last
+    index reference moved into new indexes of :data:`INDEX_LIMIT` each, first ones
+    first, until at most :data:`INDEX_LIMIT` of them are left (a bounded head)."""
+    last = max((i for i, r in enumerate(segs) if _is_index_ref(r)), default=-1)
+    run = segs[last + 1 :]
+    groups = -(-(len(run) - INDEX_LIMIT) // INDEX_LIMIT)
+    if groups <= 0:
+        return segs
+    runs = [run[i * INDEX_LIMIT : (i + 1) * INDEX_LIMIT] for i in range(groups)]
+    new = run_each(io_pool(), lambda r: _write_index(store, node, r, write_id), runs)
+    written += [r["path"] for r in new]
+    return [*segs[: last + 1], *new, *run[groups * INDEX_LIMIT :]]
+
+
 # ------------------------------------------------------------------ shard logs
+
+
+def _is_index_ref(ref: Any) -> bool:
+    """Whether ``ref`` is the reference of an index (it has ``refs``)."""
+    return isinstance(ref, dict) and "refs" in ref
 
 
 def _is_log(value: Any) -> bool:
@@ -453,42 +617,54 @@ def _resolve_list(store: Store, node: str, value: Any, what: str) -> Any:
         return tail
     out: list[Any] = []
     for ref in segs:
-        out.extend(segment(store, node, ref, what))
+        for leaf in index(store, node, ref, what) if _is_index_ref(ref) else [ref]:
+            out.extend(segment(store, node, leaf, what))
     out.extend(tail)
     return out
 
 
 class ShardLog(Sequence[Any]):
     """A stored shard log read lazily: the list of its entries (a ``Sequence``:
-    ``len()`` is known from the references, indexing or iterating loads every
-    segment once), and the segments one by one for a read that needs only some
+    ``len()`` is known from the head's references, indexing or iterating loads every
+    segment once), and its segments one by one for a read that needs only some
     (:meth:`meeting`, :meth:`load`), each loaded and checked when first used.
+
+    Segments are numbered in list order, those an index of the head holds included
+    (:attr:`nsegments` of them, known from the head); an index is loaded when a
+    segment it holds is first looked for.
 
     >>> from arrayds.storage import new_store
     >>> st = new_store("memory://log-shardlog-doc")
     >>> entries = [{"path": f"c/{i}", "start": [i], "stop": [i + 1], "records": 1}
-    ...            for i in range(3000)]
+    ...            for i in range(300)]
     >>> head, _ = encode(st, "", {"kind": "array", "shards": entries}, None)
     >>> lg = ShardLog(st, "", head["shards"], "doc")
-    >>> len(lg), len(lg.refs), lg.meeting([2500], [2500]), lg.load(2)[452]["start"]
-    (3000, 3, [2], [2500])
+    >>> len(lg), lg.nsegments, lg.meeting([250], [250]), lg.load(1)[122]["start"]
+    (300, 3, [1], [250])
     """
 
-    __slots__ = ("_all", "_box_lo", "_box_hi", "_boxed", "_len", "_node", "_store", "_what",
-                 "refs", "tail")  # fmt: skip
+    __slots__ = ("_all", "_boxes_of", "_first", "_indexes", "_len", "_node", "_store",
+                 "_what", "nsegments", "refs", "tail")  # fmt: skip
 
     def __init__(self, store: Store, node: str, value: Any, what: str) -> None:
         segs, tail = (value.get("segments"), value.get("tail")) if _is_log(value) else (None, None)
         if not isinstance(segs, list) or not isinstance(tail, list):
             raise CorruptionError(f"{what}: manifest field 'shards' is not a shard list")
         self.refs: list[dict[str, Any]] = segs
-        """The references of the segments, in order (``path``, ``count``, and what
-        :func:`summary` gave their writer), each checked when first used."""
+        """The head's references, in order: of segments (``path``, ``count``, and what
+        :func:`summary` gave their writer) and of indexes (also ``refs``: how many
+        segment references the index holds), each checked when first used."""
         self.tail: list[Any] = tail
         self._store, self._node, self._what = store, node, what
         self._all: list[Any] | None = None
-        self._boxed: Any = None
         self._len: int | None = None
+        self._indexes: dict[int, list[dict[str, Any]]] = {}
+        self._boxes_of: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        spans = [r["refs"] if _is_index_ref(r) and _is_count(r["refs"]) else 1 for r in segs]
+        self._first = np.cumsum([0, *spans], dtype=np.int64)
+        """Number of the first segment of each head reference (and the total last)."""
+        self.nsegments: int = int(self._first[-1])
+        """How many segments the list has (those its indexes hold included)."""
 
     def __len__(self) -> int:
         if self._len is None:
@@ -503,7 +679,7 @@ class ShardLog(Sequence[Any]):
         """Every entry, in order (each segment loaded once)."""
         if self._all is None:
             out: list[Any] = []
-            for k in range(len(self.refs)):
+            for k in range(self.nsegments):
                 out.extend(self.load(k))
             out.extend(self.tail)
             self._all = out
@@ -523,48 +699,82 @@ class ShardLog(Sequence[Any]):
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
-        return f"ShardLog({len(self.refs)} segments, {len(self)} entries)"
+        return f"ShardLog({self.nsegments} segments, {len(self)} entries)"
+
+    def _index(self, i: int) -> list[dict[str, Any]]:
+        got = self._indexes.get(i)
+        if got is None:
+            got = index(self._store, self._node, self.refs[i], self._what)
+            self._indexes[i] = got
+        return got
+
+    def segment_ref(self, k: int) -> dict[str, Any]:
+        """The reference of segment ``k`` (its index loaded if it is in one)."""
+        if not 0 <= k < self.nsegments:
+            raise IndexError(f"segment {k} of {self.nsegments}")
+        i = int(np.searchsorted(self._first, k, side="right")) - 1
+        ref = self.refs[i]
+        return self._index(i)[k - int(self._first[i])] if _is_index_ref(ref) else ref
+
+    def segment_refs(self) -> list[dict[str, Any]]:
+        """The references of every segment, in order (every index loaded)."""
+        out: list[dict[str, Any]] = []
+        for i, ref in enumerate(self.refs):
+            out.extend(self._index(i) if _is_index_ref(ref) else [ref])
+        return out
 
     def load(self, k: int) -> list[Any]:
         """The entries of segment ``k`` (checked against its reference)."""
-        return segment(self._store, self._node, self.refs[k], self._what)
+        return segment(self._store, self._node, self.segment_ref(k), self._what)
 
     def meeting(self, lo: Sequence[int], hi: Sequence[int]) -> list[int]:
         """The segments that may hold an entry whose box meets the box of chunk
-        coordinates ``lo`` .. ``hi`` (both included): those whose reference has a
-        ``box`` that meets it, and those whose reference has none."""
-        if self._boxed is None:
-            self._boxes(len(lo))
+        coordinates ``lo`` .. ``hi`` (both included): those whose reference (and that
+        of the index holding them) has a ``box`` that meets it or none. Only the
+        indexes whose box meets it are loaded."""
         lo_a = np.asarray(lo, dtype=np.int64)
         hi_a = np.asarray(hi, dtype=np.int64)
-        meets = np.all((self._box_lo <= hi_a) & (self._box_hi > lo_a), axis=1)
-        return np.flatnonzero(meets | ~self._boxed).tolist()
+        out: list[int] = []
+        for i in self._meets(-1, self.refs, lo_a, hi_a):
+            ref = self.refs[i]
+            first = int(self._first[i])
+            if _is_index_ref(ref):
+                out += [first + j for j in self._meets(i, self._index(i), lo_a, hi_a)]
+            else:
+                out.append(first)
+        return out
 
-    def _boxes(self, nd: int) -> None:
-        """The segments' boxes as arrays (``_box_lo``, ``_box_hi``; ``_boxed``: which
-        have one of ``nd`` axes), every reference checked: at once when all have a
+    def _meets(self, key: int, refs: list[Any], lo: np.ndarray, hi: np.ndarray) -> list[int]:
+        got = self._boxes_of.get(key)
+        if got is None:
+            got = self._boxes(refs, len(lo))
+            self._boxes_of[key] = got
+        boxed, box_lo, box_hi = got
+        meets = np.all((box_lo <= hi) & (box_hi > lo), axis=1)
+        return np.flatnonzero(meets | ~boxed).tolist()
+
+    def _boxes(self, refs: list[Any], nd: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The boxes of ``refs`` as arrays (which have one of ``nd`` axes, their lower
+        and upper corners), every reference checked: at once when all have a
         well-formed box, else one by one (a malformed one is corruption naming it)."""
-        refs = self.refs
         try:
             boxes = np.array([r["box"] for r in refs], dtype=np.int64).reshape(len(refs), 2, nd)
             ok = bool((boxes >= 0).all() and (boxes[:, 0] <= boxes[:, 1]).all())
         except (KeyError, TypeError, ValueError, OverflowError):
             ok = False
         if ok and all(type(r.get("count")) is int and r["count"] >= 0 for r in refs):
-            self._boxed = np.ones(len(refs), dtype=bool)
-            self._box_lo, self._box_hi = boxes[:, 0], boxes[:, 1]
-            return
+            return np.ones(len(refs), dtype=bool), boxes[:, 0], boxes[:, 1]
         for ref in refs:
             _check_ref(ref, self._what)
         has = [isinstance(r.get("box"), list) and len(r["box"][0]) == nd for r in refs]
-        self._boxed = np.array(has, dtype=bool)
         zero = [0] * nd
-        self._box_lo = np.array(
+        box_lo = np.array(
             [r["box"][0] if h else zero for r, h in zip(refs, has, strict=True)], dtype=np.int64
         ).reshape(len(refs), nd)
-        self._box_hi = np.array(
+        box_hi = np.array(
             [r["box"][1] if h else zero for r, h in zip(refs, has, strict=True)], dtype=np.int64
         ).reshape(len(refs), nd)
+        return np.array(has, dtype=bool), box_lo, box_hi
 
 
 class Fresh(list):  # type: ignore[type-arg]
@@ -581,7 +791,9 @@ class Fresh(list):  # type: ignore[type-arg]
 def needs_index(head: Mapping[str, Any]) -> bool:
     """Whether the node's own shard list, as the head ``head`` stores it, has a
     segment written before segment summaries (no ``records``) or longer than
-    :data:`SEGMENT_LIMIT` entries: a reader then loads it for any chunk it looks for.
+    :data:`SEGMENT_LIMIT` entries (a reader then loads it for any chunk it looks for),
+    or more than :data:`INDEX_LIMIT` segment references after its last index (written
+    before indexes: every open reads them all).
 
     >>> needs_index({"shards": {"segments": [{"path": "_arrayds/log/a.json", "count": 40}],
     ...                         "tail": []}})
@@ -590,10 +802,14 @@ def needs_index(head: Mapping[str, Any]) -> bool:
     value = head.get("shards")
     if not _is_log(value) or not isinstance(value["segments"], list):
         return False
-    return any(
+    segs = value["segments"]
+    last = max((i for i, r in enumerate(segs) if _is_index_ref(r)), default=-1)
+    after = len(segs) - 1 - last
+    return after > INDEX_LIMIT or any(
         isinstance(r, dict)
+        and not _is_index_ref(r)
         and ("records" not in r or not _is_count(r.get("count")) or r["count"] > SEGMENT_LIMIT)
-        for r in value["segments"]
+        for r in segs
     )
 
 
@@ -630,11 +846,14 @@ def resolve(
     return out
 
 
-def log_files(head: Mapping[str, Any]) -> set[str]:
-    """The segment files (relative to the node) a stored head names.
+def log_files(store: Store, node: str, head: Mapping[str, Any]) -> set[str]:
+    """The segment and index files (relative to the node) a stored head names, those
+    its indexes name included (each index is read). A missing or damaged index raises
+    :class:`arrayds.CorruptionError`.
 
-    >>> sorted(log_files({"shards": {"segments": [{"path": "_arrayds/log/a.json",
-    ...     "count": 1}], "tail": []}}))
+    >>> from arrayds.storage import new_store
+    >>> sorted(log_files(new_store("memory://log-files-doc"), "", {"shards": {"segments":
+    ...     [{"path": "_arrayds/log/a.json", "count": 1}], "tail": []}}))
     ['_arrayds/log/a.json']
     """
     out: set[str] = set()
@@ -642,10 +861,15 @@ def log_files(head: Mapping[str, Any]) -> set[str]:
     members = _members(head)
     if members is not None:
         lists += [m.get("shards") for m in members.values() if isinstance(m, dict)]
+    what = store.display(node)
     for value in lists:
         if _is_log(value) and isinstance(value["segments"], list):
-            out |= {r["path"] for r in value["segments"] if isinstance(r, dict) and "path" in r}
-    return {p for p in out if isinstance(p, str)}
+            for r in value["segments"]:
+                if isinstance(r, dict) and isinstance(r.get("path"), str):
+                    out.add(r["path"])
+                    if _is_index_ref(r):
+                        out |= {leaf["path"] for leaf in index(store, node, r, what)}
+    return out
 
 
 def _append(
@@ -662,13 +886,16 @@ def _append(
     else:
         segs, tail = [], [*(log if isinstance(log, list) else []), *added]
     if len(tail) <= TAIL_LIMIT:
-        return {"segments": segs, "tail": tail} if segs else tail
+        if not segs:
+            return tail
+        return {"segments": _roll_up(store, node, segs, written, write_id), "tail": tail}
     # the tail becomes a segment, merged first with the last segments while the older
     # one is less than twice the size of what follows it and the two fit in one
     # segment (one file written); a tail longer than a segment becomes several
     entries = tail
     while (
         segs
+        and not _is_index_ref(segs[-1])
         and segs[-1]["count"] < 2 * len(entries)
         and segs[-1]["count"] + len(entries) <= SEGMENT_LIMIT
     ):
@@ -676,7 +903,7 @@ def _append(
     new = _write_segments(store, node, entries, write_id)
     segs += new
     written += [r["path"] for r in new]
-    return {"segments": segs, "tail": []}
+    return {"segments": _roll_up(store, node, segs, written, write_id), "tail": []}
 
 
 def _fresh(store: Store, node: str, entries: Any, written: list[str], write_id: str | None) -> Any:
@@ -841,27 +1068,41 @@ def _dropped(
     what = store.display(node)
     segs = list(stored["segments"]) if _is_log(stored) else []
     tail = list(stored["tail"]) if _is_log(stored) else list(stored or [])
-    paths = {r["path"] for r in segs}
+    held = {i: index(store, node, r, what) for i, r in enumerate(segs) if _is_index_ref(r)}
+    paths = {r["path"] for i, r in enumerate(segs) if i not in held}
+    paths |= {leaf["path"] for leaves in held.values() for leaf in leaves}
     for p, pos in drop.items():
         n = len(tail) if p == "" else None
         if p != "" and p not in paths:
             raise ValueError(f"{what}: no segment {p!r} in the shard list to drop entries from")
         if n is not None and any(not 0 <= i < n for i in pos):
             raise ValueError(f"{what}: positions {list(pos)} are not in the tail")
-    out: list[Any] = []
-    for ref in segs:
+
+    def without(ref: dict[str, Any]) -> list[dict[str, Any]]:
         pos = drop.get(ref["path"])
         if not pos:
-            out.append(ref)
-            continue
+            return [ref]
         gone = set(pos)
         entries = segment(store, node, ref, what)
         if any(not 0 <= i < len(entries) for i in gone):
             raise ValueError(f"{what}: positions {sorted(gone)} are not in {ref['path']!r}")
         kept = [e for i, e in enumerate(entries) if i not in gone]
-        if kept:
-            out.append(_write_segment(store, node, kept, write_id))
-            written.append(out[-1]["path"])
+        if not kept:
+            return []
+        written.append((new := _write_segment(store, node, kept, write_id))["path"])
+        return [new]
+
+    out: list[Any] = []
+    for i, ref in enumerate(segs):
+        if i not in held:
+            out += without(ref)
+            continue
+        leaves = [r for leaf in held[i] for r in without(leaf)]
+        if leaves == held[i]:
+            out.append(ref)
+        elif leaves:  # the index anew, with the segments rewritten
+            written.append((new := _write_index(store, node, leaves, write_id))["path"])
+            out.append(new)
     gone_tail = set(drop.get("", ()))
     tail = [e for i, e in enumerate(tail) if i not in gone_tail]
     return {"segments": out, "tail": tail} if out else tail

@@ -217,12 +217,17 @@ def _scan(store: Store, keys: list[str], rule: _Retention) -> _Scan:
                 f"arrayds supports ({FORMAT_VERSION}); upgrade arrayds to collect its garbage "
                 f"(nothing was removed)"
             )
+        refs: set[str] = set()
+        try:
+            for nv in (base, *kept):
+                assert nv.head is not None and nv.raw is not None
+                refs |= commit.referenced_files(nv.raw) | log.log_files(store, folder, nv.head)
+        except (CorruptionError, OSError, ValueError, UnicodeDecodeError):
+            scan.protected.append(folder)
+            continue
         scan.nodes[folder] = kind
         scan.versions_kept += 1 + len(kept)
-        for nv in (base, *kept):
-            assert nv.head is not None and nv.raw is not None
-            refs = commit.referenced_files(nv.raw) | log.log_files(nv.head)
-            scan.referenced |= {_join(folder, rel) for rel in refs}
+        scan.referenced |= {_join(folder, rel) for rel in refs}
         scan.expired += [_join(folder, log.version_key(g)) for g in expired]
     return scan
 

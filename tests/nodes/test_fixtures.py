@@ -124,7 +124,7 @@ def test_v2_fixture_holds_the_format_on_disk():
         for g in range(1, head["generation"]):
             kept = json.loads(store.get(f"{node}/{log.version_key(g)}".lstrip("/")))
             assert kept["generation"] == g
-            for p in log.log_files(kept) | commit.referenced_files(kept):
+            for p in log.log_files(store, node, kept) | commit.referenced_files(kept):
                 assert store.exists(f"{node}/{p}".lstrip("/")), (node, g, p)
     r = commit.read(store, "r").head
     assert isinstance(r["shards"], list) and len(r["shards"]) == 3
@@ -168,7 +168,7 @@ def _structure(url: Path) -> dict[str, Any]:
             for v in commit.versions(store, node)[:-1]
         ]
         for h in heads:
-            named |= {f"{node}/{p}".lstrip("/") for p in log.log_files(h)}
+            named |= {f"{node}/{p}".lstrip("/") for p in log.log_files(store, node, h)}
         docs[node] = [_normal(h) for h in heads]
     files = [f for f in _files(url) if not (f"/{log.LOG_DIR}/" in f"/{f}" and f not in named)]
     segments = {_ID.sub("<id>", f): _normal(json.loads(store.get(f))) for f in sorted(named)}

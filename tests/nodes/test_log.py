@@ -61,17 +61,23 @@ def _segments(head) -> list[dict]:
 
 
 def _check_bound(head: dict, n: int) -> None:
-    """At most log2(n / TAIL_LIMIT) + 1 segments, each at least twice the next; the
-    tail holds at most TAIL_LIMIT entries; and the head stays small."""
+    """The segments after the last index: each at least twice the next unless the two
+    would not fit in one (SEGMENT_LIMIT), so at most n / (SEGMENT_LIMIT / 2) +
+    log2(SEGMENT_LIMIT / TAIL_LIMIT) + 1 of them, and at most INDEX_LIMIT; the tail
+    holds at most TAIL_LIMIT entries; and the head stays small."""
     segs = _segments(head)
     shards = head["shards"]
     tail = shards["tail"] if isinstance(shards, dict) else shards
     assert len(tail) <= log.TAIL_LIMIT
     if segs:
-        assert len(segs) <= math.log2(n / log.TAIL_LIMIT) + 1, (n, [s["count"] for s in segs])
-        counts = [s["count"] for s in segs]
-        assert all(a >= 2 * b for a, b in zip(counts, counts[1:], strict=False)), counts
-        assert sum(counts) + len(tail) == n
+        last = max((i for i, s in enumerate(segs) if "refs" in s), default=-1)
+        counts = [s["count"] for s in segs[last + 1 :]]
+        limit, half = log.SEGMENT_LIMIT, log.SEGMENT_LIMIT // 2
+        assert len(counts) <= min(
+            log.INDEX_LIMIT, n / half + math.log2(limit / log.TAIL_LIMIT) + 1
+        ), (n, counts)
+        assert all(a >= 2 * b or a + b > limit for a, b in zip(counts, counts[1:], strict=False))
+        assert sum(s["count"] for s in segs) + len(tail) == n
     assert len(dump_json(head)) < 200 * (log.TAIL_LIMIT + 2 * len(segs) + 10)
 
 
@@ -123,9 +129,11 @@ def test_appends_read_back_at_every_step_and_every_version(store, total):
         assert commit.read(store, "n", as_of=t).generation == g
 
 
-def test_segments_merge_as_a_binary_counter(store):
+def test_segments_merge_as_a_binary_counter(store, monkeypatch):
     """33 entries at a time: a segment per commit; the second merges into the first
-    (33 < 2 * 33), the third stays (66 >= 2 * 33), the fourth merges all (132)."""
+    (33 < 2 * 33), the third stays (66 >= 2 * 33), the fourth merges all (132; with
+    segments of up to 256 entries)."""
+    monkeypatch.setattr(log, "SEGMENT_LIMIT", 256)
     n = 0
     commit.commit(store, "n", lambda b: _array([]), write_id="w0")
     counts = []
@@ -138,14 +146,14 @@ def test_segments_merge_as_a_binary_counter(store):
     assert commit.read(store, "n").raw["shards"] == [_entry(i) for i in range(132)]
     # every segment file that any retained version names still exists
     for v in commit.versions(store, "n"):
-        for p in log.log_files(commit.read(store, "n", version=v.generation).head):
+        for p in log.log_files(store, "n", commit.read(store, "n", version=v.generation).head):
             assert store.exists(f"n/{p}"), p
 
 
 def _named_segments(store, node) -> set[str]:
     out = set()
     for v in commit.versions(store, node):
-        out |= log.log_files(commit.read(store, node, version=v.generation).head)
+        out |= log.log_files(store, node, commit.read(store, node, version=v.generation).head)
     return out
 
 
@@ -167,7 +175,7 @@ def test_a_change_that_is_not_an_append_writes_a_fresh_list(store):
     commit.commit(store, "n", lambda b: _array(kept), write_id="wfresh")
     after = _head(store, "n")
     assert commit.read(store, "n").raw["shards"] == kept
-    assert not log.log_files(after) & log.log_files(before)  # all written anew
+    assert not log.log_files(store, "n", after) & log.log_files(store, "n", before)  # all written anew
     _check_bound(after, len(kept))
     assert commit.read(store, "n", version=after["generation"] - 1).raw["shards"] == old
     # a list that only changes an entry's field is no append either
@@ -523,7 +531,7 @@ def test_group_snapshot_members_with_long_shard_lists(store):
     a = head["snapshot"]["members"]["a"]["shards"]
     assert isinstance(a, dict) and a["segments"]  # 90 entries: segments
     assert isinstance(head["snapshot"]["members"]["b"]["shards"], list)  # 15: inline
-    assert log.log_files(head) == {s["path"] for s in a["segments"]}
+    assert log.log_files(store, "g", head) == {s["path"] for s in a["segments"]}
     old = commit.read(store, "g", version=5).raw  # generation 5: the fourth snapshot
     assert old["snapshot"]["members"]["a"]["shards"] == want["a"][:12]
 

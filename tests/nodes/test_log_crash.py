@@ -225,7 +225,7 @@ def test_a_commit_killed_before_its_head_leaves_only_unreferenced_files(tmp_path
     assert after.data == before.data  # the head is untouched
     segs = {k for k, _, _ in store.list(f"x/{log.LOG_DIR}")}
     assert segs  # the killed commit wrote its segment before the put
-    assert not {k.removeprefix("x/") for k in segs} & log.log_files(after.head)
+    assert not {k.removeprefix("x/") for k in segs} & log.log_files(store, "x", after.head)
     fours = set(range(0, 1000, 4))
     assert _check_state(url, fours) == 128
     a = arrayds.open_array(url, "x", mode="r+")

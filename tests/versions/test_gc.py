@@ -44,7 +44,7 @@ def _needed(w, node):
     need = {"arrayds.json"}
     for v in commit.versions(st, node):
         nv = commit.read(st, node, version=v.generation)
-        need |= commit.referenced_files(nv.raw) | log.log_files(nv.head)
+        need |= commit.referenced_files(nv.raw) | log.log_files(st, node, nv.head)
         if not v.current:
             need.add(log.version_key(v.generation))
     return need
@@ -134,7 +134,7 @@ def test_segments_no_kept_version_names_are_removed(quick):
         a.append(np.array([i], "i2"), compact=False)
     appended = a.generation
     st = get_store(quick.url, None)
-    assert log.log_files(commit.read(st, "x").head)
+    assert log.log_files(st, "x", commit.read(st, "x").head)
     a[:] = np.arange(70, dtype="i2")[::-1]
     old_segments = {p for p in _files(quick, "x") if p.startswith(log.LOG_DIR)}
     r = collect_garbage(quick.url, min_age=0, keep_versions=2)
@@ -148,7 +148,7 @@ def test_segments_no_kept_version_names_are_removed(quick):
     assert gone and {quick_url_rel(p, quick) for p in r.removed} >= {f"x/{p}" for p in gone}
     collect_garbage(quick.url, min_age=0, keep_versions=1)
     assert not {p for p in _files(quick, "x") if p.startswith(log.LOG_DIR)} - set(
-        log.log_files(commit.read(st, "x").head)
+        log.log_files(st, "x", commit.read(st, "x").head)
     )
     np.testing.assert_array_equal(arrayds.open_array(quick.url, "x")[:], np.arange(70)[::-1])
 

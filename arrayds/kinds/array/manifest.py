@@ -333,7 +333,7 @@ class ShardList(Sequence[ShardEntry]):
             raw = self._raw
             if isinstance(raw, ShardLog):
                 out: list[ShardEntry] = []
-                for k in [*range(len(raw.refs)), -1]:
+                for k in [*range(raw.nsegments), -1]:
                     out += self._segment(k)
                 self._parsed = out + self._extra
             else:
@@ -408,7 +408,10 @@ class ShardList(Sequence[ShardEntry]):
             or base.get("tail") != raw.tail
         ):
             return None
-        drop = {raw.refs[k]["path"] if k >= 0 else "": sorted(pos) for k, pos in self._drop.items()}
+        drop = {
+            raw.segment_ref(k)["path"] if k >= 0 else "": sorted(pos)
+            for k, pos in self._drop.items()
+        }
         return drop, list(self._extra)
 
     def selection(self, lo: Sequence[int], hi: Sequence[int]) -> tuple[Any, ...] | None:
@@ -420,7 +423,7 @@ class ShardList(Sequence[ShardEntry]):
         if self._parsed is not None or not isinstance(raw, ShardLog):
             return None
         ks = raw.meeting(lo, hi)
-        if len(ks) == len(raw.refs):
+        if len(ks) == raw.nsegments:
             return None
         return (*ks, -len(self._extra) - 1)
 
@@ -453,7 +456,7 @@ class ShardList(Sequence[ShardEntry]):
         raw = self._raw
         if self._drop and isinstance(raw, ShardLog):
             kept: list[Any] = []
-            for k in [*range(len(raw.refs)), -1]:
+            for k in [*range(raw.nsegments), -1]:
                 gone = self._drop.get(k, frozenset())
                 stored = raw.tail if k < 0 else raw.load(k)
                 kept += [e for i, e in enumerate(stored) if i not in gone]

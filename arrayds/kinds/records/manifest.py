@@ -200,7 +200,7 @@ class RecordPages:
 
     def __init__(self, store: Store, node: str, log: ShardLog, total: int | None, where: str):
         self._store, self._node, self._log, self._where_node = store, node, log, where
-        refs = log.refs
+        refs = log.segment_refs()
         self.files: list[int] = [len(log.load(k)) if not _count(r) else r["count"]
                                  for k, r in enumerate(refs)] + [len(log.tail)]  # fmt: skip
         self.records: list[int] = [
@@ -216,7 +216,7 @@ class RecordPages:
 
     def page(self, p: int) -> list[SourceShard]:
         log = self._log
-        raw = log.tail if p == len(log.refs) else log.load(p)
+        raw = log.tail if p == log.nsegments else log.load(p)
         store, node = self._store, self._node
         size_of = (lambda s: None) if store.local else (lambda s: s.file_size or None)
         return [
