@@ -4,6 +4,8 @@
   version, the head fields and the file layout; writing the fixture again with the
   current code gives the same structure (file layout and head fields, ids and times
   aside), so a change of format 2 cannot pass unnoticed.
+* ``v2-indexed`` (this release with small limits: long lists with indexes): read value
+  by value as ``v2``; its heads reference indexes.
 * ``v2-unindexed`` (written by the release before segment references carried a
   summary): read value by value as ``v2``, segments loaded whole as they must be.
 * ``v1`` (written by the last format 1 release, make_fixtures.py): this release reads
@@ -51,7 +53,7 @@ fx = _script()
 EXPECTED = fx.expected()
 
 
-@pytest.fixture(params=["v2", "v2-unindexed"])
+@pytest.fixture(params=["v2", "v2-unindexed", "v2-indexed"])
 def v2(tmp_path, request) -> str:
     """A copy of a v2 fixture (tests never change the committed files)."""
     return shutil.copytree(DATA / request.param, tmp_path / request.param)
@@ -236,6 +238,28 @@ def test_upgrade_makes_v1_format_2_with_identical_contents(v1):
     a.append(np.arange(105, 108), compact=False)
     assert commit.read(store, "x").generation == before["x"].generation + 2
     assert verify(str(v1)).ok
+
+
+def test_v2_indexed_fixture_holds_indexes_on_disk():
+    """``v2-indexed`` (segments of 4 entries, indexes of 2 references): the head of
+    "x" references indexes then segments; every index holds segment references whose
+    summary is its reference's; every file any version names exists."""
+    store = get_store(str(DATA / "v2-indexed"), None)
+    head = commit.read(store, "x").head
+    refs = head["shards"]["segments"]
+    seg_limit, index_limit, tail_limit = fx.INDEXED_LIMITS
+    kinds_ = ["refs" in r for r in refs]
+    assert kinds_[: kinds_.count(True)] == [True] * kinds_.count(True) >= [True, True]
+    assert kinds_.count(False) <= index_limit and len(head["shards"]["tail"]) <= tail_limit
+    for r in refs:
+        if "refs" in r:
+            doc = json.loads(store.get(f"x/{r['path']}"))
+            assert doc["format"] == "arrayds-index" and doc["count"] == r["refs"] == index_limit
+            assert sum(x["count"] for x in doc["refs"]) == r["count"]
+            assert all(x["count"] <= seg_limit and "refs" not in x for x in doc["refs"])
+    for v in commit.versions(store, "x"):
+        for p in log.log_files(store, "x", commit.read(store, "x", version=v.generation).head):
+            assert store.exists(f"x/{p}"), (v.generation, p)
 
 
 def test_upgrade_gives_an_unindexed_v2_list_its_segment_summaries(tmp_path):
