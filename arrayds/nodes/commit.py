@@ -508,12 +508,14 @@ def _stage(
     if isinstance(change, Extend):
         head, segments = log.extend(store, node, change, base.head or {}, files_id)
         head.update(stamp)
+        _version_of_indexes(head)
         added = {s["path"] for s in change.shards if isinstance(s.get("path"), str)}
         return _Staged(head, dump_json(head), None, segments, added)
     new = {**change, **stamp}
     if format_version >= 2:
         lists: dict[str, list[Any]] = {}
         head, segments = log.encode(store, node, new, base.head, lambda: base.raw, lists, files_id)
+        _version_of_indexes(head)
         added = {
             f"{where}/{e['path']}" if where else e["path"]
             for where, entries in lists.items()
@@ -524,6 +526,15 @@ def _stage(
         head, segments = new, []
         added = referenced_files(new) - (referenced_files(base.raw) if base.raw else set())
     return _Staged(head, dump_json(head), new, segments, added)
+
+
+def _version_of_indexes(head: dict[str, Any]) -> None:
+    """A head one of whose shard lists has an index is stored in format version
+    :data:`arrayds.nodes.history.INDEXED_VERSION` (at least): a release that does
+    not know indexes then refuses it by its version, rather than taking an index for
+    a damaged segment (docs/spec.md 14.3.2)."""
+    if log.has_index(head):
+        head["format_version"] = max(head["format_version"], log.INDEXED_VERSION)
 
 
 def _keep_version(base: NodeVersion, format_version: int) -> Keep | None:
@@ -628,10 +639,10 @@ def _commit(
         fv = format_version or (base.format_version if base.exists else NEWEST) or NEWEST
         merged: Merged | None = None
         try:
-            if fv > NEWEST:
+            if fv > FORMAT_VERSION:
                 raise NotImplementedError(
                     f"{label}: dataset format version {fv} is newer than this arrayds "
-                    f"supports ({NEWEST}); upgrade arrayds to write to it"
+                    f"supports ({FORMAT_VERSION}); upgrade arrayds to write to it"
                 )
             if check is not None:
                 check(base)

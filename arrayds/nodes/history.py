@@ -62,6 +62,7 @@ from .shards import io_pool
 __all__ = [
     "HISTORY_FROM",
     "INDEX_LIMIT",
+    "INDEXED_VERSION",
     "Appended",
     "LOG_DIR",
     "META_DIR",
@@ -76,6 +77,7 @@ __all__ = [
     "encode",
     "extend",
     "log_files",
+    "has_index",
     "index",
     "needs_index",
     "now",
@@ -100,12 +102,17 @@ TAIL_LIMIT = 32
 SEGMENT_FORMAT = "arrayds-segment"
 MAX_SEGMENT_BYTES = 1 << 30
 """A segment file larger than this is refused as damaged before it is parsed."""
+FIRST_READ = 1 << 20
+"""The bytes of a segment or index read first, in one request: the whole file unless
+it is larger (then its size is checked, and it is read whole)."""
 SEGMENT_LIMIT = 128
 """The most entries a writer puts in one segment: the merge of the binary counter stops
 there, and a longer run of new entries is written as several segments. A read that
 needs one entry then loads at most this many (about 15 KiB of JSON for an array),
 however long the list."""
 INDEX_FORMAT = "arrayds-index"
+INDEXED_VERSION = 3
+"""The format version of a head one of whose shard lists has an index."""
 INDEX_LIMIT = 128
 """The most segment references a head keeps after its last index reference, and the
 number an index holds: once a head would keep more, the first :data:`INDEX_LIMIT` of
@@ -298,13 +305,18 @@ def _load(store: Store, node: str, ref: Any, path: str, count: int, field: str, 
         if got is not None:
             _cache.move_to_end(ck)
             return got
+    key = _key(node, path)
     try:
-        size = store.size(_key(node, path))
+        # one request for a file of less than FIRST_READ bytes (every segment and
+        # index a writer makes), its size checked before a larger one is read
+        data: bytes | None = store.get_range(key, 0, FIRST_READ)
+        if len(data) >= FIRST_READ:
+            size = store.size(key)
+            if size > MAX_SEGMENT_BYTES:
+                raise CorruptionError(f"{where} holds {size} bytes, more than {MAX_SEGMENT_BYTES}")
+            data = store.get(key)
     except FileNotFoundError:
         raise CorruptionError(f"{where} is missing") from None
-    if size > MAX_SEGMENT_BYTES:
-        raise CorruptionError(f"{where} holds {size} bytes, more than {MAX_SEGMENT_BYTES}")
-    data = store.get(_key(node, path))
     if data is None:
         raise CorruptionError(f"{where} is missing")
     doc = parse_json(data, where)
@@ -844,6 +856,23 @@ def resolve(
             new_members[name] = m
         out["snapshot"] = dict(out["snapshot"], members=new_members)
     return out
+
+
+def has_index(head: Mapping[str, Any]) -> bool:
+    """Whether one of the shard lists the stored head ``head`` holds has an index.
+
+    >>> has_index({"shards": {"segments": [{"path": "_arrayds/log/a.json", "count": 9,
+    ...     "refs": 2}], "tail": []}})
+    True
+    """
+    lists = [head.get("shards")]
+    members = _members(head)
+    if members is not None:
+        lists += [m.get("shards") for m in members.values() if isinstance(m, dict)]
+    return any(
+        _is_log(v) and isinstance(v["segments"], list) and any(map(_is_index_ref, v["segments"]))
+        for v in lists
+    )
 
 
 def log_files(store: Store, node: str, head: Mapping[str, Any]) -> set[str]:

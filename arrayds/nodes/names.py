@@ -286,8 +286,11 @@ def parse_json(raw: bytes, what: str) -> dict[str, Any]:
 
 
 FORMAT = "arrayds"
-FORMAT_VERSION = 2
-"""The newest manifest format version this release reads and writes (docs/spec.md)."""
+FORMAT_VERSION = 3
+"""The newest manifest format version this release reads and writes (docs/spec.md):
+3 is version 2 with indexes (docs/spec.md 14.3.2), what a head is stored in once one
+of its shard lists has an index; new nodes start in version 2
+(:data:`arrayds.nodes.commit.NEWEST`)."""
 
 
 # ---------------------------------------------------------------- manifests

@@ -86,8 +86,8 @@ def test_a_damaged_manifest_stops_the_upgrade_before_any_change(old):
 def test_a_newer_format_stops_the_upgrade_before_any_change(old):
     st = get_store(old, None)
     raw = commit.read(st, "x").raw
-    commit.replace(st, "x", dict(raw, format_version=3, generation=raw["generation"] + 1))
-    with pytest.raises(NotImplementedError, match="format version 3 is newer"):
+    commit.replace(st, "x", dict(raw, format_version=4, generation=raw["generation"] + 1))
+    with pytest.raises(NotImplementedError, match="format version 4 is newer"):
         arrayds.upgrade(old)
     assert _versions(old, ["", "g", "g/y", "r"]) == [1] * 4
 

@@ -4,8 +4,8 @@
   version, the head fields and the file layout; writing the fixture again with the
   current code gives the same structure (file layout and head fields, ids and times
   aside), so a change of format 2 cannot pass unnoticed.
-* ``v2-indexed`` (this release with small limits: long lists with indexes): read value
-  by value as ``v2``; its heads reference indexes.
+* ``v3`` (this release with small limits: long lists with indexes, format version 3):
+  read value by value as ``v2``; its heads reference indexes.
 * ``v2-unindexed`` (written by the release before segment references carried a
   summary): read value by value as ``v2``, segments loaded whole as they must be.
 * ``v1`` (written by the last format 1 release, make_fixtures.py): this release reads
@@ -53,7 +53,7 @@ fx = _script()
 EXPECTED = fx.expected()
 
 
-@pytest.fixture(params=["v2", "v2-unindexed", "v2-indexed"])
+@pytest.fixture(params=["v2", "v2-unindexed", "v3"])
 def v2(tmp_path, request) -> str:
     """A copy of a v2 fixture (tests never change the committed files)."""
     return shutil.copytree(DATA / request.param, tmp_path / request.param)
@@ -98,7 +98,8 @@ def test_v2_fixture_reads_every_value_at_every_version(v2):
         assert [v.time for v in vs] == sorted(v.time for v in vs)
         for v, want in zip(vs, spec["versions"], strict=True):
             got = commit.read(store, node, version=v.generation)
-            assert got.format_version == 2 and got.generation == v.generation
+            assert got.generation == v.generation
+            assert got.format_version == (3 if log.has_index(got.head) else 2)
             _check_content(store, node, got, want)
         if "attrs" in spec:
             assert dict(arrayds.open(str(v2))[node].attrs) == spec["attrs"]
@@ -240,12 +241,18 @@ def test_upgrade_makes_v1_format_2_with_identical_contents(v1):
     assert verify(str(v1)).ok
 
 
-def test_v2_indexed_fixture_holds_indexes_on_disk():
-    """``v2-indexed`` (segments of 4 entries, indexes of 2 references): the head of
-    "x" references indexes then segments; every index holds segment references whose
-    summary is its reference's; every file any version names exists."""
-    store = get_store(str(DATA / "v2-indexed"), None)
+def test_v3_fixture_holds_indexes_on_disk():
+    """``v3`` (segments of 4 entries, indexes of 2 references): the head of "x"
+    references indexes then segments, in format version 3 (its versions from the
+    first index on, the others and every other node 2); every index holds segment
+    references whose summary is its reference's; every file any version names
+    exists."""
+    store = get_store(str(DATA / "v3"), None)
     head = commit.read(store, "x").head
+    assert head["format_version"] == 3
+    fvs = [commit.read(store, "x", version=v.generation) for v in commit.versions(store, "x")]
+    assert [v.format_version for v in fvs] == [2] * 7 + [3] * 6
+    assert all(commit.read(store, n).format_version == 2 for n in ("", "r", "g", "g/y"))
     refs = head["shards"]["segments"]
     seg_limit, index_limit, tail_limit = fx.INDEXED_LIMITS
     kinds_ = ["refs" in r for r in refs]
@@ -280,6 +287,33 @@ def test_upgrade_gives_an_unindexed_v2_list_its_segment_summaries(tmp_path):
     assert old.raw["shards"] == before.raw["shards"]
     assert arrayds.upgrade(str(url)) == []
     assert verify(str(url)).ok
+
+
+def test_the_release_before_indexes_refuses_only_indexed_nodes(tmp_path):
+    """The last release before indexes (make_fixtures.V2_RELEASE, from git) reads
+    ``v3``'s nodes without an index and refuses its indexed array "x" by its format
+    version, never taking an index for a damaged segment."""
+    if subprocess.run(
+        ["git", "-C", str(ROOT), "cat-file", "-e", f"{fx.V2_RELEASE}^{{commit}}"],
+        capture_output=True,
+    ).returncode:
+        pytest.skip(f"this checkout has no commit {fx.V2_RELEASE} (no git history)")
+    src = fx.v1_release(tmp_path / "release", fx.V2_RELEASE)
+    url = shutil.copytree(DATA / "v3", tmp_path / "v3")
+    code = (
+        "import sys; sys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in "
+        "type(f).__module__]; sys.path.insert(0, sys.argv[1]); import arrayds; "
+        "print(list(arrayds.open(sys.argv[2])['r'])[:2]); arrayds.open_array(sys.argv[2], 'x')"
+    )
+    old = subprocess.run(
+        [sys.executable, "-c", code, str(src), str(url)], capture_output=True, text=True
+    )
+    assert old.stdout.strip() == repr(EXPECTED["r"]["versions"][-1][:2]), old.stderr
+    assert old.returncode != 0
+    assert (
+        "dataset format version 3 is newer than this arrayds supports (2); upgrade arrayds"
+        in old.stderr
+    ), old.stderr
 
 
 def test_the_format_1_release_refuses_an_upgraded_dataset(v1, tmp_path):

@@ -79,6 +79,7 @@ def test_appends_keep_a_bounded_head_and_read_back_at_every_version():
         at[m["generation"]] = list(want)
         _check_head(commit.read(store, "n").head, len(want))
     head = commit.read(store, "n").head
+    assert head["format_version"] == log.INDEXED_VERSION == 3  # indexed: version 3
     indexes = [r for r in head["shards"]["segments"] if "refs" in r]
     assert len(indexes) >= 8  # 400 entries: about 400 / (8 * 4) indexes
     # an index reference summarizes its references: entries, records, box

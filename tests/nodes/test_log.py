@@ -175,7 +175,8 @@ def test_a_change_that_is_not_an_append_writes_a_fresh_list(store):
     commit.commit(store, "n", lambda b: _array(kept), write_id="wfresh")
     after = _head(store, "n")
     assert commit.read(store, "n").raw["shards"] == kept
-    assert not log.log_files(store, "n", after) & log.log_files(store, "n", before)  # all written anew
+    # all written anew
+    assert not log.log_files(store, "n", after) & log.log_files(store, "n", before)
     _check_bound(after, len(kept))
     assert commit.read(store, "n", version=after["generation"] - 1).raw["shards"] == old
     # a list that only changes an entry's field is no append either

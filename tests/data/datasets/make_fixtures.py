@@ -1,15 +1,16 @@
 """Write the dataset fixtures of tests/data/datasets (README.md there).
 
     python tests/data/datasets/make_fixtures.py v2 tests/data/datasets/v2
-    python tests/data/datasets/make_fixtures.py v2-indexed tests/data/datasets/v2-indexed
+    python tests/data/datasets/make_fixtures.py v3 tests/data/datasets/v3
     python tests/data/datasets/make_fixtures.py v1 tests/data/datasets/v1
 
 ``v2`` runs the steps of :func:`build` with the arrayds the interpreter imports (this
-release: every new node is format 2); ``v2-indexed`` the same with segments of 4
-entries and indexes of 2 references (:data:`INDEXED_LIMITS`), so its long lists have
-indexes (docs/spec.md 14.3.2). ``v1`` runs the same steps with the last format 1
-release, commit ``645e254`` (its Python sources from ``git archive``, the engine of this
-build: the engine did not change since), in a child interpreter. The tests
+release: every new node is format 2); ``v3`` the same with segments of 4 entries and
+indexes of 2 references (:data:`INDEXED_LIMITS`), so its long lists have indexes and
+their heads format version 3 (docs/spec.md 14.3.2). ``v1`` runs the same steps with
+the last format 1 release, commit ``645e254`` (its Python sources from ``git
+archive``, the engine of this build: the engine did not change since), in a child
+interpreter. The tests
 (tests/nodes/test_fixtures.py) import this module for :data:`STEPS` and
 :func:`expected`, the content of every node after every step.
 """
@@ -28,7 +29,9 @@ from typing import Any
 import numpy as np
 
 INDEXED_LIMITS = (4, 2, 2)
-"""SEGMENT_LIMIT, INDEX_LIMIT and TAIL_LIMIT of the ``v2-indexed`` fixture's writer."""
+"""SEGMENT_LIMIT, INDEX_LIMIT and TAIL_LIMIT of the ``v3`` fixture's writer."""
+V2_RELEASE = "0de3c60"
+"""The last commit whose arrayds writes and reads format 2 without indexes."""
 V1_RELEASE = "645e254"
 """The last commit whose arrayds writes (and reads only) format 1."""
 N_APPENDS = 6
@@ -127,12 +130,13 @@ def build(url: str) -> None:
     root.attrs.update({"step": 2})
 
 
-def v1_release(work: Path) -> Path:
-    """The Python sources of :data:`V1_RELEASE` with this build's engine."""
+def v1_release(work: Path, commit: str = V1_RELEASE) -> Path:
+    """The Python sources of :data:`V1_RELEASE` (or of ``commit``: an earlier release)
+    with this build's engine."""
     repo = Path(__file__).resolve().parents[3]
     work.mkdir(parents=True, exist_ok=True)
     archive = subprocess.run(
-        ["git", "-C", str(repo), "archive", V1_RELEASE, "arrayds"], check=True, capture_output=True
+        ["git", "-C", str(repo), "archive", commit, "arrayds"], check=True, capture_output=True
     ).stdout
     subprocess.run(["tar", "-x", "-C", str(work)], input=archive, check=True)
     import arrayds._native as native
@@ -146,17 +150,18 @@ def main(argv: list[str]) -> None:
     out = os.path.abspath(out)
     if os.path.exists(out):
         raise SystemExit(f"{out} exists: remove it first")
-    if version in ("v2", "v2-indexed"):
+    if version in ("v2", "v3"):
         from arrayds.nodes import history
+        from arrayds.nodes.commit import NEWEST
         from arrayds.nodes.names import FORMAT_VERSION
 
-        assert FORMAT_VERSION == 2, FORMAT_VERSION
-        if version == "v2-indexed":  # small levels: "x" gets indexes at 13 commits
+        assert (NEWEST, FORMAT_VERSION) == (2, 3), (NEWEST, FORMAT_VERSION)
+        if version == "v3":  # small levels: "x" gets indexes at 13 commits
             history.SEGMENT_LIMIT, history.INDEX_LIMIT, history.TAIL_LIMIT = INDEXED_LIMITS
         build(out)
         return
     if version != "v1":
-        raise SystemExit("usage: make_fixtures.py v1|v2|v2-indexed OUT")
+        raise SystemExit("usage: make_fixtures.py v1|v2|v3 OUT")
     if os.environ.get("ARRAYDS_FIXTURE_V1"):  # the child: the old release
         # an editable install's import hook would find this release's sources first
         sys.meta_path[:] = [f for f in sys.meta_path if "editable" not in type(f).__module__]
