@@ -111,8 +111,10 @@ class ShardPages(Protocol):
     where: str
     """A path in the folder of the files (a URL's scheme tells remote files)."""
 
-    def page(self, p: int) -> list[SourceShard]:
-        """The files of page ``p`` in order, each with its ``stop``."""
+    def page(self, p: int) -> list[SourceShard] | ShardPages:
+        """The files of page ``p`` in order, each with its ``stop``; or, for a page
+        of pages (a manifest index of segments), those pages, whose ``records`` and
+        ``files`` add up to the page's."""
         ...
 
 
@@ -253,7 +255,7 @@ def _expand_paths(
             if not isinstance(got, list):
                 if len(items) == 1:
                     return got, resolved.decoder, True
-                got = [s for p in range(len(got.files)) for s in got.page(p)]
+                got = _flat(got)
             shards.extend(got)
             decoders.add(resolved.decoder)
             continue
@@ -325,6 +327,92 @@ class _Page:
         begins = [first_record, *self.ends_list[:-1]][: len(shards)]
         self.shift = [s.start - b for s, b in zip(shards, begins, strict=True)]
         self.offsets = np.asarray(self.shift, dtype=np.int64)
+
+    @property
+    def held(self) -> int:
+        """Files this page holds in memory."""
+        return len(self.shards)
+
+    def loaded(self) -> list[SourceShard]:
+        """The files this page holds in memory."""
+        return self.shards
+
+    def each(self) -> Iterator[tuple[int, SourceShard]]:
+        """Every file of the page with its number in the source, in order."""
+        return enumerate(self.shards, self.first)
+
+    def shard(self, k: int) -> SourceShard:
+        """The source's file ``k`` (one of this page's)."""
+        return self.shards[k - self.first]
+
+    def locate_one(self, i: int) -> tuple[int, int]:
+        """The file number of global record ``i`` (one of this page's) and the
+        record's index in that file."""
+        j = bisect.bisect_right(self.ends_list, i)
+        return self.first + j, i + self.shift[j]
+
+    def locate(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`locate_one` of every index of ``idx`` (all of this page's)."""
+        j = np.searchsorted(self.ends, idx, side="right")
+        return j + self.first, idx + self.offsets[j]
+
+
+class _Pages:
+    """A page that is itself pages (:class:`ShardPages`: a manifest index of segments,
+    each a page): its pages are located from their counts and loaded when a read
+    first needs them, as the source's are; the same interface as :class:`_Page`."""
+
+    __slots__ = ("_first_file", "_pages", "ends", "first", "provider", "starts")
+
+    def __init__(self, provider: ShardPages, first_record: int, first: int) -> None:
+        self.provider = provider
+        self.first = first
+        self.ends = first_record + np.cumsum(np.asarray(provider.records, dtype=np.int64))
+        self.starts = [first_record, *self.ends.tolist()[:-1]]
+        self._first_file = [first, *(first + np.cumsum(provider.files)).tolist()[:-1]]
+        self._pages: dict[int, _Page] = {}
+
+    def _page(self, q: int) -> _Page:
+        got = self._pages.get(q)
+        if got is None:
+            got = _Page(self.provider.page(q), self.starts[q], self._first_file[q])  # type: ignore[arg-type]
+            self._pages[q] = got
+        return got
+
+    @property
+    def held(self) -> int:
+        return sum(pg.held for pg in list(self._pages.values()))
+
+    def loaded(self) -> list[SourceShard]:
+        return [s for pg in list(self._pages.values()) for s in pg.shards]
+
+    def each(self) -> Iterator[tuple[int, SourceShard]]:
+        for q in range(len(self.starts)):
+            yield from self._page(q).each()
+
+    def shard(self, k: int) -> SourceShard:
+        return self._page(bisect.bisect_right(self._first_file, k) - 1).shard(k)
+
+    def locate_one(self, i: int) -> tuple[int, int]:
+        return self._page(int(np.searchsorted(self.ends, i, side="right"))).locate_one(i)
+
+    def locate(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        qid = np.searchsorted(self.ends, idx, side="right")
+        fid = np.empty_like(idx)
+        local = np.empty_like(idx)
+        for q in np.unique(qid).tolist():
+            sel = qid == q
+            fid[sel], local[sel] = self._page(q).locate(idx[sel])
+        return fid, local
+
+
+def _flat(pages: ShardPages) -> list[SourceShard]:
+    """Every file of ``pages``, those of pages that are pages included, in order."""
+    out: list[SourceShard] = []
+    for p in range(len(pages.files)):
+        got = pages.page(p)
+        out += got if isinstance(got, list) else _flat(got)
+    return out
 
 
 class ArrayRecordDataSource:
@@ -421,7 +509,7 @@ class ArrayRecordDataSource:
         self._opening: dict[int, threading.Lock] = {}  # a lock per file being opened
         self._readers: dict[int, ArrayRecordReader] = {}
         # files by global number in pages: one page of every file, or a kind's pages
-        self._pages: OrderedDict[int, _Page] = OrderedDict()
+        self._pages: OrderedDict[int, _Page | _Pages] = OrderedDict()
         self._pages_lock = threading.Lock()
         if isinstance(shards, list):
             counts = self._count(shards)
@@ -520,43 +608,41 @@ class ArrayRecordDataSource:
             functools.partial(self._open_then_read, 0) if self._single else _no_read
         )
 
-    def _page(self, p: int) -> _Page:
+    def _page(self, p: int) -> _Page | _Pages:
         """Page ``p`` of the files, located (loaded if it is not kept)."""
         got = self._pages.get(p)
         if got is not None:
             return got
         assert self._provider is not None  # a source of one page keeps it
         first = self._page_ends_list[p - 1] if p else 0
-        got = _Page(self._provider.page(p), first, self._page_first[p])
+        loaded = self._provider.page(p)
+        if isinstance(loaded, list):
+            got = _Page(loaded, first, self._page_first[p])
+        else:
+            got = _Pages(loaded, first, self._page_first[p])
         with self._pages_lock:
             pages = self._pages
             pages[p] = got
-            held = sum(len(x.shards) for x in pages.values())
+            held = sum(x.held for x in pages.values())
             while len(pages) > 1 and held > PAGE_FILES:
-                held -= len(pages.pop(next(iter(pages))).shards)
+                held -= pages.pop(next(iter(pages))).held
         return got
 
     def _shard(self, k: int) -> SourceShard:
         """File number ``k`` of the source."""
-        p = bisect.bisect_right(self._page_first, k) - 1
-        return self._page(p).shards[k - self._page_first[p]]
+        return self._page(bisect.bisect_right(self._page_first, k) - 1).shard(k)
 
     def _locate(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The file number of each (valid) record index and the record's index in
         that file (the pages they lie in loaded, no other)."""
         if len(self._page_first) == 1:
-            pg = self._page(0)
-            j = np.searchsorted(pg.ends, idx, side="right")
-            return j, idx + pg.offsets[j]
+            return self._page(0).locate(idx)
         pid = np.searchsorted(self._page_ends, idx, side="right")
         fid = np.empty_like(idx)
         local = np.empty_like(idx)
         for p in np.unique(pid).tolist():
             sel = pid == p
-            pg = self._page(p)
-            j = np.searchsorted(pg.ends, idx[sel], side="right")
-            fid[sel] = j + pg.first
-            local[sel] = idx[sel] + pg.offsets[j]
+            fid[sel], local[sel] = self._page(p).locate(idx[sel])
         return fid, local
 
     def _reader(self, k: int) -> ArrayRecordReader:
@@ -624,11 +710,8 @@ class ArrayRecordDataSource:
                 f"{n} records"
             )
         pages = self._page_ends_list
-        pg = self._page(bisect.bisect_right(pages, i) if len(pages) > 1 else 0)
-        j = bisect.bisect_right(pg.ends_list, i) if not self._single else 0
-        k = pg.first + j
+        k, local = self._page(bisect.bisect_right(pages, i) if len(pages) > 1 else 0).locate_one(i)
         read = self._read_fns.get(k)
-        local = i + pg.shift[j]
         rec = read(local) if read is not None else self._open_then_read(k, local)
         return rec if self._decode is None else self._decode(rec)
 
@@ -745,7 +828,7 @@ class ArrayRecordDataSource:
             pages = list(self._pages.values())
         if not pages and self._page_first:
             pages = [self._page(0)]
-        sized = [s for pg in pages for s in pg.shards if s.size and s.stop]
+        sized = [s for pg in pages for s in pg.loaded() if s.size and s.stop]
         records = sum(s.stop - s.start for s in sized)  # type: ignore[operator]
         if not records:
             return DEFAULT_READAHEAD
@@ -774,11 +857,10 @@ class ArrayRecordDataSource:
 
     def __iter__(self) -> Iterator[Any]:
         for p in range(len(self._page_first)):
-            pg = self._page(p)
-            for j, s in enumerate(pg.shards):
+            for k, s in self._page(p).each():
                 if s.stop == s.start:
                     continue
-                it = self._reader(pg.first + j).scan(s.start, s.stop)  # type: ignore[arg-type]
+                it = self._reader(k).scan(s.start, s.stop)  # type: ignore[arg-type]
                 if self._decode is None:
                     yield from it
                 else:
@@ -789,7 +871,7 @@ class ArrayRecordDataSource:
     @property
     def paths(self) -> list[str]:
         """The files, in order (globs expanded; every page of a long list loaded)."""
-        return [s.path for p in range(len(self._page_first)) for s in self._page(p).shards]
+        return [s.path for p in range(len(self._page_first)) for _, s in self._page(p).each()]
 
     def num_records(self) -> int:
         """Same as ``len(src)``."""

@@ -728,6 +728,12 @@ class ShardLog(Sequence[Any]):
         ref = self.refs[i]
         return self._index(i)[k - int(self._first[i])] if _is_index_ref(ref) else ref
 
+    def held(self, i: int) -> list[dict[str, Any]]:
+        """The references of the segments head reference ``i`` stands for: those of
+        its index (loaded), or itself."""
+        ref = self.refs[i]
+        return self._index(i) if _is_index_ref(ref) else [ref]
+
     def segment_refs(self) -> list[dict[str, Any]]:
         """The references of every segment, in order (every index loaded)."""
         out: list[dict[str, Any]] = []

@@ -262,3 +262,67 @@ def test_upgrade_indexes_a_long_head_written_before_indexes(tmp_path, monkeypatc
     log.clear_cache()
     np.testing.assert_array_equal(arrayds.open_array(url)[...], want)
     assert verify(url).ok
+
+
+def _long_records(tmp_path, n: int = 300):
+    """A records dataset of ``n`` shards of 1 to 3 records each, written by dask (the
+    segments by its tasks, this process's limits: the sync scheduler)."""
+    import dask.bag as db
+
+    from arrayds import records
+
+    url = str(tmp_path / "r")
+    sizes = [1 + i % 3 for i in range(n)]
+    data = [b"r%d" % i for i in range(sum(sizes))]
+    parts, at = [], 0
+    for s in sizes:
+        parts.append(data[at : at + s])
+        at += s
+    bag = db.from_delayed([dask.delayed(p) for p in parts])
+    with dask.config.set(scheduler="sync"):
+        records.write_records(bag, url, serializer="raw")
+    return url, data
+
+
+def test_a_records_read_loads_one_index_and_one_segment(tmp_path):
+    import pickle
+
+    from arrayds import records
+
+    url, data = _long_records(tmp_path)
+    head = _head(url)
+    assert head["format_version"] == 3
+    refs = head["shards"]["segments"]
+    assert sum("refs" in r for r in refs) >= 4 and all("records" in r for r in refs)
+    log.clear_cache()
+    ds = records.open_records(url)
+    assert len(ds) == len(data) and len(log._cache) == 0  # the head says how many
+    assert ds[5] == data[5]
+    assert len(log._cache) == 2  # the first index and the segment of record 5
+    mid = len(data) // 2
+    assert ds[[mid, 6, mid + 1]] == [data[mid], data[6], data[mid + 1]]
+    src = records.data_source(url)
+    clone = pickle.loads(pickle.dumps(src))  # a worker: the head's refs, not every file
+    log.clear_cache()
+    assert clone[100] == data[100] and len(log._cache) == 2
+    rng = np.random.default_rng(2)
+    idx = rng.integers(0, len(data), 300)
+    assert clone[idx] == [data[i] for i in idx]
+    assert [clone[int(i)] for i in idx[:50]] == [data[i] for i in idx[:50]]
+    assert list(clone) == data and clone[-1] == data[-1]
+    assert src.paths == records.open_records(url).shard_paths
+    two = arrayds.ArrayRecordDataSource([url, url])  # several datasets: their files listed
+    assert len(two) == 2 * len(data) and two[[len(data) + 3, 3]] == [data[3], data[3]]
+    batches = list(clone.batches(np.arange(len(data))[::-1], 64))
+    assert [r for b in batches for r in b] == data[::-1]
+    assert verify(url).ok
+
+
+def test_a_records_index_that_disagrees_is_corruption_naming_it(tmp_path):
+    from arrayds import records
+
+    url, data = _long_records(tmp_path)
+    path = _rewrite_index(url, _more_records)
+    ds = records.open_records(url)
+    with pytest.raises(CorruptionError, match=rf"manifest index '{path}'.*records"):
+        ds[0]

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from ...errors import CorruptionError
 from ...files.data_source import SourceShard
 from ...nodes import commit as node_commit
-from ...nodes.history import ShardLog
+from ...nodes.history import ShardLog, segment
 from ...nodes.names import (
     FORMAT,
     FORMAT_VERSION,
@@ -182,11 +182,13 @@ class LazyShards(Sequence["ShardInfo"]):
 class RecordPages:
     """The shard files of a records dataset whose list is stored in segments, as
     pages for :class:`arrayds.files.data_source.ArrayRecordDataSource` (a
-    :class:`arrayds.files.data_source.ShardPages`): each segment a page, then the
-    tail. A page's records come from its reference's ``records`` (a reference without
-    one: its segment is loaded to count them); a read loads the segments its record
-    indices lie in, each checked against its reference (a disagreeing one is a
-    :class:`CorruptionError` naming it). Pickles as the references and the tail.
+    :class:`arrayds.files.data_source.ShardPages`): each reference of the head a page
+    (a segment; an index: a page of pages, one per segment), then the tail. A page's
+    records come from its reference's ``records`` (a reference without one: what it
+    stands for is loaded to count them); a read loads the indexes and segments its
+    record indices lie in, each checked against its reference (a disagreeing one is a
+    :class:`CorruptionError` naming it). Pickles as the head's references and the
+    tail.
 
     >>> from arrayds.nodes.history import encode
     >>> from arrayds.storage import new_store
@@ -200,12 +202,12 @@ class RecordPages:
 
     def __init__(self, store: Store, node: str, log: ShardLog, total: int | None, where: str):
         self._store, self._node, self._log, self._where_node = store, node, log, where
-        refs = log.segment_refs()
-        self.files: list[int] = [len(log.load(k)) if not _count(r) else r["count"]
-                                 for k, r in enumerate(refs)] + [len(log.tail)]  # fmt: skip
+        refs = log.refs
+        self.files: list[int] = [r["count"] if _count(r) else self._files_of(i)
+                                 for i, r in enumerate(refs)] + [len(log.tail)]  # fmt: skip
         self.records: list[int] = [
-            r["records"] if _count(r) and _is_n(r.get("records")) else _sum(log.load(k), where)
-            for k, r in enumerate(refs)
+            r["records"] if _count(r) and _is_n(r.get("records")) else self._records_of(i)
+            for i, r in enumerate(refs)
         ] + [_sum(log.tail, where)]
         if total is not None and total != sum(self.records):
             raise CorruptionError(
@@ -214,20 +216,59 @@ class RecordPages:
             )
         self.where = store.url_of(node, "x")
 
-    def page(self, p: int) -> list[SourceShard]:
-        log = self._log
-        raw = log.tail if p == log.nsegments else log.load(p)
+    def _entries(self, ref: Any) -> list[Any]:
+        return segment(self._store, self._node, ref, self._where_node)
+
+    def _files_of(self, i: int) -> int:
+        return sum(len(self._entries(r)) for r in self._log.held(i))
+
+    def _records_of(self, i: int) -> int:
+        return sum(
+            r["records"]
+            if _count(r) and _is_n(r.get("records"))
+            else _sum(self._entries(r), self._where_node)
+            for r in self._log.held(i)
+        )
+
+    def shards_of(self, entries: Sequence[Any]) -> list[SourceShard]:
+        """The files of the manifest entries ``entries``, in order."""
         store, node = self._store, self._node
         size_of = (lambda s: None) if store.local else (lambda s: s.file_size or None)
         return [
             SourceShard(store.url_of(node, s.name), 0, s.num_records, size_of(s))
-            for s in (ShardInfo.from_json(e, self._where_node) for e in raw)
+            for s in (ShardInfo.from_json(e, self._where_node) for e in entries)
         ]
+
+    def page(self, p: int) -> list[SourceShard] | SegmentPages:
+        log = self._log
+        if p == len(log.refs):
+            return self.shards_of(log.tail)
+        if "refs" in log.refs[p]:
+            return SegmentPages(self, log.held(p))
+        return self.shards_of(self._entries(log.refs[p]))
 
     def __reduce__(self) -> tuple[Any, ...]:
         log = self._log
         stored = {"segments": log.refs, "tail": log.tail}
         return (_pages, (self._store, self._node, stored, sum(self.records), self._where_node))
+
+
+class SegmentPages:
+    """The segments of one index of a records dataset's list as pages (the page of
+    pages :meth:`RecordPages.page` gives for an index): their files and records from
+    their references, each loaded when a read first needs it."""
+
+    def __init__(self, pages: RecordPages, refs: list[dict[str, Any]]) -> None:
+        self._pages, self._refs = pages, refs
+        self.files: list[int] = [r["count"] for r in refs]
+        self.records: list[int] = [
+            r["records"] if _is_n(r.get("records")) else _sum(pages._entries(r), pages.where)
+            for r in refs
+        ]
+        self.where = pages.where
+
+    def page(self, q: int) -> list[SourceShard]:
+        return self._pages.shards_of(self._pages._entries(self._refs[q]))
 
 
 def _pages(store: Store, node: str, stored: Any, total: int, where: str) -> RecordPages:
