@@ -1,11 +1,12 @@
-"""Crash safety of long shard lists (docs/spec.md 14.3.1, 14.4, 14.7), with real
-processes and real SIGKILLs: a writer killed while it writes the segments of a long
-list, or between the region writes that rewrite some of them, leaves exactly a
-committed state (the last one or the one before), every segment a head names intact,
-and the next write and ``verify`` succeed."""
+"""Crash safety of long shard lists (docs/spec.md 14.3.1, 14.3.2, 14.4, 14.7), with
+real processes and real SIGKILLs: a writer killed while it writes the segments and
+indexes of a long list, or between the region writes that rewrite some of them,
+leaves exactly a committed state (the last one or the one before), every segment and
+index a head names intact, and the next write and ``verify`` succeed."""
 
 from __future__ import annotations
 
+import json
 import os
 
 import numpy as np
@@ -25,6 +26,7 @@ import numpy as np
 import arrayds
 from arrayds.nodes import history
 history.SEGMENT_LIMIT = 64
+history.INDEX_LIMIT = 4  # 16 segments: indexes of 4 and at most 4 segments in the head
 url = sys.argv[1]
 a = arrayds.open_array(url, mode="w", shape=({N},), dtype="i8", chunks=1, fill_value=-1)
 for b in range(0, {N}, {BLOCK}):
@@ -54,6 +56,12 @@ def state_after(j: int) -> np.ndarray:
     return want
 
 
+def assert_indexed(url: str) -> None:
+    """The setup's list has indexes (what these crashes must keep intact)."""
+    head = json.loads(open(os.path.join(url, "arrayds.json"), "rb").read())
+    assert sum("refs" in r for r in head["shards"]["segments"]) >= 2
+
+
 def check_committed(url: str, first: int, last: int) -> int:
     """The array reads as after exactly j region writes, first <= j <= last; returns j."""
     log.clear_cache()
@@ -68,6 +76,7 @@ def test_killed_while_writing_the_segments_of_a_long_list(tmp_path):
     url = str(tmp_path / "a")
     setup = run_child(SETUP, url)
     assert setup.wait(timeout=120) == 0, setup.stderr.read()
+    assert_indexed(url)
     head = open(os.path.join(url, "arrayds.json"), "rb").read()
     log_dir = os.path.join(url, log.LOG_DIR)
     before = set(os.listdir(log_dir))
@@ -100,6 +109,7 @@ def test_killed_between_and_during_region_writes_that_rewrite_segments(tmp_path)
     for stop in (7, 40):
         setup = run_child(SETUP, url)
         assert setup.wait(timeout=120) == 0, setup.stderr.read()
+        assert_indexed(url)
         proc = run_child(REGION_WRITES, url)
         # kill as soon as the child says it committed `stop` writes: it may have made
         # one or two more, or be in the middle of the next one
