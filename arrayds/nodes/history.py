@@ -303,11 +303,15 @@ def summary(entries: Sequence[Any]) -> dict[str, Any]:
     without loading the segment whether it may hold what a read looks for:
     ``records``, the sum of the entries' ``records`` (when every entry has one), and
     ``box``, ``[start, stop]``: the smallest box of chunk coordinates that holds every
-    entry's box (when every entry has a ``start`` and a ``stop`` of the same length).
+    entry's box (when every entry has a ``start`` and a ``stop`` of the same length);
+    ``items``, ``[first, stop]``: the smallest range of item numbers that holds every
+    entry's ``items`` range (when every entry has one: a ragged array's).
 
     >>> summary([{"start": [0, 4], "stop": [2, 6], "records": 4},
     ...          {"start": [5, 0], "stop": [6, 1], "records": 1}])
     {'records': 5, 'box': [[0, 0], [6, 6]]}
+    >>> summary([{"items": [0, 3], "records": 5}, {"items": [3, 4], "records": 2}])
+    {'records': 7, 'items': [0, 4]}
     >>> summary([{"path": "a"}])
     {}
     """
@@ -330,7 +334,25 @@ def summary(entries: Sequence[Any]) -> dict[str, Any]:
             lo = [min(a[d] for a in starts) for d in range(ndim)]  # type: ignore[index]
             hi = [max(b[d] for b in stops) for d in range(ndim)]  # type: ignore[index]
             out["box"] = [lo, hi]
+    items = _items_of(entries)
+    if items is not None:
+        out["items"] = items
     return out
+
+
+def _items_of(entries: Sequence[Any]) -> list[int] | None:
+    """The smallest ``[first, stop]`` holding every entry's ``items`` range (``None``
+    if there are no entries or one has no such range)."""
+    spans = [e.get("items") if isinstance(e, dict) else None for e in entries]
+    if not spans or not all(_is_span(r) for r in spans):
+        return None
+    return [min(r[0] for r in spans), max(r[1] for r in spans)]  # type: ignore[index]
+
+
+def _is_span(r: Any) -> bool:
+    return (
+        isinstance(r, list) and len(r) == 2 and _is_count(r[0]) and _is_count(r[1]) and r[0] <= r[1]
+    )
 
 
 def _check_ref(ref: Any, what: str) -> tuple[str, int]:
@@ -348,6 +370,7 @@ def _check_ref(ref: Any, what: str) -> tuple[str, int]:
         or count < 0
         or ("records" in ref and not _is_count(ref["records"]))
         or ("box" in ref and not _is_box(ref["box"]))
+        or ("items" in ref and not _is_span(ref["items"]))
     ):
         raise CorruptionError(f"{what}: manifest segment reference {ref!r} is invalid")
     return path, count
@@ -365,9 +388,9 @@ def _is_box(box: Any) -> bool:
 
 def _check_summary(ref: Mapping[str, Any], entries: list[Any], where: str) -> None:
     """A segment's entries must agree with what its reference says of them: the same
-    ``records`` sum, and every entry inside the reference's ``box`` (else a read that
-    trusted the reference would miss entries, or find them where none can be). The
-    entries' own form is the kind's to check."""
+    ``records`` sum, every entry inside the reference's ``box``, and the same
+    ``items`` range (else a read that trusted the reference would miss entries, or
+    find them where none can be). The entries' own form is the kind's to check."""
     if "records" in ref:
         try:
             got: Any = sum(int(e["records"]) for e in entries)
@@ -395,6 +418,12 @@ def _check_summary(ref: Mapping[str, Any], entries: list[Any], where: str) -> No
             raise CorruptionError(
                 f"{where}: its entries span the chunk box {have}, outside the box "
                 f"{box} the manifest gives it"
+            )
+    if "items" in ref:
+        span = _items_of(entries)
+        if span != ref["items"]:
+            raise CorruptionError(
+                f"{where}: its entries hold items {span}; the manifest says {ref['items']}"
             )
 
 
@@ -475,7 +504,7 @@ class ShardLog(Sequence[Any]):
     """
 
     __slots__ = ("_all", "_box_lo", "_box_hi", "_boxed", "_len", "_node", "_store", "_what",
-                 "refs", "tail")  # fmt: skip
+                 "refs", "tail", "_spans")  # fmt: skip
 
     def __init__(self, store: Store, node: str, value: Any, what: str) -> None:
         segs, tail = (value.get("segments"), value.get("tail")) if _is_log(value) else (None, None)
@@ -489,6 +518,7 @@ class ShardLog(Sequence[Any]):
         self._all: list[Any] | None = None
         self._boxed: Any = None
         self._len: int | None = None
+        self._spans: Any = None
 
     def __len__(self) -> int:
         if self._len is None:
@@ -566,6 +596,63 @@ class ShardLog(Sequence[Any]):
             [r["box"][1] if h else zero for r, h in zip(refs, has, strict=True)], dtype=np.int64
         ).reshape(len(refs), nd)
 
+    def holding_items(self, items: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """Where the entries that hold each of ``items`` (item numbers, as the
+        entries' ``items`` ranges count them) are, by binary search on the
+        references' ``items`` summaries: ``(segment, entries before it, its first
+        item)`` of each (segment ``len(refs)``: the tail, for items past the last
+        segment; load it with :meth:`part`). ``None`` if a reference has no
+        ``items`` (written before them: the caller reads the whole list). References
+        whose ranges do not follow each other from item 0 are
+        :class:`arrayds.CorruptionError` naming the first that does not."""
+        spans = self._item_spans()
+        if spans is None:
+            return None
+        entry0, item0 = spans
+        seg = np.searchsorted(item0[1:], items, side="right")
+        return seg, entry0[seg], item0[seg]
+
+    def holding_entries(
+        self, positions: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """``(segment, entries before it, its first item)`` of each entry position of
+        the list, by binary search on the references' ``count`` (segment
+        ``len(refs)``: the tail, for positions from ``len(self)`` on; first items
+        ``None`` if a reference has no ``items``)."""
+        spans = self._item_spans()
+        entry0, item0 = self._spans
+        seg = np.searchsorted(entry0[1:], positions, side="right")
+        return seg, entry0[seg], None if spans is None else item0[seg]
+
+    def part(self, k: int) -> list[Any]:
+        """The entries of segment ``k`` (checked against its reference), or the tail
+        for ``k == len(refs)``."""
+        return self.tail if k == len(self.refs) else self.load(k)
+
+    def _item_spans(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """The first entry position and first item of each segment and of the tail
+        (cached; items ``None`` if a reference has no ``items``)."""
+        if self._spans is None:
+            len(self)  # every count checked
+            counts = [r["count"] for r in self.refs] + [len(self.tail)]
+            entry0 = np.zeros(len(counts), dtype=np.int64)
+            np.cumsum(counts[:-1], out=entry0[1:])
+            item0: np.ndarray | None = None
+            if all("items" in r for r in self.refs):
+                item0 = np.zeros(len(counts), dtype=np.int64)
+                for k, ref in enumerate(self.refs):
+                    span = ref["items"]
+                    if not _is_span(span) or span[0] != item0[k]:
+                        raise CorruptionError(
+                            f"{self._what}: manifest segment {ref.get('path')!r}: its "
+                            f"reference's items {span!r} do not start at item {int(item0[k])}, "
+                            f"where the segment before it ends"
+                        )
+                    item0[k + 1] = span[1]
+            self._spans = (entry0, item0)
+        entry0, item0 = self._spans
+        return None if item0 is None else (entry0, item0)
+
 
 class Fresh(list):  # type: ignore[type-arg]
     """A whole shard list that :func:`encode` writes anew (segments of at most
@@ -578,13 +665,18 @@ class Fresh(list):  # type: ignore[type-arg]
     """
 
 
-def needs_index(head: Mapping[str, Any]) -> bool:
+def needs_index(head: Mapping[str, Any], keys: Sequence[str] = ("records",)) -> bool:
     """Whether the node's own shard list, as the head ``head`` stores it, has a
-    segment written before segment summaries (no ``records``) or longer than
-    :data:`SEGMENT_LIMIT` entries: a reader then loads it for any chunk it looks for.
+    segment written before segment summaries (a reference without one of ``keys``,
+    the :func:`summary` keys the node's kind reads by: ``records``, and ``items`` for
+    a ragged array) or longer than :data:`SEGMENT_LIMIT` entries: a reader then
+    loads it for any chunk it looks for.
 
     >>> needs_index({"shards": {"segments": [{"path": "_arrayds/log/a.json", "count": 40}],
     ...                         "tail": []}})
+    True
+    >>> needs_index({"shards": {"segments": [{"path": "_arrayds/log/a.json", "count": 4,
+    ...     "records": 9}], "tail": []}}, ("records", "items"))
     True
     """
     value = head.get("shards")
@@ -592,7 +684,11 @@ def needs_index(head: Mapping[str, Any]) -> bool:
         return False
     return any(
         isinstance(r, dict)
-        and ("records" not in r or not _is_count(r.get("count")) or r["count"] > SEGMENT_LIMIT)
+        and (
+            any(k not in r for k in keys)
+            or not _is_count(r.get("count"))
+            or r["count"] > SEGMENT_LIMIT
+        )
         for r in value["segments"]
     )
 
