@@ -642,7 +642,9 @@ class ShardLog(Sequence[Any]):
                 item0 = np.zeros(len(counts), dtype=np.int64)
                 for k, ref in enumerate(self.refs):
                     span = ref["items"]
-                    if not _is_span(span) or span[0] != item0[k]:
+                    if not _is_span(span):
+                        _check_ref(ref, self._what)  # names it
+                    if span[0] != item0[k]:
                         raise CorruptionError(
                             f"{self._what}: manifest segment {ref.get('path')!r}: its "
                             f"reference's items {span!r} do not start at item {int(item0[k])}, "
