@@ -39,7 +39,7 @@ worker was lost once the commit had landed) finds its own commit and returns it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from functools import cached_property
@@ -804,13 +804,14 @@ def _named_after(rel: str, write_id: str) -> bool:
     return any(pending.write_id_of("/".join(parts[-n:])) == write_id for n in (2, 1))
 
 
-def upgrade(store: Store, node: str) -> bool:
+def upgrade(store: Store, node: str, summary: Sequence[str] = ("records",)) -> bool:
     """Store ``node`` in the newest format version (:data:`NEWEST`), one commit of the
     same manifest; returns whether it changed anything (``False``: already newest).
     Readers of an older arrayds then get a clear "newer format" error: upgrade only
     once every reader of the dataset runs this release. A node in the newest version
-    whose shard list has segments written before segment summaries
-    (:func:`arrayds.nodes.history.needs_index`) gets its list written anew with them,
+    whose shard list has segments written before segment summaries (references
+    without one of the keys ``summary``, those its kind reads by:
+    :func:`arrayds.nodes.history.needs_index`) gets its list written anew with them,
     the same entries (older releases read it as before).
 
     >>> from arrayds.storage import new_store
@@ -823,7 +824,7 @@ def upgrade(store: Store, node: str) -> bool:
     base = read(store, node)
     if not base.exists:
         raise FileNotFoundError(f"no arrayds node at {base.what}")
-    reindex = base.head is not None and log.needs_index(base.head)
+    reindex = base.head is not None and log.needs_index(base.head, summary)
     if base.format_version >= NEWEST and not reindex:
         return False
 

@@ -383,7 +383,13 @@ def _plain_summary(refs: list[Any]) -> dict[str, Any] | None:
     ):
         return None
     box = [b[:, 0].min(axis=0).tolist(), b[:, 1].max(axis=0).tolist()]
-    return {"count": sum(counts), "records": sum(recs), "box": box}
+    out = {"count": sum(counts), "records": sum(recs), "box": box}
+    spans = [r.get("items") for r in refs]
+    if any(x is not None for x in spans):
+        if not all(_is_span(x) for x in spans):
+            return None
+        out["items"] = [min(x[0] for x in spans), max(x[1] for x in spans)]
+    return out
 
 
 def _check_index(ref: Mapping[str, Any], refs: list[Any], where: str) -> None:
@@ -402,6 +408,11 @@ def _check_index(ref: Mapping[str, Any], refs: list[Any], where: str) -> None:
             raise CorruptionError(
                 f"{where}: its segments hold {have.get(key)} {name}; the manifest says {ref[key]}"
             )
+    if "items" in ref and have.get("items") != ref["items"]:
+        raise CorruptionError(
+            f"{where}: its segments hold items {have.get('items')}; the manifest says "
+            f"{ref['items']}"
+        )
     if "box" in ref:
         box, got = ref["box"], have.get("box")
         if (
@@ -425,13 +436,17 @@ def summary(entries: Sequence[Any], *, of_refs: bool = False) -> dict[str, Any]:
     without loading the segment whether it may hold what a read looks for:
     ``records``, the sum of the entries' ``records`` (when every entry has one), and
     ``box``, ``[start, stop]``: the smallest box of chunk coordinates that holds every
-    entry's box (when every entry has a ``start`` and a ``stop`` of the same length).
+    entry's box (when every entry has a ``start`` and a ``stop`` of the same length);
+    ``items``, ``[first, stop]``: the smallest range of item numbers that holds every
+    entry's ``items`` range (when every entry has one: a ragged array's).
     ``of_refs``: the summary of an index of the segment references ``entries``
-    (``count``, the sum of theirs; ``records`` and ``box`` from theirs).
+    (``count``, the sum of theirs; ``records``, ``box`` and ``items`` from theirs).
 
     >>> summary([{"start": [0, 4], "stop": [2, 6], "records": 4},
     ...          {"start": [5, 0], "stop": [6, 1], "records": 1}])
     {'records': 5, 'box': [[0, 0], [6, 6]]}
+    >>> summary([{"items": [0, 3], "records": 5}, {"items": [3, 4], "records": 2}])
+    {'records': 7, 'items': [0, 4]}
     >>> summary([{"path": "a"}])
     {}
     >>> summary([{"count": 2, "records": 5, "box": [[0], [3]]},
@@ -466,7 +481,25 @@ def summary(entries: Sequence[Any], *, of_refs: bool = False) -> dict[str, Any]:
             lo = [min(a[d] for a in starts) for d in range(ndim)]  # type: ignore[index]
             hi = [max(b[d] for b in stops) for d in range(ndim)]  # type: ignore[index]
             out["box"] = [lo, hi]
+    items = _items_of(entries)
+    if items is not None:
+        out["items"] = items
     return out
+
+
+def _items_of(entries: Sequence[Any]) -> list[int] | None:
+    """The smallest ``[first, stop]`` holding every entry's ``items`` range (``None``
+    if there are no entries or one has no such range)."""
+    spans = [e.get("items") if isinstance(e, dict) else None for e in entries]
+    if not spans or not all(_is_span(r) for r in spans):
+        return None
+    return [min(r[0] for r in spans), max(r[1] for r in spans)]  # type: ignore[index]
+
+
+def _is_span(r: Any) -> bool:
+    return (
+        isinstance(r, list) and len(r) == 2 and _is_count(r[0]) and _is_count(r[1]) and r[0] <= r[1]
+    )
 
 
 def _check_ref(ref: Any, what: str) -> tuple[str, int]:
@@ -485,6 +518,7 @@ def _check_ref(ref: Any, what: str) -> tuple[str, int]:
         or ("records" in ref and not _is_count(ref["records"]))
         or ("box" in ref and not _is_box(ref["box"]))
         or ("refs" in ref and not (_is_count(ref["refs"]) and ref["refs"] > 0))
+        or ("items" in ref and not _is_span(ref["items"]))
     ):
         raise CorruptionError(f"{what}: manifest segment reference {ref!r} is invalid")
     return path, count
@@ -502,9 +536,9 @@ def _is_box(box: Any) -> bool:
 
 def _check_summary(ref: Mapping[str, Any], entries: list[Any], where: str) -> None:
     """A segment's entries must agree with what its reference says of them: the same
-    ``records`` sum, and every entry inside the reference's ``box`` (else a read that
-    trusted the reference would miss entries, or find them where none can be). The
-    entries' own form is the kind's to check."""
+    ``records`` sum, every entry inside the reference's ``box``, and the same
+    ``items`` range (else a read that trusted the reference would miss entries, or
+    find them where none can be). The entries' own form is the kind's to check."""
     if "records" in ref:
         try:
             got: Any = sum(int(e["records"]) for e in entries)
@@ -532,6 +566,12 @@ def _check_summary(ref: Mapping[str, Any], entries: list[Any], where: str) -> No
             raise CorruptionError(
                 f"{where}: its entries span the chunk box {have}, outside the box "
                 f"{box} the manifest gives it"
+            )
+    if "items" in ref:
+        span = _items_of(entries)
+        if span != ref["items"]:
+            raise CorruptionError(
+                f"{where}: its entries hold items {span}; the manifest says {ref['items']}"
             )
 
 
@@ -655,8 +695,8 @@ class ShardLog(Sequence[Any]):
     (300, 3, [1], [250])
     """
 
-    __slots__ = ("_all", "_boxes_of", "_first", "_indexes", "_len", "_node", "_store",
-                 "_what", "nsegments", "refs", "tail")  # fmt: skip
+    __slots__ = ("_all", "_boxes_of", "_first", "_indexes", "_len", "_node", "_spans",
+                 "_store", "_what", "nsegments", "refs", "tail")  # fmt: skip
 
     def __init__(self, store: Store, node: str, value: Any, what: str) -> None:
         segs, tail = (value.get("segments"), value.get("tail")) if _is_log(value) else (None, None)
@@ -677,6 +717,7 @@ class ShardLog(Sequence[Any]):
         """Number of the first segment of each head reference (and the total last)."""
         self.nsegments: int = int(self._first[-1])
         """How many segments the list has (those its indexes hold included)."""
+        self._spans: Any = None
 
     def __len__(self) -> int:
         if self._len is None:
@@ -794,6 +835,106 @@ class ShardLog(Sequence[Any]):
         ).reshape(len(refs), nd)
         return np.array(has, dtype=bool), box_lo, box_hi
 
+    def holding_items(self, items: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """Where the entries that hold each of ``items`` (item numbers, as the
+        entries' ``items`` ranges count them) are, by binary search on the
+        references' ``items`` summaries (an index's loaded when an item lies in it):
+        ``(segment, entries before it, its first item)`` of each (segment
+        :attr:`nsegments`: the tail, for items past the last segment; load it with
+        :meth:`part`). ``None`` if a reference has no ``items`` (written before them:
+        the caller reads the whole list). References whose ranges do not follow each
+        other from item 0 are :class:`arrayds.CorruptionError` naming the first that
+        does not."""
+        spans = self._item_spans()
+        if spans is None:
+            return None
+        return self._descend(np.searchsorted(spans[1][1:], items, side="right"), items, 1)
+
+    def holding_entries(
+        self, positions: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """``(segment, entries before it, its first item)`` of each entry position of
+        the list, by binary search on the references' ``count`` (segment
+        :attr:`nsegments`: the tail, for positions from ``len(self)`` on; first items
+        ``None`` if a reference has no ``items``)."""
+        self._item_spans()
+        entry0 = self._spans[0]
+        h = np.searchsorted(entry0[1:], positions, side="right")
+        return self._descend(h, positions, 0)
+
+    def part(self, k: int) -> list[Any]:
+        """The entries of segment ``k`` (checked against its reference), or the tail
+        for ``k ==`` :attr:`nsegments`."""
+        return self.tail if k == self.nsegments else self.load(k)
+
+    def _descend(self, h: np.ndarray, keys: np.ndarray, by: int) -> Any:
+        """From the head reference ``h`` of each of ``keys`` (entry positions,
+        ``by=0``; items, ``by=1``) to its segment: ``(segment, entries before it, its
+        first item)``, the indexes that hold them loaded."""
+        entry0, item0 = self._spans[:2]
+        seg = self._first[h].copy()
+        e0 = entry0[h].copy()
+        i0 = None if item0 is None else item0[h].copy()
+        for i in np.unique(h).tolist():
+            if i < len(self.refs) and _is_index_ref(self.refs[i]):
+                sel = h == i
+                sub = self._within(i)
+                j = np.searchsorted(sub[by][1:], keys[sel], side="right")
+                seg[sel] += j
+                e0[sel] = sub[0][j]
+                if i0 is not None:
+                    i0[sel] = sub[1][j]
+        return seg, e0, i0
+
+    def _within(self, i: int) -> Any:
+        """The first entry position and first item (``None`` without ``items``) of each
+        segment the index of head reference ``i`` holds, then of what follows it."""
+        got = self._spans[2].get(i)
+        if got is None:
+            entry0, item0 = self._spans[:2]
+            refs = self._index(i)
+            e = entry0[i] + np.concatenate([[0], np.cumsum([r["count"] for r in refs])])
+            it = None
+            if item0 is not None:
+                it = np.zeros(len(refs) + 1, dtype=np.int64)
+                it[0] = item0[i]
+                for k, ref in enumerate(refs):
+                    self._check_follows(ref, int(it[k]))
+                    it[k + 1] = ref["items"][1]
+            got = (e.astype(np.int64), it)
+            self._spans[2][i] = got
+        return got
+
+    def _check_follows(self, ref: Any, first: int) -> None:
+        span = ref.get("items") if isinstance(ref, dict) else None
+        if not _is_span(span):
+            _check_ref(ref, self._what)  # names it
+            raise CorruptionError(f"{self._what}: manifest segment reference {ref!r} has no items")
+        if span[0] != first:
+            raise CorruptionError(
+                f"{self._what}: manifest segment {ref.get('path')!r}: its "
+                f"reference's items {span!r} do not start at item {first}, "
+                f"where the segment before it ends"
+            )
+
+    def _item_spans(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """The first entry position and first item of each head reference and of the
+        tail (cached; items ``None`` if a reference has no ``items``)."""
+        if self._spans is None:
+            len(self)  # every count checked
+            counts = [r["count"] for r in self.refs] + [len(self.tail)]
+            entry0 = np.zeros(len(counts), dtype=np.int64)
+            np.cumsum(counts[:-1], out=entry0[1:])
+            item0: np.ndarray | None = None
+            if all(isinstance(r, dict) and "items" in r for r in self.refs):
+                item0 = np.zeros(len(counts), dtype=np.int64)
+                for k, ref in enumerate(self.refs):
+                    self._check_follows(ref, int(item0[k]))
+                    item0[k + 1] = ref["items"][1]
+            self._spans = (entry0, item0, {})
+        entry0, item0 = self._spans[:2]
+        return None if item0 is None else (entry0, item0)
+
 
 class Fresh(list):  # type: ignore[type-arg]
     """A whole shard list that :func:`encode` writes anew (segments of at most
@@ -806,15 +947,20 @@ class Fresh(list):  # type: ignore[type-arg]
     """
 
 
-def needs_index(head: Mapping[str, Any]) -> bool:
+def needs_index(head: Mapping[str, Any], keys: Sequence[str] = ("records",)) -> bool:
     """Whether the node's own shard list, as the head ``head`` stores it, has a
-    segment written before segment summaries (no ``records``) or longer than
-    :data:`SEGMENT_LIMIT` entries (a reader then loads it for any chunk it looks for),
-    or more than :data:`INDEX_LIMIT` segment references after its last index (written
-    before indexes: every open reads them all).
+    segment written before segment summaries (a reference without one of ``keys``,
+    the :func:`summary` keys the node's kind reads by: ``records``, and ``items`` for
+    a ragged array) or longer than :data:`SEGMENT_LIMIT` entries (a reader then loads
+    it for any chunk it looks for), or more than :data:`INDEX_LIMIT` segment
+    references after its last index (written before indexes: every open reads them
+    all).
 
     >>> needs_index({"shards": {"segments": [{"path": "_arrayds/log/a.json", "count": 40}],
     ...                         "tail": []}})
+    True
+    >>> needs_index({"shards": {"segments": [{"path": "_arrayds/log/a.json", "count": 4,
+    ...     "records": 9}], "tail": []}}, ("records", "items"))
     True
     """
     value = head.get("shards")
@@ -825,8 +971,13 @@ def needs_index(head: Mapping[str, Any]) -> bool:
     after = len(segs) - 1 - last
     return after > INDEX_LIMIT or any(
         isinstance(r, dict)
-        and not _is_index_ref(r)
-        and ("records" not in r or not _is_count(r.get("count")) or r["count"] > SEGMENT_LIMIT)
+        and (
+            any(k not in r for k in keys)
+            or (
+                not _is_index_ref(r)
+                and (not _is_count(r.get("count")) or r["count"] > SEGMENT_LIMIT)
+            )
+        )
         for r in segs
     )
 

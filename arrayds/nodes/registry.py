@@ -150,6 +150,10 @@ class NodeKind:
     """Whether ``parse`` takes the node's shard list as an
     :class:`arrayds.nodes.history.ShardLog` whose segments load when used (an open then
     reads the head only), rather than as a complete list."""
+    segment_summary: tuple[str, ...] = ("records",)
+    """The keys of :func:`arrayds.nodes.history.summary` that every segment reference of
+    the node's shard list has once this release wrote it (what its reads look segments
+    up by); ``arrayds upgrade`` writes a list with a reference lacking one anew."""
     totals: str = ""
     """The key of ``arrayds info --json``'s totals that counts nodes of this kind."""
     plural: str = ""

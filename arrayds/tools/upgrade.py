@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..abc.store import Store
-from ..nodes import commit
+from ..nodes import commit, registry
 from ..nodes import history as log
 from ..nodes.names import join_component
 from .walk import Item, open_root, walk
@@ -48,6 +48,12 @@ def _own_items(store: Store, node: str) -> list[Item]:
 def _format_version(item: Item) -> int:
     v = item.raw.get("format_version") if item.raw is not None else None
     return v if isinstance(v, int) and not isinstance(v, bool) else 0
+
+
+def _summary(item: Item) -> tuple[str, ...]:
+    """The segment summary keys the node's kind reads its shard list by."""
+    kind = registry.find(item.raw.get("kind") if item.raw is not None else None)
+    return kind.segment_summary if kind is not None else ("records",)
 
 
 def _roll_forward(store: Store, node: str, raw: Mapping[str, Any]) -> None:
@@ -84,8 +90,8 @@ def upgrade(
 
     Each node is one commit of the same manifest (no shard is touched); nodes in the
     newest format already are left alone, so running it again upgrades nothing,
-    except that a shard list stored before segment summaries is written anew with
-    them (docs/spec.md 14.3.1), the same entries. A
+    except that a shard list stored before the segment summaries its kind reads by
+    is written anew with them (docs/spec.md 14.3.1), the same entries. A
     group's pending roll forward (an interrupted dataset write) is completed before
     its members are upgraded.
     Every manifest is read before anything is written: one that cannot be read, or
@@ -114,11 +120,11 @@ def upgrade(
             it.node
             for it in items
             if _format_version(it) < commit.NEWEST
-            or log.needs_index(commit.read(store, it.node).head or {})
+            or log.needs_index(commit.read(store, it.node).head or {}, _summary(it))
         ]
     done = []
     for item in items:
-        if commit.upgrade(store, item.node):
+        if commit.upgrade(store, item.node, _summary(item)):
             done.append(item.node)
         raw = commit.read(store, item.node).raw
         if raw is not None and raw.get("kind") == "group":

@@ -18,6 +18,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import wait
+from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +28,7 @@ from ...errors import CorruptionError
 from ...files.common import run_each
 from ...nodes import registry as kinds
 from ...nodes.handle import Node
+from ...nodes.history import resolve
 from ...nodes.names import (
     new_write_id,
 )
@@ -40,7 +42,7 @@ from ..array.tensor import decode_chunk
 if TYPE_CHECKING:
     import dask.bag
 from ...html_repr import node_html
-from .manifest import RaggedManifest, count_pieces
+from .manifest import RaggedManifest, RaggedShard, RaggedShardLog, count_pieces
 
 _PAD_BATCH = 256  # items read per batch by pad()
 
@@ -215,9 +217,7 @@ class RaggedArray(Node):
         self._node = node
         self._m = manifest
         self._mode = mode
-        self._starts = np.array([s.start for s in manifest.shards], dtype=np.int64)
-        # shard byte sizes the manifest records: opens on object stores skip a HEAD
-        self._sizes = {s.path: s.bytes or None for s in manifest.shards}
+        self._starts: np.ndarray | None = None  # of a shard list that is a plain list
 
     # -- identity and metadata
 
@@ -305,19 +305,23 @@ class RaggedArray(Node):
         return node_html(self._store, self._node, self._m, mode=self._mode, version=self.version)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (
-            _restore,
-            (self._store.url, self._store.storage_options, self._node, self._m.to_json()),
-        )
+        m = self._m
+        doc = m.to_json() if not isinstance(m.shards, RaggedShardLog) else {
+            **replace(m, shards=[]).to_json(),
+            "count": m.count,
+            "shards": m.shards.stored(),  # the references, not the entries
+        }  # fmt: skip
+        return (_restore, (self._store.url, self._store.storage_options, self._node, doc))
 
     # -- shard indexes
 
-    def _reader(self, relpath: str, shards: Mapping[str, int | None] | None = None) -> Any:
-        """The reader of shard ``relpath``; ``shards``: the shards the same read needs
-        (their footers are prefetched, :func:`arrayds.nodes.shards.node_shard_reader`)."""
+    def _reader(self, sh: RaggedShard, shards: Mapping[str, int | None] | None = None) -> Any:
+        """The reader of shard ``sh``; ``shards``: the shards the same read needs
+        (their footers are prefetched, :func:`arrayds.nodes.shards.node_shard_reader`).
+        The byte size the manifest records spares an open on an object store a HEAD."""
+        relpath = sh.path
         try:
-            size = self._sizes.get(relpath)
-            return node_shard_reader(self._store, self._node, relpath, size, shards)
+            return node_shard_reader(self._store, self._node, relpath, sh.bytes or None, shards)
         except FileNotFoundError:
             raise FileNotFoundError(
                 errno.ENOENT,
@@ -330,7 +334,8 @@ class RaggedArray(Node):
     def _needs(self, shard_ids: Iterable[int]) -> dict[str, int | None]:
         """The shard files of ``shard_ids`` (relpath -> recorded size): what one read
         of those shards opens."""
-        return {self._m.shards[k].path: self._sizes.get(self._m.shards[k].path) for k in shard_ids}
+        shards = [self._m.shards[k] for k in shard_ids]
+        return {sh.path: sh.bytes or None for sh in shards}
 
     def _load_index(
         self, k: int, shards: Mapping[str, int | None] | None = None
@@ -342,7 +347,7 @@ class RaggedArray(Node):
             if hit is not None:
                 _indexes.move_to_end(key)
                 return hit
-        reader = self._reader(sh.path, shards)
+        reader = self._reader(sh, shards)
         n = len(reader)
         if n != sh.records:
             raise CorruptionError(
@@ -396,7 +401,13 @@ class RaggedArray(Node):
         return dict(zip(ids, got, strict=True))
 
     def _locate(self, items: np.ndarray) -> np.ndarray:
-        """Shard number of each (valid) item index."""
+        """Shard number of each (valid) item index (of a list stored in segments:
+        only the segments that hold them are loaded)."""
+        shards = self._m.shards
+        if isinstance(shards, RaggedShardLog):
+            return shards.locate(items)
+        if self._starts is None:
+            self._starts = np.array([s.start for s in shards], dtype=np.int64)
         return np.searchsorted(self._starts, items, side="right") - 1
 
     # -- reading
@@ -438,8 +449,9 @@ class RaggedArray(Node):
         needs = self._needs(int(sh[g[0]]) for g in groups)
 
         def run(g: np.ndarray) -> None:
-            relpath = m.shards[int(sh[g[0]])].path
-            reader = self._reader(relpath, needs)
+            shard = m.shards[int(sh[g[0]])]
+            relpath = shard.path
+            reader = self._reader(shard, needs)
             try:
                 bufs = read_shard_records(reader, record[g])
             except CorruptionError as e:
@@ -681,7 +693,9 @@ def _restore(
     url: str, storage_options: Mapping[str, Any], node: str, manifest: dict[str, Any]
 ) -> RaggedArray:
     store = get_store(url, storage_options)
-    return RaggedArray(store, node, RaggedManifest.from_json(manifest, store.display(node)))
+    what = store.display(node)
+    doc = resolve(store, node, manifest, what, lazy=True)
+    return RaggedArray(store, node, RaggedManifest.from_json(doc, what))
 
 
 # ------------------------------------------------------------------ opening

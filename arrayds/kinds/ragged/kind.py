@@ -49,6 +49,8 @@ kinds.register(
         usage=usage,
         tail_sizes=tail_sizes,
         place_tail=_place_tail,
+        lazy_shards=True,
+        segment_summary=("records", "items"),
         totals="ragged",
         plural="ragged",
         phrase="a ragged array",
