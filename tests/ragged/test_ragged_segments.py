@@ -291,3 +291,19 @@ def test_a_ragged_list_with_indexes_reads_by_item(tmp_path, monkeypatch):
     log.clear_cache()
     with pytest.raises(CorruptionError, match=rf"manifest index '{path}'"):
         list(rg.open_ragged(url))
+
+
+def test_an_append_to_a_long_list_reads_none_of_its_segments(written):
+    """An append commits an Extend after the stored entries (their item count is the
+    head's ``count``): only the last segment may be read, to merge the tail into it."""
+    url, items = written
+    n_refs = len(_head(url)["shards"]["segments"])
+    more = _items(5, seed=9)
+    log.clear_cache()
+    out = to_arrayrecord(more, url, mode="a", piece_len=4, shard_size=1, compact=False)
+    assert len(log._cache) <= 1 < n_refs
+    assert len(out) == N + 5
+    log.clear_cache()
+    ra = rg.open_ragged(url)
+    _equal(ra[N - 2 :], [*items[N - 2 :], *more])
+    _equal(list(ra), [*items, *more])

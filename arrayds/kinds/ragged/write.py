@@ -26,6 +26,7 @@ from ...errors import CommitConflictError
 from ...nodes import commit as node_commit
 from ...nodes import pending
 from ...nodes import registry as kinds
+from ...nodes.history import resolve
 from ...nodes.merge import tiered as merge_tiered
 from ...nodes.names import (
     SHARD_DIR,
@@ -239,7 +240,7 @@ def _commit(
         if now.stamp == base:
             return
         if rebase and now.kind == KIND:
-            cur = RaggedManifest.from_json(now.raw or {}, f"ragged array {where!r}")
+            cur = RaggedManifest.from_json(now.lazy_raw or {}, f"ragged array {where!r}")
             if (cur.dtype, cur.ndim, cur.axis, cur.piece_len) == (
                 lay.dtype,
                 lay.ndim,
@@ -256,18 +257,15 @@ def _commit(
             f"of this write is visible"
         )
 
-    def build(now: node_commit.NodeVersion) -> dict[str, Any]:
-        if mode == "a" and now.raw is not None:
-            old = RaggedManifest.from_json(now.raw, f"ragged array {where!r}")
+    def build(now: node_commit.NodeVersion) -> dict[str, Any] | node_commit.Extend:
+        if mode == "a" and now.exists:
+            # an append adds entries after the stored ones, whose item count the head
+            # holds: no segment of a long list is read (docs/spec.md 14.4)
+            old = RaggedManifest.from_json(now.lazy_raw or {}, f"ragged array {where!r}")
             n0 = old.count
-            man = RaggedManifest(
-                old.dtype,
-                old.ndim,
-                old.axis,
-                old.piece_len,
-                old.compression,
-                {**old.attrs, **dict(attrs or {})},
-                old.shards + [e.shifted(n0) for e in entries],
+            return node_commit.Extend(
+                {"count": n0 + pos, "attrs": {**old.attrs, **dict(attrs or {})}},
+                [e.shifted(n0).to_json() for e in entries],
             )
         else:
             man = RaggedManifest(
@@ -387,7 +385,7 @@ def _check_write(
         check_json_value(dict(attrs), f"ragged array {where!r}")
     node_commit.check_parents(store, node)
     base = node_commit.read(store, node)
-    current = base.raw
+    current = base.lazy_raw  # a long list's segments stay unread (an append needs none)
     old: RaggedManifest | None = None
     if current is not None:
         if mode == "w-":
@@ -461,7 +459,7 @@ def _write_bag(
         )
     if not compute:
         return man
-    return RaggedArray(req.store, req.node, RaggedManifest.from_json(man, req.where))
+    return _opened(req, man)
 
 
 def _write_list(
@@ -520,8 +518,14 @@ def _write_list(
                     for f in futures:
                         f.cancel()
                     raise
-    man = _commit(results, *req.commit_args(plan))
-    return RaggedArray(req.store, req.node, RaggedManifest.from_json(man, where))
+    return _opened(req, _commit(results, *req.commit_args(plan)))
+
+
+def _opened(req: _Request, man: dict[str, Any]) -> RaggedArray:
+    """The handle of the manifest a commit returned (for an append, as stored: its
+    segments unread)."""
+    doc = resolve(req.store, req.node, man, req.where, lazy=True)
+    return RaggedArray(req.store, req.node, RaggedManifest.from_json(doc, req.where))
 
 
 def write(
