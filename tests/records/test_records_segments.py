@@ -144,3 +144,24 @@ def test_a_forged_segment_is_corruption_naming_it(tmp_path):
     assert ds[0] == data[0]
     with pytest.raises(CorruptionError, match=rf"segment '{path}': its entries hold \d+ records"):
         ds[len(data) - 1]
+
+
+def test_a_bag_of_a_long_list_loads_no_segment_until_its_tasks_run(tmp_path):
+    import pickle
+
+    url, data = _dask_records(tmp_path)
+    n = records.open_records(url).num_shards
+    log.clear_cache()
+    bag = records.read_records(url)
+    assert bag.npartitions == n and len(log._cache) == 0  # the graph names no shard
+    path, first = _last_segment(url)
+    part = bag.to_delayed()[n - 1].compute(scheduler="sync")
+    assert part == data[-len(part) :] and len(log._cache) == 1  # its segment only
+    assert bag.compute(scheduler="sync") == data
+    assert pickle.loads(pickle.dumps(bag)).compute(scheduler="sync") == data  # a worker's
+    assert records.read_records(url, decode=False).name != bag.name
+    assert records.read_records(url).name == bag.name  # the same list, the same graph
+    os.remove(os.path.join(url, path))
+    log.clear_cache()
+    with pytest.raises(CorruptionError, match=rf"segment '{path}' is missing"):
+        records.read_records(url).compute(scheduler="sync")
