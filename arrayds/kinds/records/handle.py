@@ -29,7 +29,7 @@ from .serializers import Serializer, SerializerSpec
 if TYPE_CHECKING:
     import dask.bag
 from ...html_repr import node_html
-from .manifest import LazyShards, RecordsManifest, ShardInfo, load_manifest
+from .manifest import LazyShards, RecordPages, RecordsManifest, ShardInfo, load_manifest
 
 # ----------------------------------------------------------------- storage helpers
 
@@ -55,6 +55,13 @@ def _read_shard(
     if decode is None:
         return recs
     return [decode(b) for b in recs]
+
+
+def _read_entry(store: Store, node: str, pages: RecordPages, k: int, decode: Any) -> list[Any]:
+    """Task: every record of shard ``k`` of a list kept in segments (see
+    :func:`_read_shard`)."""
+    s = pages.entry(k)
+    return _read_shard(store, node, s.name, s.num_records, decode, s.file_size)
 
 
 class RecordsDataset(Node):
@@ -183,32 +190,39 @@ class RecordsDataset(Node):
         )
 
     def to_bag(self, *, decode: bool = True) -> dask.bag.Bag:
-        """A ``dask.bag.Bag``, one partition (one task) per shard, in order."""
+        """A ``dask.bag.Bag``, one partition (one task) per shard, in order. A list
+        kept in segments is not read here: each task finds its shard from the
+        references (:meth:`arrayds.kinds.records.manifest.RecordPages.entry`, the
+        index and segment that hold it loaded where it runs)."""
         import dask.bag as db
         from dask.base import tokenize
         from dask.highlevelgraph import HighLevelGraph
 
         dec = self.decoder().decode if decode else None
-        shards = self.manifest.shards
-        name = "read-records-" + tokenize(
-            self._store.canonical_url,
-            self._node,
-            [(s.name, s.num_records) for s in shards],
-            self.serializer,
-            decode,
-        )
-        dsk = {
-            (name, k): (
-                _read_shard,
-                self._store,
-                self._node,
-                s.name,
-                s.num_records,
-                dec,
-                s.file_size,
+        store, node, shards = self._store, self._node, self.manifest.shards
+        pages = shards.pages(store, node) if isinstance(shards, LazyShards) else None
+        if pages is not None:
+            listed = pages.listed()  # the head's references and tail name the list
+            name = "read-records-" + tokenize(
+                store.canonical_url, node, listed, self.serializer, decode
             )
-            for k, s in enumerate(shards)
-        }
+            dsk: dict[Any, Any] = {name + "-list": pages}
+            dsk.update(
+                ((name, k), (_read_entry, store, node, name + "-list", k, dec))
+                for k in range(len(shards))
+            )
+        else:
+            name = "read-records-" + tokenize(
+                store.canonical_url,
+                node,
+                [(s.name, s.num_records) for s in shards],
+                self.serializer,
+                decode,
+            )
+            dsk = {
+                (name, k): (_read_shard, store, node, s.name, s.num_records, dec, s.file_size)
+                for k, s in enumerate(shards)
+            }
         graph = HighLevelGraph.from_collections(name, dsk, dependencies=[])
         return db.Bag(graph, name, len(shards))
 

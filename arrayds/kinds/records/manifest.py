@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from ...errors import CorruptionError
 from ...files.data_source import SourceShard
 from ...nodes import commit as node_commit
@@ -239,6 +241,14 @@ class RecordPages:
             for s in (ShardInfo.from_json(e, self._where_node) for e in entries)
         ]
 
+    def entry(self, k: int) -> ShardInfo:
+        """Shard ``k`` of the list, found by binary search on the references' counts
+        (:meth:`arrayds.nodes.history.ShardLog.holding_entries`): only the index and
+        the segment that hold it are loaded."""
+        log = self._log
+        seg, before, _ = log.holding_entries(np.array([k], dtype=np.int64))
+        return ShardInfo.from_json(log.part(int(seg[0]))[k - int(before[0])], self._where_node)
+
     def page(self, p: int) -> list[SourceShard] | SegmentPages:
         log = self._log
         if p == len(log.refs):
@@ -247,9 +257,13 @@ class RecordPages:
             return SegmentPages(self, log.held(p))
         return self.shards_of(self._entries(log.refs[p]))
 
+    def listed(self) -> dict[str, Any]:
+        """The stored list: the head's references and its tail (segments and indexes
+        never change, so these name the list)."""
+        return {"segments": self._log.refs, "tail": self._log.tail}
+
     def __reduce__(self) -> tuple[Any, ...]:
-        log = self._log
-        stored = {"segments": log.refs, "tail": log.tail}
+        stored = self.listed()
         return (_pages, (self._store, self._node, stored, sum(self.records), self._where_node))
 
 
