@@ -397,13 +397,22 @@ class _Pages:
         return self._page(int(np.searchsorted(self.ends, i, side="right"))).locate_one(i)
 
     def locate(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        qid = np.searchsorted(self.ends, idx, side="right")
-        fid = np.empty_like(idx)
-        local = np.empty_like(idx)
-        for q in np.unique(qid).tolist():
-            sel = qid == q
-            fid[sel], local[sel] = self._page(q).locate(idx[sel])
-        return fid, local
+        return _locate_in_pages(self.ends, self._page, idx)
+
+
+def _locate_in_pages(
+    ends: np.ndarray, page: Callable[[int], _Page | _Pages], idx: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The file number of each record index ``idx`` and the record's index in that
+    file, given the global index where each page ends (``ends``) and ``page(p)``,
+    each page's files located (loaded only for the pages ``idx`` lie in)."""
+    pid = np.searchsorted(ends, idx, side="right")
+    fid = np.empty_like(idx)
+    local = np.empty_like(idx)
+    for p in np.unique(pid).tolist():
+        sel = pid == p
+        fid[sel], local[sel] = page(p).locate(idx[sel])
+    return fid, local
 
 
 def _flat(pages: ShardPages) -> list[SourceShard]:
@@ -637,13 +646,7 @@ class ArrayRecordDataSource:
         that file (the pages they lie in loaded, no other)."""
         if len(self._page_first) == 1:
             return self._page(0).locate(idx)
-        pid = np.searchsorted(self._page_ends, idx, side="right")
-        fid = np.empty_like(idx)
-        local = np.empty_like(idx)
-        for p in np.unique(pid).tolist():
-            sel = pid == p
-            fid[sel], local[sel] = self._page(p).locate(idx[sel])
-        return fid, local
+        return _locate_in_pages(self._page_ends, self._page, idx)
 
     def _reader(self, k: int) -> ArrayRecordReader:
         r = self._readers.get(k)

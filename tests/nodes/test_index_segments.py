@@ -19,6 +19,7 @@ import dask
 import dask.array as da
 import numpy as np
 import pytest
+from records import long_lists
 
 import arrayds
 from arrayds.errors import CorruptionError
@@ -32,10 +33,7 @@ from arrayds.verify import verify
 
 @pytest.fixture(autouse=True)
 def small_levels(monkeypatch):
-    monkeypatch.setattr(log, "SEGMENT_LIMIT", 8)
-    monkeypatch.setattr(log, "INDEX_LIMIT", 4)
-    monkeypatch.setattr(log, "TAIL_LIMIT", 4)
-    log.clear_cache()
+    long_lists.small_levels(monkeypatch)
     yield
     log.clear_cache()
 
@@ -264,24 +262,8 @@ def test_upgrade_indexes_a_long_head_written_before_indexes(tmp_path, monkeypatc
     assert verify(url).ok
 
 
-def _long_records(tmp_path, n: int = 300):
-    """A records dataset of ``n`` shards of 1 to 3 records each, written by dask (the
-    segments by its tasks, this process's limits: the sync scheduler)."""
-    import dask.bag as db
-
-    from arrayds import records
-
-    url = str(tmp_path / "r")
-    sizes = [1 + i % 3 for i in range(n)]
-    data = [b"r%d" % i for i in range(sum(sizes))]
-    parts, at = [], 0
-    for s in sizes:
-        parts.append(data[at : at + s])
-        at += s
-    bag = db.from_delayed([dask.delayed(p) for p in parts])
-    with dask.config.set(scheduler="sync"):
-        records.write_records(bag, url, serializer="raw")
-    return url, data
+def _long_records(tmp_path):
+    return long_lists.dask_records(tmp_path, 300)
 
 
 def test_a_records_read_loads_one_index_and_one_segment(tmp_path):

@@ -13,6 +13,7 @@ import uuid
 
 import numpy as np
 import pytest
+from records import long_lists
 
 import arrayds
 from arrayds.errors import CorruptionError
@@ -292,22 +293,7 @@ def test_a_records_dataset_opens_from_its_head(tmp_path):
 
 def _long_records(tmp_path, n: int = 6 * 64 + 20):
     """A records dataset of ``n`` shards of 1 to 3 records each (entries in segments)."""
-    from arrayds import records
-
-    url = str(tmp_path / "r")
-    sizes = [1 + i % 3 for i in range(n)]
-    data = [b"r%d" % i for i in range(sum(sizes))]
-    parts, at = [], 0
-    for s in sizes:
-        parts.append(data[at : at + s])
-        at += s
-    import dask
-    import dask.bag as db
-
-    bag = db.from_delayed([dask.delayed(p) for p in parts])
-    with dask.config.set(scheduler="sync"):  # this process's SEGMENT_LIMIT
-        records.write_records(bag, url, serializer="raw")
-    return url, data
+    return long_lists.dask_records(tmp_path, n)
 
 
 def test_a_records_read_loads_only_the_segments_its_records_lie_in(tmp_path):

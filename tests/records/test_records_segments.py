@@ -21,13 +21,12 @@ from arrayds import records
 from arrayds.errors import CorruptionError
 from arrayds.nodes import history as log
 
+from . import long_lists
+
 
 @pytest.fixture(autouse=True)
 def small_levels(monkeypatch):
-    monkeypatch.setattr(log, "SEGMENT_LIMIT", 8)
-    monkeypatch.setattr(log, "INDEX_LIMIT", 4)
-    monkeypatch.setattr(log, "TAIL_LIMIT", 4)
-    log.clear_cache()
+    long_lists.small_levels(monkeypatch)
     yield
     log.clear_cache()
 
@@ -84,19 +83,8 @@ def test_appends_merges_and_an_overwrite_read_back_by_record_index(tmp_path):
     _check_reads(url, want, 2)
 
 
-def _dask_records(tmp_path, n: int = 300) -> tuple[str, list[bytes]]:
-    """A records dataset of ``n`` shards of 1 to 3 records each, written by dask."""
-    url = str(tmp_path / "r")
-    sizes = [1 + i % 3 for i in range(n)]
-    data = [b"r%d" % i for i in range(sum(sizes))]
-    parts, at = [], 0
-    for s in sizes:
-        parts.append(data[at : at + s])
-        at += s
-    bag = db.from_delayed([dask.delayed(p) for p in parts])
-    with dask.config.set(scheduler="sync"):
-        records.write_records(bag, url, serializer="raw")
-    return url, data
+def _dask_records(tmp_path) -> tuple[str, list[bytes]]:
+    return long_lists.dask_records(tmp_path, 300)
 
 
 def _last_segment(url: str) -> tuple[str, int]:
