@@ -362,13 +362,14 @@ class _Pages:
     each a page): its pages are located from their counts and loaded when a read
     first needs them, as the source's are; the same interface as :class:`_Page`."""
 
-    __slots__ = ("_first_file", "_pages", "ends", "first", "provider", "starts")
+    __slots__ = ("_first_file", "_pages", "ends", "ends_list", "first", "provider", "starts")
 
     def __init__(self, provider: ShardPages, first_record: int, first: int) -> None:
         self.provider = provider
         self.first = first
         self.ends = first_record + np.cumsum(np.asarray(provider.records, dtype=np.int64))
-        self.starts = [first_record, *self.ends.tolist()[:-1]]
+        self.ends_list: list[int] = self.ends.tolist()
+        self.starts = [first_record, *self.ends_list[:-1]]
         self._first_file = [first, *(first + np.cumsum(provider.files)).tolist()[:-1]]
         self._pages: dict[int, _Page] = {}
 
@@ -394,7 +395,7 @@ class _Pages:
         return self._page(bisect.bisect_right(self._first_file, k) - 1).shard(k)
 
     def locate_one(self, i: int) -> tuple[int, int]:
-        return self._page(int(np.searchsorted(self.ends, i, side="right"))).locate_one(i)
+        return self._page(bisect.bisect_right(self.ends_list, i)).locate_one(i)
 
     def locate(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return _locate_in_pages(self.ends, self._page, idx)

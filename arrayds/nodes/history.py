@@ -775,13 +775,6 @@ class ShardLog(Sequence[Any]):
         ref = self.refs[i]
         return self._index(i) if _is_index_ref(ref) else [ref]
 
-    def segment_refs(self) -> list[dict[str, Any]]:
-        """The references of every segment, in order (every index loaded)."""
-        out: list[dict[str, Any]] = []
-        for i, ref in enumerate(self.refs):
-            out.extend(self._index(i) if _is_index_ref(ref) else [ref])
-        return out
-
     def load(self, k: int) -> list[Any]:
         """The entries of segment ``k`` (checked against its reference)."""
         return segment(self._store, self._node, self.segment_ref(k), self._what)
