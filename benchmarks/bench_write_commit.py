@@ -10,7 +10,11 @@ peak RSS above its RSS before the input was loaded, with the wall and CPU time o
 the commit. ``entries``: the commit over every shard entry (``_commit_task``, the
 commit of a write of at most ``SEGMENT_LIMIT`` shards, and of every write before
 segments); ``segments``: the commit over the segment references
-(``_commit_segments_task``). Each commits to its own hard-linked copy of the folder.
+(``_commit_segments_task``), which commits the array. Then a region write over the
+whole array (mode ``r+``: every stored entry hidden, every segment parsed) and a
+replacing write (mode ``w``: every stored file removed), each in shards of 128
+chunks, have their commits measured the same way, each on its own hard-linked copy
+of the committed array.
 
     /work/wt/py benchmarks/bench_write_commit.py 100000
 """
@@ -76,8 +80,10 @@ class _Entries(Callback):
             self.got[key] = result
 
 
-def run(n: int, workdir: str) -> list[dict[str, Any]]:
-    url = os.path.join(workdir, "a")
+def held_write(x: Any, url: str, **kw: Any) -> tuple[Any, list[Any], list[Any], float]:
+    """Run a dask write of ``x`` to ``url`` with its commit task held back: the commit
+    job, the segment references and the shard entries it would have received, and
+    the time of the shard and segment tasks."""
     held: dict[str, Any] = {}
 
     def hold(job: Any, refs: list[dict[str, Any]]) -> None:
@@ -85,39 +91,78 @@ def run(n: int, workdir: str) -> list[dict[str, Any]]:
 
     real, ad._commit_segments_task = ad._commit_segments_task, hold
     try:
-        t0 = time.perf_counter()
-        d = arrayds.to_arrayrecord(da.arange(n, chunks=1), url, shard_size=1, compute=False)
-        graph_s = time.perf_counter() - t0
+        d = arrayds.to_arrayrecord(x, url, compute=False, **kw)
         t0 = time.perf_counter()
         with _Entries() as seen, dask.config.set(scheduler="threads"):
             d.compute()
-        write_s = time.perf_counter() - t0
+        took = time.perf_counter() - t0
     finally:
         ad._commit_segments_task = real
     entries = [seen.got[k] for k in sorted(seen.got, key=lambda k: int(str(k).rsplit("-", 1)[1]))]
-    print(f"n={n}: graph {graph_s:.1f} s, shard and segment tasks {write_s:.1f} s", flush=True)
-    rows = []
-    for kind, received in (("entries", entries), ("segments", held["refs"])):
-        copy = os.path.join(workdir, kind)
+    return held["job"], held["refs"], entries, took
+
+
+def commit_in_child(
+    job: Any, kind: str, received: list[Any], url: str, workdir: str, copy: str | None
+) -> dict[str, Any]:
+    """Run the held commit ``job`` over ``received`` in a fresh process, on ``url``
+    or on a hard-linked copy of it at ``copy``; its measurements."""
+    if copy is not None:
         subprocess.run(["cp", "-al", url, copy], check=True)
-        job = held["job"]
-        job = type(job)(**{k: getattr(job, k) for k in job.__slots__} | {"url": copy})
-        jf, inf = os.path.join(workdir, "job.pkl"), os.path.join(workdir, "in.pkl")
-        with open(jf, "wb") as f:
-            pickle.dump(job, f)
-        with open(inf, "wb") as f:
-            pickle.dump(received, f)
-        out = subprocess.run(
-            [sys.executable, __file__, "--measure", kind, jf, inf],
-            check=True,
-            capture_output=True,
-            text=True,
-        )
-        row = json.loads(out.stdout.splitlines()[-1])
+        url = copy
+    job = type(job)(**{k: getattr(job, k) for k in job.__slots__} | {"url": url})
+    jf, inf = os.path.join(workdir, "job.pkl"), os.path.join(workdir, "in.pkl")
+    with open(jf, "wb") as f:
+        pickle.dump(job, f)
+    with open(inf, "wb") as f:
+        pickle.dump(received, f)
+    out = subprocess.run(
+        [sys.executable, __file__, "--measure", kind, jf, inf],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return json.loads(out.stdout.splitlines()[-1])
+
+
+def run(n: int, workdir: str) -> list[dict[str, Any]]:
+    """The commits of a write of ``n`` one-chunk shards (over every entry, then over
+    the segment references, which leaves the array committed), then of a region
+    write over the whole of it and of a replacing write (mode ``w``), both in shards
+    of ``BOX`` chunks, on hard-linked copies of the committed array."""
+    url = os.path.join(workdir, "a")
+    t0 = time.perf_counter()
+    job, refs, entries, took = held_write(da.arange(n, chunks=1), url, shard_size=1)
+    print(f"n={n}: shard and segment tasks {took:.1f} s ({time.perf_counter() - t0:.1f} s "
+          "with the graph)", flush=True)  # fmt: skip
+    rows = []
+    for kind, received, copy in (
+        ("entries", entries, os.path.join(workdir, "entries")),
+        ("segments", refs, None),  # commits the array the writes below change
+    ):
+        row = commit_in_child(job, kind, received, url, workdir, copy)
         assert row["shape"] == [n], row
-        rows.append({"n": n, "commit": kind, **row})
+        rows.append({"n": n, "write": "w-", "commit": kind, **row})
         print(json.dumps(rows[-1]), flush=True)
+    shutil.rmtree(os.path.join(workdir, "entries"))
+    x = -da.arange(n, chunks=1)
+    for mode, kw in (("r+", {"region": slice(0, n)}), ("w", {})):
+        copy = os.path.join(workdir, mode.replace("+", "p"))
+        subprocess.run(["cp", "-al", url, copy], check=True)
+        job, refs, entries, took = held_write(x, copy, mode=mode, shard_size=8 * BOX, **kw)
+        print(f"n={n} mode {mode}: shard and segment tasks {took:.1f} s", flush=True)
+        kind, received = ("segments", refs) if refs else ("entries", entries)
+        row = commit_in_child(job, kind, received, copy, workdir, None)
+        assert row["shape"] == [n], row
+        rows.append({"n": n, "write": mode, "commit": kind, **row})
+        print(json.dumps(rows[-1]), flush=True)
+        shutil.rmtree(copy)
     return rows
+
+
+BOX = 128
+"""Chunks per shard of the region and replacing writes (the commit's cost is in the
+stored list it changes: every entry of it is hidden or replaced)."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -137,12 +182,13 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
     mib = 1 << 20
-    print("| chunks | commit receives | items received | traced peak | peak RSS above start "
-          "| wall | CPU |")  # fmt: skip
-    print("|---:|---|---:|---:|---:|---:|---:|")
+    print("| chunks | write | commit receives | items received | traced peak "
+          "| peak RSS above start | wall | CPU |")  # fmt: skip
+    print("|---:|---|---|---:|---:|---:|---:|---:|")
     for r in rows:
         print(
-            f"| {r['n']:,} | {r['commit']} | {r['received']:,} | {r['traced_peak'] / mib:.1f} MiB "
+            f"| {r['n']:,} | {r['write']} | {r['commit']} | {r['received']:,} "
+            f"| {r['traced_peak'] / mib:.1f} MiB "
             f"| {r['rss_above'] / mib:.1f} MiB | {r['wall']:.2f} s | {r['cpu']:.2f} s |"
         )
     return 0

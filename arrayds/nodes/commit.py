@@ -444,6 +444,9 @@ class _Staged:
     """The segment files written for the head (removed if its put is refused)."""
     added: set[str]
     """The shard files the new manifest names that the old one did not."""
+    fresh: bool = False
+    """Whether it replaces the node with files of its own write only (an
+    :class:`Extend` with ``fresh``)."""
 
     def manifest(self, store: Store, node: str) -> dict[str, Any]:
         if self.new is not None:
@@ -463,7 +466,9 @@ def materialize(base: NodeVersion, change: Extend) -> dict[str, Any]:
     """
     old = base.raw or {}
     shards = old.get("shards")
-    kept = shards if isinstance(shards, list) else []
+    kept = shards if isinstance(shards, list) and not change.fresh else []
+    if change.fresh:
+        old = {}
     if change.drop:
         if set(change.drop) != {""}:  # a list with no segments: all of it is the tail
             raise ValueError(f"{base.what}: entries dropped from segments of a plain list")
@@ -510,7 +515,7 @@ def _stage(
         head.update(stamp)
         _version_of_indexes(head)
         added = {s["path"] for s in change.shards if isinstance(s.get("path"), str)}
-        return _Staged(head, dump_json(head), None, segments, added)
+        return _Staged(head, dump_json(head), None, segments, added, change.fresh)
     new = {**change, **stamp}
     if format_version >= 2:
         lists: dict[str, list[Any]] = {}
@@ -692,8 +697,11 @@ def _commit(
                 pending.end(store, node, wid)
         if after is not None:
             after(base, staged.manifest(store, node))
-        if replaces and base.raw is not None:
-            remove_replaced(store, node, base.raw, staged.manifest(store, node), folders=clear)
+        if replaces and base.exists:
+            if staged.fresh and base.kind != "group" and not clear:
+                _remove_replaced_lists(store, node, base, write_id)
+            else:
+                remove_replaced(store, node, base.raw, staged.manifest(store, node), folders=clear)
             _forget_history(store, node, staged.head)
         # an Extend commit returns its head as stored: resolving its segments here would
         # read the whole history back on every append (log.resolve gives the entries)
@@ -1078,6 +1086,31 @@ def child_nodes(store: Store, node: str) -> list[str]:
         for c in store.list_dir(node)
         if not is_reserved_name(c) and store.exists(manifest_key(join_component(node, c)))
     ]
+
+
+def _remove_replaced_lists(store: Store, node: str, base: NodeVersion, write_id: str) -> None:
+    """After a fresh :class:`Extend` (whose entries are all files of ``write_id``)
+    replaced ``base``, a node other than a group: remove the files ``base`` named,
+    one stored segment of its list at a time (a list of a million entries is never in
+    memory at once). Best effort, as :func:`remove_replaced`."""
+    try:
+        raw = base.lazy_raw or {}
+        shards = raw.get("shards")
+        parts: Iterable[Any] = [shards] if isinstance(shards, list) else []
+        if isinstance(shards, log.ShardLog):
+            parts = (
+                shards.load(k, cache=False) if k >= 0 else shards.tail
+                for k in [*range(shards.nsegments), -1]
+            )
+        for entries in parts:
+            doomed = {
+                p
+                for p in referenced_files({"shards": entries})
+                if is_node_file(p) and pending.write_id_of(p) != write_id
+            }
+            store.delete(sorted(_key(node, p) for p in doomed))
+    except Exception:  # noqa: BLE001 - best effort
+        pass
 
 
 def remove_replaced(

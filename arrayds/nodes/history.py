@@ -140,12 +140,19 @@ class Extend:
     entries. They become visible only when the head names them; named after the
     write's id, gc keeps them while its pending marker lives
     (:mod:`arrayds.nodes.pending`) and removes them afterwards if no version names
-    them."""
+    them.
+
+    ``fresh`` (a write that replaces the node, mode ``"w"``): nothing of the current
+    manifest is kept, its fields nor its entries; the list is ``segments`` then
+    ``shards``, and every entry they name is a file of the committing write (its
+    commit then removes the replaced manifest's files one stored segment at a time,
+    :func:`arrayds.nodes.commit.commit`)."""
 
     fields: Mapping[str, Any]
     shards: Sequence[Mapping[str, Any]]
     drop: Mapping[str, Sequence[int]] = field(default_factory=dict)
     segments: Sequence[Mapping[str, Any]] = ()
+    fresh: bool = False
 
 
 class Appended(list):  # type: ignore[type-arg]
@@ -274,14 +281,16 @@ def _key(node: str, rel: str) -> str:
     return f"{node}/{rel}" if node else rel
 
 
-def segment(store: Store, node: str, ref: Any, what: str) -> list[Any]:
+def segment(store: Store, node: str, ref: Any, what: str, cache: bool = True) -> list[Any]:
     """The entries of the segment ``ref`` (``{"path", "count"}``) of ``node``, from a
-    per-process cache (segments never change). A missing, damaged or forged segment
-    raises :class:`arrayds.CorruptionError` naming it."""
+    per-process cache (segments never change); ``cache=False``: not kept there (a
+    pass over a whole list, one segment at a time). A missing, damaged or forged
+    segment raises :class:`arrayds.CorruptionError` naming it."""
     path, count = _check_ref(ref, what)
     if "refs" in ref:
         raise CorruptionError(f"{what}: manifest segment {path!r} is an index, not a segment")
-    return _load(store, node, ref, path, count, "entries", f"{what}: manifest segment {path!r}")
+    where = f"{what}: manifest segment {path!r}"
+    return _load(store, node, ref, path, count, "entries", where, cache)
 
 
 def index(store: Store, node: str, ref: Any, what: str) -> list[dict[str, Any]]:
@@ -297,7 +306,16 @@ def index(store: Store, node: str, ref: Any, what: str) -> list[dict[str, Any]]:
     return _load(store, node, ref, path, n, "refs", f"{what}: manifest index {path!r}")
 
 
-def _load(store: Store, node: str, ref: Any, path: str, count: int, field: str, where: str) -> Any:
+def _load(
+    store: Store,
+    node: str,
+    ref: Any,
+    path: str,
+    count: int,
+    field: str,
+    where: str,
+    cache: bool = True,
+) -> Any:
     global _cache_size
     ck = (store.canonical_url, _key(node, path))
     with _cache_lock:
@@ -330,6 +348,8 @@ def _load(store: Store, node: str, ref: Any, path: str, count: int, field: str, 
         _check_index(ref, items, where)
     else:
         _check_summary(ref, items, where)
+    if not cache:
+        return items
     with _cache_lock:
         _cache[ck] = items
         _cache_size += len(items) + 1
@@ -775,9 +795,10 @@ class ShardLog(Sequence[Any]):
         ref = self.refs[i]
         return self._index(i) if _is_index_ref(ref) else [ref]
 
-    def load(self, k: int) -> list[Any]:
-        """The entries of segment ``k`` (checked against its reference)."""
-        return segment(self._store, self._node, self.segment_ref(k), self._what)
+    def load(self, k: int, cache: bool = True) -> list[Any]:
+        """The entries of segment ``k`` (checked against its reference); ``cache``:
+        kept in the per-process cache (:func:`segment`)."""
+        return segment(self._store, self._node, self.segment_ref(k), self._what, cache)
 
     def meeting(self, lo: Sequence[int], hi: Sequence[int]) -> list[int]:
         """The segments that may hold an entry whose box meets the box of chunk
@@ -1197,6 +1218,8 @@ def extend(
     segment files written for it (named after ``write_id``, the write that commits
     the head)."""
     written: list[str] = []
+    if change.fresh:
+        base = {}
     head = {**base, **change.fields}
     stored = base.get("shards")
     if change.drop:
@@ -1262,7 +1285,10 @@ def _dropped(
         if not pos:
             return [ref]
         gone = set(pos)
-        entries = segment(store, node, ref, what)
+        n = ref.get("count")
+        if _is_count(n) and gone == set(range(n)):  # every entry dropped: nothing to read
+            return []
+        entries = segment(store, node, ref, what, cache=False)
         if any(not 0 <= i < len(entries) for i in gone):
             raise ValueError(f"{what}: positions {sorted(gone)} are not in {ref['path']!r}")
         kept = [e for i, e in enumerate(entries) if i not in gone]

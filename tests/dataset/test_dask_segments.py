@@ -8,6 +8,7 @@ commit leaves the array as it was, and gc removes the orphan segments."""
 from __future__ import annotations
 
 import os
+import pickle
 
 import dask
 import dask.array as da
@@ -125,6 +126,88 @@ def test_a_region_write_over_a_long_list(tmp_path):
     assert verify(url).ok
 
 
+def _segment_paths(url: str) -> list[str]:
+    """The leaf segments the head names, in order (through its indexes)."""
+    lg = log.ShardLog(get_store(url), "", _head(url)["shards"], "a")
+    return [lg.segment_ref(k)["path"] for k in range(lg.nsegments)]
+
+
+def test_a_long_region_write_rewrites_only_the_segments_it_meets(tmp_path):
+    url = str(tmp_path / "a")
+    n = 12 * LIMIT
+    arrayds.to_arrayrecord(da.arange(n, chunks=1), url, shard_size=1)
+    before = _segment_paths(url)
+    assert len(before) == 12
+    # chunks [2L + 3, 5L + 3): segments 2 and 5 keep part of their entries, 3 and 4 none
+    lo, hi = 2 * LIMIT + 3, 5 * LIMIT + 3
+    d = arrayds.to_arrayrecord(
+        -da.arange(lo, hi, chunks=1), url, mode="r+", region=slice(lo, hi), shard_size=1,
+        compute=False,
+    )  # fmt: skip
+    graph = dict(d.__dask_graph__())
+    stored = os.listdir(os.path.join(url, "c"))
+    assert not any(p.encode() in pickle.dumps(graph) for p in stored)  # no stored entry
+    assert all(str(k).startswith("arrayds-segment-") for k in get_dependencies(graph, d.key))
+    with dask.config.set(scheduler="threads"):
+        d.compute()
+    after = _segment_paths(url)
+    assert after[:2] == before[:2] and after[4:10] == before[6:]  # untouched, not rewritten
+    assert len(after) == 13 and not {*after[2:4], *after[10:]} & set(before)  # 2, 5; new
+    lg = log.ShardLog(get_store(url), "", _head(url)["shards"], "a")
+    assert [len(lg.load(k)) for k in (2, 3)] == [3, LIMIT - 3]  # what segments 2, 5 keep
+    want = np.arange(n)
+    want[lo:hi] *= -1
+    log.clear_cache()
+    got = arrayds.open_array(url)
+    np.testing.assert_array_equal(got[...], want)
+    assert len(got.manifest.shards) == n  # the hidden entries dropped
+    assert verify(url).ok
+
+
+@pytest.mark.parametrize(("old", "new", "hidden"), [(1, 2, True), (2, 1, False), (2, 2, True)])
+def test_a_region_write_hides_the_entries_one_of_its_boxes_holds_whole(tmp_path, old, new, hidden):
+    """Old shards of ``old`` chunks, a region write of shards of ``new`` chunks: an
+    old entry goes from the list only if one new box holds it whole."""
+    url = str(tmp_path / "a")
+    n = 8 * LIMIT
+    x = np.arange(n, dtype="i8")
+    arrayds.to_arrayrecord(da.from_array(x, chunks=1), url, shard_size=8 * old)
+    lo, hi = 2 * LIMIT, 6 * LIMIT
+    arrayds.to_arrayrecord(
+        da.from_array(-x[lo:hi], chunks=1), url, mode="r+", region=slice(lo, hi),
+        shard_size=8 * new,
+    )  # fmt: skip
+    x[lo:hi] *= -1
+    log.clear_cache()
+    got = arrayds.open_array(url)
+    np.testing.assert_array_equal(got[...], x)
+    kept_old = (n - (hi - lo)) // old if hidden else n // old
+    assert len(got.manifest.shards) == kept_old + (hi - lo) // new
+    assert verify(url).ok
+
+
+def test_mode_w_over_a_long_array_commits_segments_and_removes_the_old_files(tmp_path):
+    url = str(tmp_path / "a")
+    arrayds.to_arrayrecord(da.arange(10 * LIMIT, chunks=1), url, shard_size=1)
+    old_files = set(os.listdir(os.path.join(url, "c")))
+    d = arrayds.to_arrayrecord(
+        da.arange(3 * LIMIT, dtype="i2", chunks=1) * 2, url, mode="w", shard_size=1,
+        compute=False,
+    )  # fmt: skip
+    graph = dict(d.__dask_graph__())
+    assert all(str(k).startswith("arrayds-segment-") for k in get_dependencies(graph, d.key))
+    with dask.config.set(scheduler="threads"):
+        d.compute()
+    log.clear_cache()
+    got = arrayds.open_array(url)
+    assert got.dtype == np.dtype("i2")
+    np.testing.assert_array_equal(got[...], np.arange(3 * LIMIT) * 2)
+    assert not set(os.listdir(os.path.join(url, "c"))) & old_files  # every replaced file gone
+    assert len(_segment_paths(url)) == 3
+    assert len(arrayds.versions(url)) == 1  # a replaced node starts a new history
+    assert verify(url).ok
+
+
 CHILD = f"""
 import sys, threading
 import dask, dask.array as da
@@ -138,18 +221,24 @@ def stop_at_commit(job, refs):
     threading.Event().wait()
 
 ad._commit_segments_task = stop_at_commit
+mode = sys.argv[2]
+region = slice(0, 100) if mode == "r+" else None
 with dask.config.set(scheduler="threads"):
-    arrayds.to_arrayrecord(da.arange(100, 200, chunks=1), sys.argv[1], shard_size=1, mode="a")
+    arrayds.to_arrayrecord(
+        da.arange(100, 200, chunks=1), sys.argv[1], shard_size=1, mode=mode, region=region
+    )
 """
 
 
-def test_killed_after_writing_segments_before_the_commit(tmp_path):
+@pytest.mark.parametrize("mode", ["a", "r+", "w"])
+def test_killed_after_writing_segments_before_the_commit(tmp_path, mode):
     url = str(tmp_path / "a")
-    arrayds.to_arrayrecord(da.arange(3 * LIMIT, chunks=1), url, shard_size=1)
+    n = 100 if mode == "r+" else 3 * LIMIT
+    arrayds.to_arrayrecord(da.arange(n, chunks=1), url, shard_size=1)
     head = open(os.path.join(url, "arrayds.json"), "rb").read()
     log_dir = os.path.join(url, log.LOG_DIR)
     named = set(os.listdir(log_dir))
-    proc = run_child(CHILD, url)
+    proc = run_child(CHILD, url, mode)
     try:
         line = proc.stdout.readline()
         assert line.strip() == str(-(-100 // LIMIT)), proc.stderr.read()
@@ -160,7 +249,7 @@ def test_killed_after_writing_segments_before_the_commit(tmp_path):
     assert len(orphans) == -(-100 // LIMIT)  # written, never named
     assert open(os.path.join(url, "arrayds.json"), "rb").read() == head
     log.clear_cache()
-    np.testing.assert_array_equal(arrayds.open_array(url)[...], np.arange(3 * LIMIT))
+    np.testing.assert_array_equal(arrayds.open_array(url)[...], np.arange(n))
     assert verify(url).ok
     # the killed write's pending marker keeps its segments and shards from gc, however
     # old they are, until the marker is taken for a crashed write's
@@ -170,4 +259,4 @@ def test_killed_after_writing_segments_before_the_commit(tmp_path):
     assert {os.path.basename(p) for p in report.removed if log.LOG_DIR in p} == orphans
     assert len([p for p in report.removed if p.endswith(".array_record")]) == 100  # its shards
     assert set(os.listdir(log_dir)) == named
-    np.testing.assert_array_equal(arrayds.open_array(url)[...], np.arange(3 * LIMIT))
+    np.testing.assert_array_equal(arrayds.open_array(url)[...], np.arange(n))

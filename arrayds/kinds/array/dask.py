@@ -49,8 +49,8 @@ from ...nodes.shards import write_shard
 from ...storage import get_store
 from ...storage.base import BaseStore as Store
 from .grid import AxisGrid, ChunkGrid
-from .handle import Array, rebase_append, rebase_base, stack_entries
-from .manifest import ArrayManifest, ShardEntry
+from .handle import Array, rebase_append, rebase_base
+from .manifest import ArrayManifest, ShardColumns, ShardEntry, ShardList
 from .tensor import check_dtype, encode_chunk
 
 __all__ = [
@@ -111,9 +111,30 @@ def group_blocks(
     >>> group_blocks((2, 2), ((1, 1), (1, 1)), 16 << 20)  # 16 MiB blocks
     [((0, 0), (1, 1)), ((0, 1), (1, 2)), ((1, 0), (2, 1)), ((1, 1), (2, 2))]
     """
-    ndim = len(numblocks)
     if any(n == 0 for n in numblocks):
         return []
+    g = box_step(numblocks, chunks, itemsize, shard_size, what)
+    boxes = []
+    for start in itertools.product(*(range(0, n, s) for n, s in zip(numblocks, g, strict=False))):
+        stop = tuple(min(a + s, n) for a, s, n in zip(start, g, numblocks, strict=False))
+        boxes.append((tuple(start), stop))
+    return boxes
+
+
+def box_step(
+    numblocks: Sequence[int],
+    chunks: Sequence[Sequence[int]],
+    itemsize: int,
+    shard_size: Any = None,
+    what: str = "array",
+) -> list[int]:
+    """The extent in blocks of each shard box :func:`group_blocks` makes (the last
+    box of an axis may be shorter): the boxes tile the block grid from its origin.
+
+    >>> box_step((4, 8), ((1,) * 4, (1,) * 8), 1 << 20)  # 1 MiB blocks
+    [2, 8]
+    """
+    ndim = len(numblocks)
     target = AUTO_SHARD_BYTES if shard_size is None else _parse_size(shard_size, what)
     block = itemsize * math.prod(max(c) if c else 0 for c in chunks)
     g = [1] * ndim
@@ -126,11 +147,7 @@ def group_blocks(
             budget //= max(numblocks[d], 1)
             if budget <= 1:
                 break
-    boxes = []
-    for start in itertools.product(*(range(0, n, s) for n, s in zip(numblocks, g, strict=False))):
-        stop = tuple(min(a + s, n) for a, s, n in zip(start, g, numblocks, strict=False))
-        boxes.append((tuple(start), stop))
-    return boxes
+    return g
 
 
 # ---------------------------------------------------------------------- tasks
@@ -152,10 +169,14 @@ class ShardJob:
 
 
 class CommitJob:
-    """What the commit task needs besides the shard entries."""
+    """What the commit task needs besides the shard entries: ``base`` is the header
+    of the manifest the write makes (no entries: the commit reads the stored list it
+    changes, never the graph); ``hide`` (a region write, mode ``"r+"``) is the box of
+    shards the write tiles: its first and stop chunk and the extent of each box
+    (:func:`box_step`), which decides the stored entries it hides."""
 
     __slots__ = ("url", "storage_options", "node", "mode", "base", "expected", "write_id",
-                 "tiered", "retries", "first", "attrs")  # fmt: skip
+                 "tiered", "retries", "first", "attrs", "hide")  # fmt: skip
 
     def __init__(self, **kw: Any) -> None:
         for k in self.__slots__:
@@ -225,38 +246,65 @@ def _refuse_committed_shard(store: Store, job: ShardJob) -> None:
 
 
 def _commit_task(job: CommitJob, entries: list[dict[str, Any]]) -> Array:
-    """Commit the written shards (:func:`arrayds.nodes.commit.commit`): the node must
-    be as the graph expects (mode ``"w-"``: still missing; ``"a"``/``"r+"``: the
-    generation the write planned from), else nothing of the write is visible and its
-    shards are removed; mode ``"w"`` removes what only the replaced node used. An
-    append (``job.tiered``: ``compact="tiered"``) runs the tiered merge of the newest
-    small shards inside this commit (:func:`arrayds.nodes.merge.tiered`: one version).
+    """Commit the written shards whose entries the shard tasks returned (a write of
+    at most :data:`SEGMENT_LIMIT` shards): :func:`_commit_write`. An append
+    (``job.tiered``: ``compact="tiered"``) runs the tiered merge of the newest small
+    shards inside this commit (:func:`arrayds.nodes.merge.tiered`: one version)."""
+    return _commit_write(job, [_entry(e) for e in entries], [])
+
+
+def _commit_segments_task(job: CommitJob, refs: list[dict[str, Any]]) -> Array:
+    """The commit of a write of more than :data:`SEGMENT_LIMIT` shards: its entries
+    come as the references of segments the workers wrote (:func:`_segment_task`), so
+    the commit task holds a reference per :data:`SEGMENT_LIMIT` shards, never the
+    entries (:func:`_commit_write`). No tiered merge runs; the shards of a write
+    whose commit fails stay until ``arrayds gc``."""
+    return _commit_write(job, [], refs)
+
+
+def _commit_write(job: CommitJob, new: list[ShardEntry], refs: list[dict[str, Any]]) -> Array:
+    """Commit a dask write (:func:`arrayds.nodes.commit.commit`): the node must be as
+    the graph expects (mode ``"w-"``: still missing; ``"a"``/``"r+"``: the generation
+    the write planned from), else nothing of the write is visible and its shards are
+    removed. The new entries are the segments ``refs`` then ``new``, committed as an
+    :class:`arrayds.nodes.history.Extend`, so no list the node stores is loaded whole:
+    mode ``"w"`` replaces the node (``fresh``: the replaced files are removed one
+    segment at a time), an append adds after the stored entries, and a region write
+    (``"r+"``) drops the stored entries a box it wrote holds whole, parsing only the
+    segments that meet the region (:meth:`ShardList.stored_positions`).
 
     An append with ``job.retries`` (``retries=``, :mod:`arrayds.nodes.retry`) whose
     array another writer committed to since the plan goes after that writer's rows
-    instead (:func:`arrayds.kinds.array.handle.rebase_append`: its shards hold whole
-    chunks, so only their entries move, nothing is written again), and a refused put
+    instead (:func:`_rebased_header`: its shards hold whole chunks, so only their
+    entries move, a segment at a time; nothing is written again), and a refused put
     is tried again so, from a fresh read, up to ``job.retries`` times."""
     store = get_store(job.url, job.storage_options)
-    node, mode, expected = job.node, job.mode, job.expected
+    node, mode = job.node, job.mode
     what = f"array {store.display(node)!r}"
-    m = ArrayManifest.from_json(job.base, what)
-    new = [_entry(e) for e in entries]
-    final = m.with_(shards=stack_entries(m.shards, new, m.grid.grid_shape))
-    planned: Any = final.to_json()
-    if expected is not None and len(final.shards) == len(m.shards) + len(new):
-        # the check below pins the node to the manifest planned from: only the new
-        # entries need writing
-        planned = commit.Extend(final.header_json(), [e.to_json() for e in new])
+    m = ArrayManifest.from_json({**job.base, "shards": []}, what)
     rebase, stamp, check = _commit_check(job, what)
 
     def build(base: commit.NodeVersion) -> Any:
-        nonlocal final
-        if not rebase or (base.kind == "array" and base.stamp == stamp):
-            final = m.with_(shards=stack_entries(m.shards, new, m.grid.grid_shape))
-            return planned
-        final, added = rebase_append(rebase_base(base, what), m, 0, job.first, new, what, job.attrs)
-        return commit.Extend(final.header_json(), [e.to_json() for e in added])
+        if rebase and not (base.kind == "array" and base.stamp == stamp):
+            cur, shift = _rebased_header(base, m, job.first, job.attrs, what)
+            moved = []
+            for ref in refs:  # one segment's entries in memory at a time
+                entries = [
+                    _entry(e).shifted(0, shift).to_json()
+                    for e in history.segment(store, node, ref, what)
+                ]
+                moved += history.write_segments(store, node, entries, job.write_id)
+            added = [e.shifted(0, shift).to_json() for e in new]
+            return commit.Extend(cur.header_json(), added, segments=moved)
+        added = [e.to_json() for e in new]
+        if job.hide is None:
+            return commit.Extend(m.header_json(), added, segments=refs, fresh=mode == "w")
+        start, stop, _step = job.hide
+        stored = ShardList((base.lazy_raw or {}).get("shards") or [], m.grid, what)
+        drop = stored.stored_positions(
+            start, [b - 1 for b in stop], functools.partial(_hidden, job.hide)
+        )
+        return commit.Extend(m.header_json(), added, drop=drop, segments=refs)
 
     written = [e.path for e in new]
     merge = tiered_merge(store, node, written) if job.tiered and mode == "a" and new else None
@@ -266,7 +314,7 @@ def _commit_task(job: CommitJob, entries: list[dict[str, Any]]) -> Array:
         build,
         write_id=job.write_id,
         check=check,
-        written=written,
+        written=[*written, *(r["path"] for r in refs)],
         retries=job.retries if rebase else 0,
         parents=mode in ("w", "w-"),
         replaces=mode == "w",
@@ -274,10 +322,18 @@ def _commit_task(job: CommitJob, entries: list[dict[str, Any]]) -> Array:
         merge=merge,
         registered=True,
     )
-    if merge is not None and isinstance(raw.get("shards"), list):
-        # the whole list committed (merged, or a retried task's landed commit)
-        return Array(store, node, ArrayManifest.from_json(raw, what), "r")
-    return Array(store, node, final.with_(generation=raw["generation"], commit=job.write_id), "r")
+    got = history.resolve(store, node, raw, what, lazy=True)
+    return Array(store, node, ArrayManifest.from_json(got, what), "r")
+
+
+def _hidden(hide: Sequence[Sequence[int]], cols: ShardColumns) -> np.ndarray:
+    """Which entries of ``cols`` a region write that tiles the chunks ``start`` ..
+    ``stop`` with boxes of ``step`` chunks (``hide``) hides: those inside the region
+    whose first and last chunk fall in the same box (one new box holds them whole)."""
+    start, stop, step = (np.asarray(v, dtype=np.int64) for v in hide)
+    lo, hi = cols.starts, cols.stops
+    inside = np.all((lo >= start) & (hi <= stop), axis=1)
+    return inside & np.all((lo - start) // step == (hi - 1 - start) // step, axis=1)
 
 
 def _entry(e: Mapping[str, Any]) -> ShardEntry:
@@ -320,52 +376,6 @@ def _segment_task(job: CommitJob, entries: list[dict[str, Any]]) -> dict[str, An
     store.flush([join_component(job.node, e["path"]) for e in entries])
     [ref] = history.write_segments(store, job.node, entries, job.write_id)
     return ref
-
-
-def _commit_segments_task(job: CommitJob, refs: list[dict[str, Any]]) -> Array:
-    """The commit of a write of more than :data:`SEGMENT_LIMIT` shards that hides no
-    entry (mode ``"w-"``, or an append): as :func:`_commit_task`, but its entries come
-    as the references of segments the workers wrote (:func:`_segment_task`), which
-    the new head names after the current entries, so that the commit holds a
-    reference per :data:`SEGMENT_LIMIT` shards, never the entries. A rebased append
-    rewrites the segments one at a time with its entries moved. No tiered merge
-    runs; the shards of a write whose commit fails stay until ``arrayds gc``."""
-    store = get_store(job.url, job.storage_options)
-    node, what = job.node, f"array {store.display(job.node)!r}"
-    m = ArrayManifest.from_json(job.base, what)
-    rebase, stamp, check = _commit_check(job, what)
-    header = m.header_json()
-
-    def build(base: commit.NodeVersion) -> Any:
-        nonlocal header
-        if not rebase or (base.kind == "array" and base.stamp == stamp):
-            header = m.header_json()
-            return commit.Extend(header, [], segments=refs)
-        cur, shift = _rebased_header(base, m, job.first, job.attrs, what)
-        header = cur.header_json()
-        moved = []
-        for ref in refs:  # one segment's entries in memory at a time
-            entries = [
-                _entry(e).shifted(0, shift).to_json()
-                for e in history.segment(store, node, ref, what)
-            ]
-            moved += history.write_segments(store, node, entries, job.write_id)
-        return commit.Extend(header, [], segments=moved)
-
-    raw = commit.commit(
-        store,
-        node,
-        build,
-        write_id=job.write_id,
-        check=check,
-        written=[r["path"] for r in refs],
-        retries=job.retries if rebase else 0,
-        parents=job.mode == "w-",
-        what=what,
-        registered=True,
-    )
-    got = history.resolve(store, node, raw, what, lazy=True)
-    return Array(store, node, ArrayManifest.from_json(got, what), "r")
 
 
 def _rebased_header(
@@ -659,22 +669,29 @@ def write_plan_graph(
         layer,
     )
     commit_key = f"arrayds-commit-{write_id}"
+    hide = None
+    if plan.mode == "r+" and shard_keys:
+        x = plan.x
+        step = box_step(x.numblocks, x.chunks, plan.dtype.itemsize, shard_size, plan.what)
+        stop = [o + n for o, n in zip(plan.offset, x.numblocks, strict=True)]
+        hide = (list(plan.offset), stop, step)
     cjob = CommitJob(
         url=store.url,
         storage_options=store.storage_options,
         node=plan.node,
         mode=plan.mode,
-        base=plan.base.to_json(),
+        base=plan.base.header_json(),
         expected=plan.expected,
         write_id=write_id,
         tiered=tiered,
         retries=check_retries(retries, plan.what),
         first=plan.offset[0] if plan.offset else 0,
         attrs=None if plan.attrs is None else dict(plan.attrs),
+        hide=hide,
     )
-    if plan.mode in ("w-", "a") and len(shard_keys) > history.SEGMENT_LIMIT:
-        # a long write hides no entry: the workers write its entries as segments and
-        # the commit receives their references only
+    if len(shard_keys) > history.SEGMENT_LIMIT:
+        # the workers write the entries as segments and the commit receives their
+        # references only
         seg_keys = []
         for i in range(0, len(shard_keys), history.SEGMENT_LIMIT):
             seg_keys.append(f"arrayds-segment-{write_id}-{len(seg_keys)}")

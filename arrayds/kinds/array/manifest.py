@@ -23,7 +23,7 @@ import base64
 import bisect
 import math
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import chain
 from typing import Any
@@ -413,6 +413,47 @@ class ShardList(Sequence[ShardEntry]):
             for k, pos in self._drop.items()
         }
         return drop, list(self._extra)
+
+    def stored_positions(
+        self,
+        lo: Sequence[int],
+        hi: Sequence[int],
+        pick: Callable[[ShardColumns], np.ndarray],
+    ) -> dict[str, list[int]]:
+        """Of this list as it is stored (not derived): the positions of the entries
+        ``pick`` selects (a boolean per entry of the columns it is given), by the path
+        of the segment that holds them (``""``: the tail or a plain list), among the
+        segments that may hold a chunk of the box ``lo`` .. ``hi`` (both included):
+        what an :class:`arrayds.nodes.history.Extend`'s ``drop`` names. One segment
+        is parsed at a time and none is kept, so a region as large as the array
+        costs one segment of memory (plus the positions).
+
+        >>> grid = ChunkGrid.from_chunks(((1, 1, 1),))
+        >>> lst = ShardList([{"path": f"c/{i}", "start": [i], "stop": [i + 1]}
+        ...                  for i in range(3)], grid, "doc")
+        >>> lst.stored_positions([1], [2], lambda cols: cols.starts[:, 0] >= 1)
+        {'': [1, 2]}
+        """
+        raw = self._raw
+        if self._extra or self._drop:
+            raise ValueError(f"{self._what}: positions of a derived shard list")
+        grid = self._grid
+        parts: Iterable[tuple[str, Sequence[Any]]] = [("", raw)]
+        if isinstance(raw, ShardLog):
+            parts = (
+                ("", raw.tail) if k < 0 else (raw.segment_ref(k)["path"], raw.load(k, False))
+                for k in [*raw.meeting(lo, hi), -1]
+            )
+        out: dict[str, list[int]] = {}
+        for path, stored in parts:
+            got = _plain_entries(stored, grid.ndim, grid.grid_shape)
+            cols = ShardColumns.of(
+                got if got is not None else _parse_shards(stored, grid, self._what), grid.ndim
+            )
+            picked = np.flatnonzero(pick(cols)).tolist() if len(cols) else []
+            if picked:
+                out[path] = picked
+        return out
 
     def selection(self, lo: Sequence[int], hi: Sequence[int]) -> tuple[Any, ...] | None:
         """For a list stored as a :class:`arrayds.nodes.history.ShardLog` of several
