@@ -260,7 +260,11 @@ def version_of_key(name: str) -> int | None:
 
 # ------------------------------------------------------------------ segments
 
-_CACHE_ENTRIES = 4_000_000
+CACHE_ENTRIES = 262_144
+"""How many entries (and index references) of parsed segments and indexes a process
+keeps, least recently used first out: 2,048 full segments, some 130 MB of Python
+objects. A read of one chunk needs one index and one segment; a reader that parses
+a whole list keeps its own columns (:class:`arrayds.kinds.array.manifest.ShardList`)."""
 _cache: OrderedDict[tuple[str, str], list[Any]] = OrderedDict()
 _cache_size = 0
 _cache_lock = threading.Lock()
@@ -316,7 +320,6 @@ def _load(
     where: str,
     cache: bool = True,
 ) -> Any:
-    global _cache_size
     ck = (store.canonical_url, _key(node, path))
     with _cache_lock:
         got = _cache.get(ck)
@@ -348,15 +351,24 @@ def _load(
         _check_index(ref, items, where)
     else:
         _check_summary(ref, items, where)
-    if not cache:
-        return items
+    if cache:
+        _remember(ck, items)
+    return items
+
+
+def _remember(ck: tuple[str, str], items: list[Any]) -> None:
+    """Keep the parsed segment or index ``items`` under ``ck`` (store URL, key), the
+    least recently used ones leaving beyond :data:`CACHE_ENTRIES`."""
+    global _cache_size
     with _cache_lock:
+        old = _cache.pop(ck, None)
+        if old is not None:
+            _cache_size -= len(old) + 1
         _cache[ck] = items
         _cache_size += len(items) + 1
-        while _cache_size > _CACHE_ENTRIES and len(_cache) > 1:
-            _, old = _cache.popitem(last=False)
-            _cache_size -= len(old) + 1
-    return items
+        while _cache_size > CACHE_ENTRIES and len(_cache) > 1:
+            _, gone = _cache.popitem(last=False)
+            _cache_size -= len(gone) + 1
 
 
 _PLAIN_REF = rf"{LOG_DIR}/[0-9a-f]{{24}}(?:-[0-9a-f]{{8}})?\.json"
@@ -616,10 +628,7 @@ def _write_segment(
         _key(node, path),
         dump_json({"format": SEGMENT_FORMAT, "count": len(entries), "entries": entries}),
     )
-    global _cache_size
-    with _cache_lock:  # the writer reads its own segments next
-        _cache[(store.canonical_url, _key(node, path))] = entries
-        _cache_size += len(entries) + 1
+    _remember((store.canonical_url, _key(node, path)), entries)  # the writer reads it next
     return {"path": path, "count": len(entries), **summary(entries)}
 
 
@@ -642,10 +651,7 @@ def _write_index(
     store.put(
         _key(node, path), dump_json({"format": INDEX_FORMAT, "count": len(refs), "refs": refs})
     )
-    global _cache_size
-    with _cache_lock:
-        _cache[(store.canonical_url, _key(node, path))] = refs
-        _cache_size += len(refs) + 1
+    _remember((store.canonical_url, _key(node, path)), refs)
     return {"path": path, "refs": len(refs), **summary(refs, of_refs=True)}
 
 

@@ -260,3 +260,20 @@ def test_killed_after_writing_segments_before_the_commit(tmp_path, mode):
     assert len([p for p in report.removed if p.endswith(".array_record")]) == 100  # its shards
     assert set(os.listdir(log_dir)) == named
     np.testing.assert_array_equal(arrayds.open_array(url)[...], np.arange(n))
+
+
+@pytest.mark.parametrize("mode", ["w", "a", "r+"])
+def test_a_long_committed_write_does_not_compute_twice(tmp_path, mode):
+    url = str(tmp_path / "a")
+    arrayds.to_arrayrecord(da.arange(4 * LIMIT, chunks=1), url, shard_size=1)
+    kw = {"region": slice(LIMIT, 3 * LIMIT)} if mode == "r+" else {}
+    d = arrayds.to_arrayrecord(
+        -da.arange(2 * LIMIT, chunks=1), url, mode=mode, shard_size=1, compute=False, **kw
+    )
+    with dask.config.set(scheduler="threads"):
+        d.compute()
+    head = open(os.path.join(url, "arrayds.json"), "rb").read()
+    log.clear_cache()
+    with pytest.raises(RuntimeError, match="already committed"):
+        d.compute()
+    assert open(os.path.join(url, "arrayds.json"), "rb").read() == head

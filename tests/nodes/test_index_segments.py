@@ -308,3 +308,23 @@ def test_a_records_index_that_disagrees_is_corruption_naming_it(tmp_path):
     ds = records.open_records(url)
     with pytest.raises(CorruptionError, match=rf"manifest index '{path}'.*records"):
         ds[0]
+
+
+def test_the_segment_cache_stays_within_its_bound(monkeypatch):
+    monkeypatch.setattr(log, "CACHE_ENTRIES", 300)
+    log.clear_cache()
+    st = get_store("memory://segment-cache-bound")
+    refs = log.write_segments(st, "x", [{"path": f"c/{i}"} for i in range(1000)])
+    assert len(refs) == -(-1000 // log.SEGMENT_LIMIT)
+
+    def kept() -> int:
+        return sum(len(v) + 1 for v in log._cache.values())
+
+    assert kept() <= 300  # a writer's own segments too
+    for ref in refs:
+        assert len(log.segment(st, "x", ref, "x")) == ref["count"]
+        assert kept() <= 300
+    assert list(log._cache)[-1] == (st.canonical_url, f"x/{refs[-1]['path']}")  # the newest
+    log.clear_cache()
+    assert log.segment(st, "x", refs[0], "x", cache=False)[0] == {"path": "c/0"}
+    assert kept() == 0  # a pass over a whole list keeps nothing

@@ -238,11 +238,27 @@ def _refuse_committed_shard(store: Store, job: ShardJob) -> None:
     if not store.exists(job.node, job.relpath):
         return
     cur = commit.read(store, job.node)
-    if cur.kind == "array" and job.relpath in commit.referenced_files(cur.raw or {}):
+    if cur.kind == "array" and _names_shard(cur, job):
         raise RuntimeError(
             f"{job.what}: this write already committed shard {job.relpath!r}; a write "
             f"computes once (call to_arrayrecord again to write the data again)"
         )
+
+
+def _names_shard(cur: commit.NodeVersion, job: ShardJob) -> bool:
+    """Whether the array ``cur`` names the shard of ``job``: of a list stored in
+    segments, only those whose box meets the shard's box or lies after it along axis 0
+    (where a rebased append moved it) are read, one at a time."""
+    raw = cur.lazy_raw or {}
+    shards = raw.get("shards")
+    if not isinstance(shards, history.ShardLog):
+        return job.relpath in commit.referenced_files(raw)
+    hi = [2**62, *(b - 1 for b in job.stop[1:])]
+    for k in [*shards.meeting(job.start, hi), -1]:
+        entries = shards.tail if k < 0 else shards.load(k, cache=False)
+        if job.relpath in commit.referenced_files({"shards": entries}):
+            return True
+    return False
 
 
 def _commit_task(job: CommitJob, entries: list[dict[str, Any]]) -> Array:
