@@ -362,7 +362,7 @@ def referenced_files(manifest: Mapping[str, Any]) -> set[str]:
     """
     out: set[str] = set()
     shards = manifest.get("shards")
-    if isinstance(shards, list):
+    if isinstance(shards, (list, log.ShardLog)):  # a lazy list: every segment read
         for s in shards:
             if isinstance(s, dict) and isinstance(s.get("path"), str):
                 out.add(s["path"])

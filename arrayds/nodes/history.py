@@ -1012,16 +1012,19 @@ def resolve(
     store: Store, node: str, head: Mapping[str, Any], what: str, *, lazy: bool = False
 ) -> dict[str, Any]:
     """The logical manifest of a stored head: its shard logs replaced by their entries
-    (the head itself if it holds none, as every format 1 manifest). ``lazy``: the
-    node's own ``shards``, if a log with segments, is a :class:`ShardLog` instead,
-    whose segments load when used (the open of a long list costs its head only)."""
+    (the head itself if it holds none, as every format 1 manifest). ``lazy``: each
+    list that is a log with segments (the node's own ``shards`` and those of its
+    snapshot's members) is a :class:`ShardLog` instead, whose segments load when used
+    (the open of a long list costs its head only)."""
+
+    def one(value: Any, where: str) -> Any:
+        if lazy and _is_log(value) and value.get("segments"):
+            return ShardLog(store, node, value, where)
+        return _resolve_list(store, node, value, where)
+
     out = dict(head)
     if "shards" in out:
-        value = out["shards"]
-        if lazy and _is_log(value) and value.get("segments"):
-            out["shards"] = ShardLog(store, node, value, what)
-        else:
-            out["shards"] = _resolve_list(store, node, value, what)
+        out["shards"] = one(out["shards"], what)
     members = _members(head)
     if members is not None and any(
         isinstance(m, dict) and isinstance(m.get("shards"), dict) for m in members.values()
@@ -1029,7 +1032,7 @@ def resolve(
         new_members = {}
         for name, m in members.items():
             if isinstance(m, dict) and isinstance(m.get("shards"), dict):
-                m = dict(m, shards=_resolve_list(store, node, m["shards"], f"{what} ({name})"))
+                m = dict(m, shards=one(m["shards"], f"{what} ({name})"))
             new_members[name] = m
         out["snapshot"] = dict(out["snapshot"], members=new_members)
     return out

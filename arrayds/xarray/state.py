@@ -20,6 +20,13 @@ only if its commit id is newer than the snapshot's (it was added later); older o
 are leftovers of a replaced dataset. A reader therefore sees the state before a
 commit or after it, never a mix.
 
+A member array's shard list stored in segments (docs/spec.md 14.3), in its own
+manifest or in the snapshot's copy, is read lazily (a
+:class:`arrayds.nodes.history.ShardLog`): opening a dataset reads the manifests'
+heads, and a read loads the segments its chunks lie in. A commit still builds the
+whole group manifest, every member's entries included (its cost grows with the
+dataset's shard count).
+
 A DataTree commit (:mod:`arrayds.xarray.tree`) also lists *subgroups* in the tree
 root's snapshot, each a group manifest with its own snapshot: reading any group
 therefore resolves its manifest from the root down, at each level the newer of the
@@ -155,9 +162,9 @@ def _effective(node: str, reads: list[NodeVersion]) -> dict[str, Any] | None:
     each level the newer of its own manifest and the copy in the level above's
     snapshot."""
     segs = node.split("/") if node else []
-    eff = reads[0].raw
+    eff = reads[0].lazy_raw
     for seg, own in zip(segs, reads[1:], strict=True):
-        eff = newer(own.raw, group_entry(eff, seg))
+        eff = newer(own.lazy_raw, group_entry(eff, seg))
     return eff
 
 
@@ -248,7 +255,7 @@ def _state_at(
     is now a kept one with a moment of its own, and it is read again."""
     for _ in range(max_tries):
         nv = node_commit.read(store, node, version=version, as_of=as_of)
-        root, chain = nv.raw, [nv.stamp]
+        root, chain = nv.lazy_raw, [nv.stamp]
         if root is None or root.get("kind") != "group":
             kind = root.get("kind") if root is not None else None
             return DatasetState(kind=kind, root=root, own=chain[-1], chain=chain, moment=as_of)
@@ -311,7 +318,8 @@ def _assemble(
         if not isinstance(in_snap, dict) or (
             head is not None and generation_of(head) >= generation_of(in_snap)
         ):  # else its roll forward is pending: the snapshot's copy is used
-            raw = children[name].raw
+            # an array's long shard list loads when read; a group's is carried whole
+            raw = children[name].lazy_raw if children[name].kind == "array" else children[name].raw
         if raw is not None:
             try:
                 child = parse_node(raw, f"{what} member {name!r}")
