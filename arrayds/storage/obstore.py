@@ -30,7 +30,10 @@ footer, the chunk ranges) and every shard written: :meth:`ObstoreStore.new_file`
 yields an :class:`ObstoreUpload` (obstore's buffered writer: one PUT for an object
 smaller than a part, else a multipart upload), which the ArrayRecord writer streams
 the file into, so no request of a dataset's reads or writes goes through fsspec.
-:attr:`ObstoreStore.storage_options` never holds ``backend``.
+:attr:`ObstoreStore.storage_options` holds ``"backend": "obstore"``, so that a store
+reopened from the URL and those options (the tasks of a dask write reopen theirs) is
+an obstore store again; fsspec never sees it (:attr:`ObstoreStore.fs` and
+:func:`arrayds.files.common.resolve_fs` drop it).
 
 >>> from arrayds.storage import store_class
 >>> store_class("s3://bucket/x", {"backend": "obstore"}).__name__
@@ -187,7 +190,10 @@ class ObstoreStore(BaseStore):
                 f"{self.url}: the obstore backend serves {', '.join(PROTOCOLS)} URLs, not "
                 f"{self.protocol}://; use the fsspec backend"
             )
-        self.token = (self.protocol, options_token({**opts, "backend": self.backend}))
+        # kept with the backend: a store reopened from (url, storage_options), as the
+        # tasks of a dask write reopen theirs, is again an obstore store
+        self.storage_options = {**opts, "backend": self.backend}
+        self.token = (self.protocol, options_token(self.storage_options))
         bucket, _, prefix = self.root.strip("/").partition("/")
         self.bucket = bucket
         self.prefix = prefix
@@ -207,7 +213,8 @@ class ObstoreStore(BaseStore):
     def fs(self) -> Any:
         """The fsspec file system of the root (opened when first asked for: not by
         this store's own reads and writes)."""
-        return fsspec.filesystem(self.protocol, **self.storage_options)
+        opts = {k: v for k, v in self.storage_options.items() if k != "backend"}
+        return fsspec.filesystem(self.protocol, **opts)
 
     @property
     def canonical_url(self) -> str:
@@ -459,9 +466,10 @@ class ObstoreStore(BaseStore):
                     self.delete([key])
             raise
         if upload.state != "closed":
+            state = upload.state
             upload.abort()
             raise RuntimeError(
-                f"{upload.url}: the upload was {upload.state} when the new_file block ended "
+                f"{upload.url}: the upload was {state} when the new_file block ended "
                 f"(close the writer inside it): nothing is stored"
             )
 

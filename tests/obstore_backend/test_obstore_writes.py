@@ -102,7 +102,7 @@ def test_a_multipart_shard_is_written_by_obstore_alone(s3, small_parts, proxy, f
     local.write_bytes(fs.cat_file(shard))
     r = official.ArrayRecordReader(str(local))
     try:
-        assert r.num_records() == 11 and r.read([10])[0][:16] == x[10, :16].tobytes()
+        assert r.num_records() == 11 and r.read([10])[0].endswith(x[10].tobytes())
     finally:
         r.close()
 
@@ -173,9 +173,13 @@ def test_bad_writer_options_abort_the_upload_given(s3, fs, url):
 
 
 def test_a_lost_reply_to_the_completing_request_is_recovered(s3, small_parts, fs, url):
-    """The CompleteMultipartUpload of a shard is applied and its reply lost: obstore's
-    resend finds no upload (404), yet the shard is stored whole under its write's
-    name, so the shard writer takes it as written (its size is the bytes sent)."""
+    """The CompleteMultipartUpload of a shard is applied and its reply lost: obstore
+    resends it, moto (as S3) answers the resend of a completed upload with success,
+    and the shard is stored once, whole, with no upload left pending. (A resend
+    answered 404, as GCS answers a completed session, is a ``FileNotFoundError`` from
+    ``close()``, which ``shard_writer`` takes as stored when the object holds every
+    byte sent: ``nodes.shards._stored_whole``; fake-gcs-server cannot run obstore's
+    uploads.)"""
     faults = load_helper("faults", "proxy")
     with faults.FaultProxy(("127.0.0.1", s3.port)) as proxy:
         st = get_store(url, {**s3.storage_options(proxy.url), "backend": "obstore"})
@@ -184,8 +188,9 @@ def test_a_lost_reply_to_the_completing_request_is_recovered(s3, small_parts, fs
         with store_mod.shard_writer(st, "n/c/s.array_record", "uncompressed") as w:
             w.write_many(_records(7))
         assert proxy.injected["lost"] == 1
-    assert st.size("n/c/s.array_record") == w.upload_bytes > PART
-    assert _pending(fs, url) == []
+    fs.invalidate_cache()
+    assert fs.size(f"{url}/n/c/s.array_record") == w.upload_bytes > PART
+    assert _parts(fs, f"{url}/n/c/s.array_record") == 2 and _pending(fs, url) == []
 
 
 def test_a_write_needs_no_s3fs(s3, url):
