@@ -52,9 +52,9 @@ Entry = tuple[str, int, "float | None"]
 
 UPLOAD_PART_BYTES = 32 << 20
 """The part size of streamed uploads (:class:`Upload`; the fsspec writer's S3 multipart
-parts and GCS resumable chunks, the obstore store's multipart parts): what an upload
-holds in memory, about one part, instead of the whole object. An object smaller than
-this is one PUT."""
+parts and GCS resumable chunks, the obstore store's multipart parts): an upload holds
+about one part in memory (the obstore store's at most two: one uploading while the
+next fills), not the whole object. An object smaller than this is one PUT."""
 
 
 @runtime_checkable
