@@ -212,3 +212,30 @@ arrayds.to_arrayrecord(x, {url!r}, "x", chunks=(5, 30), storage_options={opts!r}
     x = np.arange(600.0).reshape(20, 30)
     got = arrayds.open_array(url, "x", storage_options=opts)[:]
     np.testing.assert_array_equal(got, x)
+
+
+@pytest.mark.parametrize(
+    ("url", "root", "canonical"),
+    [
+        ("s3://b/p/", "b/p", "s3://b/p"),
+        ("s3a://b/p", "b/p", "s3://b/p"),
+        ("s3://b", "b", "s3://b"),
+        ("gs://b/p", "b/p", "gs://b/p"),
+        ("gcs://b/p/q", "b/p/q", "gs://b/p/q"),
+        ("az://c/p", "c/p", "abfs://c/p"),
+    ],
+)
+def test_the_root_is_named_as_fsspec_names_it_without_opening_fsspec(url, root, canonical):
+    """``ObstoreStore.locate`` reads the root from the URL (no s3fs, gcsfs or adlfs
+    file system is made: adlfs is not even installed) and names it as fsspec does
+    (on S3 the same as the fsspec store; gcsfs and adlfs are slow or absent here)."""
+    from arrayds.storage import FsspecStore
+    from arrayds.storage.obstore import ObstoreStore
+
+    ob = ObstoreStore(url, {"anon": True})
+    assert "fs" not in vars(ob)  # not opened
+    assert (ob.root, ob.canonical_url, ob.url_of("k")) == (root, canonical, canonical + "/k")
+    if url.startswith("s3"):
+        fs = FsspecStore(url, {"anon": True})
+        assert (ob.root, ob.protocol, ob.canonical_url) == (fs.root, fs.protocol, fs.canonical_url)
+        assert type(ob.fs) is type(fs.fs) and "backend" not in ob.fs.storage_options
