@@ -36,7 +36,7 @@ from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
-__all__ = ["ABSENT", "Entry", "Keep", "Store", "Version"]
+__all__ = ["ABSENT", "UPLOAD_PART_BYTES", "Entry", "Keep", "Store", "Upload", "Version"]
 
 Version = Any
 """An opaque version token of one object (an S3 ETag, a GCS generation, a digest of
@@ -48,6 +48,36 @@ creates the object only if there is none."""
 
 Entry = tuple[str, int, "float | None"]
 """One object of a listing: (key, size in bytes, modification time or None)."""
+
+
+UPLOAD_PART_BYTES = 32 << 20
+"""The part size of streamed uploads (:class:`Upload`; the fsspec writer's S3 multipart
+parts and GCS resumable chunks, the obstore store's multipart parts): an upload holds
+about one part in memory (the obstore store's at most two: one uploading while the
+next fills), not the whole object. An object smaller than this is one PUT."""
+
+
+@runtime_checkable
+class Upload(Protocol):
+    """A streamed upload of one object, as :meth:`Store.new_file` may yield it: the
+    ArrayRecord writer (:class:`arrayds.ArrayRecordWriter`) writes the file's bytes
+    to it in order and then either completes it (:meth:`close`) or cancels it
+    (:meth:`abort`). Nothing is visible under the key before :meth:`close` returns."""
+
+    url: str
+    """The URL of the object (for messages)."""
+
+    def write(self, data: Any) -> Any:
+        """Append the bytes-like ``data`` (uploading a part when one is full)."""
+
+    def close(self) -> None:
+        """Complete the upload: the object appears now, whole and durable."""
+
+    def abort(self) -> None:
+        """Cancel the upload: no object (not even an empty one) appears and no
+        upload is left pending (an S3 multipart upload is aborted). Called at most
+        once, instead of :meth:`close` or after a :meth:`close` that raised (then it
+        cancels what is left to cancel, if anything)."""
 
 
 class Keep(NamedTuple):
@@ -156,11 +186,17 @@ class Store(Protocol):
         where the store finds it cheapest (locally after the new bytes are synced,
         so that a journaling file system commits the names with them)."""
 
-    def new_file(self, key: str, *, defer_sync: bool = False) -> AbstractContextManager[str]:
-        """A place for the engine to write the immutable object ``key``: yields the path
-        or URL to write to; on a clean exit the object is complete and durable under
-        ``key`` (locally: a temporary name, fsync, rename), on an exception nothing is
-        left under ``key``.
+    def new_file(
+        self, key: str, *, defer_sync: bool = False
+    ) -> AbstractContextManager[str | Upload]:
+        """A place for the engine to write the immutable object ``key``: yields either
+        the path or URL to write to or an :class:`Upload` of the object (the obstore
+        store's: the store's own client uploads it), each of which
+        :class:`arrayds.ArrayRecordWriter` takes as its destination; on a clean exit
+        the object is complete and durable under ``key`` (locally: a temporary name,
+        fsync, rename; an :class:`Upload` must have been closed by then), on an
+        exception nothing is left under ``key`` (an :class:`Upload` not completed is
+        aborted).
 
         ``defer_sync``: the caller commits the object from this process with this
         store's :meth:`put_if_match` (its ``flush`` names the key) or :meth:`flush`,

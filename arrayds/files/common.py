@@ -71,13 +71,16 @@ def use_mmap() -> bool:
 def resolve_fs(
     path: str, storage_options: Mapping[str, Any] | None
 ) -> tuple[fsspec.AbstractFileSystem | None, str]:
-    """(None, local path) for local files, else (filesystem, path inside it)."""
+    """(None, local path) for local files, else (filesystem, path inside it). A
+    ``"backend"`` in ``storage_options`` (arrayds's choice of store,
+    :func:`arrayds.storage.store_class`) is no fsspec option: it is dropped."""
     if "://" not in path and "::" not in path:
         return None, path
     import fsspec.core
     from fsspec.implementations.local import LocalFileSystem
 
-    fs, inner = fsspec.core.url_to_fs(path, **dict(storage_options or {}))
+    opts = {k: v for k, v in (storage_options or {}).items() if k != "backend"}
+    fs, inner = fsspec.core.url_to_fs(path, **opts)
     if isinstance(fs, LocalFileSystem):
         return None, inner
     return fs, inner

@@ -1,6 +1,7 @@
 """The ArrayRecord writer: records compressed in chunks by the engine (in parallel, the
 GIL released); remote files uploaded whole at ``close()`` or streamed in parts to
-object stores that publish an object only when its upload completes.
+object stores that publish an object only when its upload completes (fsspec's
+buffered file, or an :class:`arrayds.abc.store.Upload` a store gives the writer).
 
 >>> import os, tempfile
 >>> path = os.path.join(tempfile.mkdtemp(), "w.array_record")
@@ -19,6 +20,8 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from .. import _native
+from ..abc import store as store_contract
+from ..abc.store import Upload
 
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Buffer  # Python >= 3.12
@@ -38,40 +41,57 @@ _WRITE_BATCH_BYTES = 64 << 20
 STREAMED_PROTOCOLS = ("s3", "s3a", "gs", "gcs")
 """Object stores where an object appears only when its upload completes: a writer to
 them streams the file into fsspec's buffered file (S3 multipart upload, GCS resumable
-upload, parts of :data:`UPLOAD_PART_BYTES`) instead of building it in memory first."""
-UPLOAD_PART_BYTES = 32 << 20
-"""Bytes a streaming writer buffers before uploading a part (files smaller than this
-are one PUT, as before)."""
+upload, parts of :data:`arrayds.abc.store.UPLOAD_PART_BYTES`) instead of building it
+in memory first."""
 
 
-class _Upload:
-    """The fsspec file a streaming writer uploads to. The engine holds ``write``; this
-    object holds no reference to the writer (no cycle through the engine)."""
+class _FsspecUpload:
+    """An :class:`arrayds.abc.store.Upload` over fsspec's buffered file: s3fs uploads
+    the parts of a multipart upload, gcsfs the chunks of a resumable upload."""
 
     def __init__(self, fs: Any, path: str) -> None:
-        self.fs, self.path = fs, path
-        self.file = fs.open(path, "wb", block_size=UPLOAD_PART_BYTES)
+        self.url = fs.unstrip_protocol(path)
+        self.file = fs.open(path, "wb", block_size=store_contract.UPLOAD_PART_BYTES)
+
+    def write(self, data: Buffer) -> None:
+        self.file.write(data)
+
+    def close(self) -> None:
+        self.file.close()
+
+    def abort(self) -> None:
+        try:
+            self.file.discard()  # s3fs: abort the multipart upload; gcsfs: delete it
+        finally:
+            self.file.closed = True  # so that closing (or collecting) it uploads nothing
+
+
+class _Stream:
+    """The upload a streaming writer writes to, as the engine sees it: counts the bytes
+    sent, drops writes once aborted (an abandoned engine writer finishes into nothing)
+    and aborts at most once. The engine holds ``write``; this object holds no
+    reference to the writer (no cycle through the engine)."""
+
+    def __init__(self, upload: Upload) -> None:
+        self.upload = upload
         self.aborted = False
         self.written = 0
 
     def write(self, data: bytes) -> None:
-        if not self.aborted:  # an abandoned engine writer finishes into nothing
-            self.file.write(data)
+        if not self.aborted:
+            self.upload.write(data)
             self.written += memoryview(data).nbytes
 
     def finish(self) -> None:
         """Complete the upload: the object appears now, whole."""
-        self.file.close()
+        self.upload.close()
 
     def abort(self) -> None:
         """Cancel the upload: no object (not even an empty one) appears."""
         if self.aborted:
             return
         self.aborted = True
-        try:
-            self.file.discard()  # s3fs: abort the multipart upload; gcsfs: delete it
-        finally:
-            self.file.closed = True  # so that closing (or collecting) it uploads nothing
+        self.upload.abort()
 
 
 def _streamed(fs: Any) -> bool:
@@ -104,6 +124,10 @@ class ArrayRecordWriter:
     uploaded while it is written (:data:`STREAMED_PROTOCOLS`; it appears at
     ``close()``), so memory stays at about one part, not the file. Any other fsspec URL
     is built in memory and uploaded with one whole-object write at ``close()``.
+    ``path`` may also be an :class:`arrayds.abc.store.Upload` (what
+    :meth:`arrayds.abc.store.Store.new_file` of the obstore store yields): the file is
+    streamed into it, completed at ``close()`` and aborted by :meth:`abort` (or if the
+    writer cannot be made); ``storage_options`` then play no part.
 
     >>> import os, tempfile, arrayds
     >>> path = os.path.join(tempfile.mkdtemp(), "example.array_record")
@@ -117,27 +141,33 @@ class ArrayRecordWriter:
 
     def __init__(
         self,
-        path: PathLike,
+        path: PathLike | Upload,
         options: str = "",
         *,
         storage_options: Mapping[str, Any] | None = None,
     ) -> None:
-        self._path = fspath(path, "ArrayRecordWriter")
+        given = path if isinstance(path, Upload) else None
+        self._upload: _Stream | None = None if given is None else _Stream(given)
+        self._path = given.url if given is not None else fspath(path, "ArrayRecordWriter")
         if options is None:
             options = ""
         if not isinstance(options, str):
+            if self._upload is not None:
+                self._upload.abort()  # the writer was given it: nothing may remain of it
             raise TypeError(
                 f"ArrayRecordWriter({self._path!r}): options must be a str in the official "
                 f"grammar ('group_size:1,zstd:3'), got {type(options).__name__}"
             )
         self._failed = False
         self._closed = True  # until the engine writer exists
-        self._fs, self._inner = resolve_fs(self._path, storage_options)
-        self._upload: _Upload | None = None
+        self._fs, self._inner = (
+            (None, "") if given is not None else resolve_fs(self._path, storage_options)
+        )
         try:
-            if self._fs is not None and _streamed(self._fs):
+            if self._upload is None and self._fs is not None and _streamed(self._fs):
                 _native.canonical_writer_options(options)  # bad options: no upload begins
-                self._upload = _Upload(self._fs, self._inner)
+                self._upload = _Stream(_FsspecUpload(self._fs, self._inner))
+            if self._upload is not None:
                 self._native = _native.Writer(None, options, write=self._upload.write)
             else:
                 path = None if self._fs is not None else self._inner
@@ -247,8 +277,9 @@ class ArrayRecordWriter:
 
     @property
     def upload_bytes(self) -> int:
-        """Bytes streamed to an object-store upload so far (:data:`STREAMED_PROTOCOLS`;
-        0 for any other destination): after ``close()``, the whole file's size. A
+        """Bytes streamed to an object-store upload so far (:data:`STREAMED_PROTOCOLS`
+        or a given :class:`arrayds.abc.store.Upload`; 0 for any other destination):
+        after ``close()``, the whole file's size. A
         completing request that the store applied but whose reply was lost makes
         ``close()`` fail (GCS: the resumable session is complete, 404; S3: the
         multipart upload is gone) while the object is there whole; only a caller that
@@ -315,7 +346,7 @@ class ArrayRecordWriter:
         engine_abort = getattr(native, "abort", None)
         if engine_abort is not None:
             engine_abort()
-        elif self._fs is None:
+        elif self._upload is None and self._fs is None:
             # The engine finishes a file on close() and on destruction; it has no way
             # to drop one yet. Finish it, then empty it, so no footer survives.
             native.close()

@@ -55,7 +55,9 @@ def shard_writer(
     temporary name, synced to the disk and renamed into place, so a shard name never
     holds a half-written file even if two attempts of the same task race, and a
     commit that names it never outlives its bytes; on object stores the engine
-    uploads the object as it is written and completes it at ``close()``. Errors of the
+    uploads the object as it is written and completes it at ``close()`` (through
+    fsspec, or through the :class:`arrayds.abc.store.Upload` the store yields: the
+    obstore backend's, with the store's own client). Errors of the
     writer itself (opening, closing) name the shard's URL; what the caller's block
     raises is its own. ``defer_sync``: for a shard this process commits itself (see
     :meth:`Store.new_file`): locally its data reaches the disk while the commit is

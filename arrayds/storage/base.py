@@ -72,12 +72,16 @@ class BaseStore:
         self.storage_options: dict[str, Any] = {
             k: v for k, v in (storage_options or {}).items() if k != "backend"
         }
+        self.root, self.protocol = self.locate(url)
+        self.token = (self.protocol, options_token(self.storage_options))
+
+    def locate(self, url: str) -> tuple[str, str]:
+        """Open the fsspec file system of ``url`` (:attr:`fs`); return the root path in
+        it (:meth:`normalize_root`) and the file system's protocol."""
         fs, root = fsspec.core.url_to_fs(url, **self.storage_options)
         self.fs: fsspec.AbstractFileSystem = fs
-        self.root = self.normalize_root(root)
         protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
-        self.protocol: str = protocol
-        self.token = (protocol, options_token(self.storage_options))
+        return self.normalize_root(root), protocol
 
     def normalize_root(self, root: str) -> str:
         """The root path as kept (no trailing ``/``)."""

@@ -23,12 +23,17 @@ The store is opened from the same ``storage_options`` as the fsspec one (s3fs:
 ``client_kwargs={"region_name": ...}``; gcsfs: ``token`` (``"anon"`` or a service
 account file), ``endpoint_url``; adlfs: ``account_name``, ``account_key``,
 ``sas_token``, ``anon``); obstore reads the rest of its configuration from the
-environment (``AWS_*``, ``GOOGLE_*``, ``AZURE_*``). Shard files are still written by
-the ArrayRecord engine through fsspec with those options
-(:meth:`ObstoreStore.new_file`, :attr:`ObstoreStore.storage_options`, which never
-holds ``backend``); this store serves what the dataset layer reads and writes by key
-(manifests, commits, listings, deletes) and every byte of a shard read through
-:meth:`ObstoreStore.get_ranges` (the open's tail and footer, the chunk ranges).
+environment (``AWS_*``, ``GOOGLE_*``, ``AZURE_*``). This store serves what the
+dataset layer reads and writes by key (manifests, commits, listings, deletes), every
+byte of a shard read through :meth:`ObstoreStore.get_ranges` (the open's tail and
+footer, the chunk ranges) and every shard written: :meth:`ObstoreStore.new_file`
+yields an :class:`ObstoreUpload` (obstore's buffered writer: one PUT for an object
+smaller than a part, else a multipart upload), which the ArrayRecord writer streams
+the file into, so no request of a dataset's reads or writes goes through fsspec.
+:attr:`ObstoreStore.storage_options` holds ``"backend": "obstore"``, so that a store
+reopened from the URL and those options (the tasks of a dask write reopen theirs) is
+an obstore store again; fsspec never sees it (:attr:`ObstoreStore.fs` and
+:func:`arrayds.files.common.resolve_fs` drop it).
 
 >>> from arrayds.storage import store_class
 >>> store_class("s3://bucket/x", {"backend": "obstore"}).__name__
@@ -39,27 +44,75 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import json
 import os
 import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+import fsspec
 import obstore
 from obstore.exceptions import AlreadyExistsError, PreconditionError
 from obstore.store import AzureStore, GCSStore, S3Store
 
+from ..abc import store as store_contract
 from ..abc.store import Keep
 from ..errors import BlindCommitWarning, CorruptionError, PreconditionFailedError
 from .base import BaseStore, options_token
 
-__all__ = ["PROTOCOLS", "ObstoreStore"]
+__all__ = ["PROTOCOLS", "UPLOAD_CONCURRENCY", "ObstoreStore", "ObstoreUpload"]
 
 PROTOCOLS = ("s3", "s3a", "gs", "gcs", "az", "abfs", "abfss")
 """The fsspec protocols this store serves (S3, Google Cloud Storage, Azure Blob)."""
 
 _GCS = ("gs", "gcs")
 _AZURE = ("az", "abfs", "abfss")
+_FSSPEC_NAMES = {"s3a": "s3", "gcs": "gs", "az": "abfs", "abfss": "abfs"}
+"""Protocols under the name fsspec's file systems give them (their first protocol)."""
+
+UPLOAD_CONCURRENCY = 1
+"""Parts of an :class:`ObstoreUpload` in flight at once: one part uploads while the
+engine fills the next, so an upload holds at most two parts of
+:data:`arrayds.abc.store.UPLOAD_PART_BYTES` (obstore's default, 12, would hold 13)."""
+
+
+class ObstoreUpload:
+    """An :class:`arrayds.abc.store.Upload` through obstore's buffered writer
+    (``obstore.open_writer``, object_store's ``BufWriter``) of one object of a store:
+    the bytes gather up to :data:`arrayds.abc.store.UPLOAD_PART_BYTES`; an object
+    smaller than that is one PUT at :meth:`close`, a larger one a multipart upload
+    whose parts leave as they fill (:data:`UPLOAD_CONCURRENCY`) and which
+    :meth:`close` completes. :meth:`abort` puts nothing and aborts a multipart upload
+    begun (obstore aborts from the ``with`` exit of its writer on an exception: it has
+    no ``abort`` method). After :meth:`close` was called (whether or not it raised)
+    :meth:`abort` does nothing: obstore's writer is gone then.
+
+    ``state``: ``"open"``, ``"closed"`` (:meth:`close` called) or ``"aborted"``."""
+
+    def __init__(self, client: Any, key: str, url: str) -> None:
+        self.url = url
+        self.state = "open"
+        self.file = obstore.open_writer(
+            client,
+            key,
+            buffer_size=store_contract.UPLOAD_PART_BYTES,
+            max_concurrency=UPLOAD_CONCURRENCY,
+        )
+
+    def write(self, data: Any) -> None:
+        self.file.write(data)
+
+    def close(self) -> None:
+        self.state = "closed"
+        self.file.close()
+
+    def abort(self) -> None:
+        if self.state != "open":
+            return
+        self.state = "aborted"
+        stop = RuntimeError("upload aborted")
+        self.file.__exit__(type(stop), stop, None)
 
 
 def _s3_store(bucket: str, prefix: str, opts: Mapping[str, Any]) -> S3Store:
@@ -137,12 +190,38 @@ class ObstoreStore(BaseStore):
                 f"{self.url}: the obstore backend serves {', '.join(PROTOCOLS)} URLs, not "
                 f"{self.protocol}://; use the fsspec backend"
             )
-        self.token = (self.protocol, options_token({**opts, "backend": self.backend}))
+        # kept with the backend: a store reopened from (url, storage_options), as the
+        # tasks of a dask write reopen theirs, is again an obstore store
+        self.storage_options = {**opts, "backend": self.backend}
+        self.token = (self.protocol, options_token(self.storage_options))
         bucket, _, prefix = self.root.strip("/").partition("/")
         self.bucket = bucket
         self.prefix = prefix
         self._client: Any = None
         self._pid = -1
+
+    def locate(self, url: str) -> tuple[str, str]:
+        """The root path and protocol of ``url`` as fsspec names them (``s3a://`` is
+        ``s3``, ``gcs://`` ``gs``, ``az://`` ``abfs``), without opening fsspec's file
+        system: obstore needs none, so s3fs, gcsfs and adlfs need not be installed.
+        :attr:`fs` opens it for a caller that asks for it."""
+        protocol, path = fsspec.core.split_protocol(url)
+        protocol = protocol or "file"
+        return self.normalize_root(path), _FSSPEC_NAMES.get(protocol, protocol)
+
+    @functools.cached_property
+    def fs(self) -> Any:
+        """The fsspec file system of the root (opened when first asked for: not by
+        this store's own reads and writes)."""
+        opts = {k: v for k, v in self.storage_options.items() if k != "backend"}
+        return fsspec.filesystem(self.protocol, **opts)
+
+    @property
+    def canonical_url(self) -> str:
+        return f"{self.protocol}://{self.root}"
+
+    def url_of(self, key: str, name: str = "") -> str:
+        return f"{self.protocol}://{self.path(key, name)}"
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -358,19 +437,41 @@ class ObstoreStore(BaseStore):
             ) from None
 
     @contextlib.contextmanager
-    def new_file(self, key: str, *, defer_sync: bool = False) -> Iterator[str]:
-        """Yields the object's URL for the engine to stream to through fsspec (with
-        :attr:`storage_options`); the object exists once the engine closed it. On an
-        exception the object is removed if the engine had completed it. An object is
-        durable once written: ``defer_sync`` changes nothing."""
+    def new_file(self, key: str, *, defer_sync: bool = False) -> Iterator[ObstoreUpload]:
+        """Yields an :class:`ObstoreUpload` of ``key``, which
+        :class:`arrayds.ArrayRecordWriter` takes as its destination: the engine streams
+        the file into it and the writer's ``close()`` completes it (the object appears
+        then, whole and durable: ``defer_sync`` changes nothing). On an exception an
+        upload not completed is aborted (no object, no pending multipart upload) and
+        an object completed is deleted. A block that ends normally without the upload
+        closed (never written, or aborted) is a ``RuntimeError``: nothing is under
+        ``key`` then.
+
+        >>> from arrayds.storage import get_store
+        >>> st = get_store("s3://bucket/x", {"backend": "obstore", "anon": True})
+        >>> with st.new_file("a/c/s.array_record") as upload:
+        ...     upload.abort()  # nothing was sent: no request is made
+        Traceback (most recent call last):
+        ...
+        RuntimeError: s3://bucket/x/a/c/s.array_record: the upload was aborted when ...
+        """
+        upload = ObstoreUpload(self.client, key, self.display(key))
         try:
-            yield self.fs.unstrip_protocol(self.path(key))
+            yield upload
         except BaseException:
             with contextlib.suppress(Exception):
-                self.delete([key])
+                upload.abort()
+            if upload.state == "closed":  # completed (or its completing reply lost)
+                with contextlib.suppress(Exception):
+                    self.delete([key])
             raise
-        finally:
-            self.fs.invalidate_cache(self.path(key))
+        if upload.state != "closed":
+            state = upload.state
+            upload.abort()
+            raise RuntimeError(
+                f"{upload.url}: the upload was {state} when the new_file block ended "
+                f"(close the writer inside it): nothing is stored"
+            )
 
     def flush(self, keys: Iterable[str]) -> None:
         """Nothing to do: an object exists once its PUT (or upload) is acknowledged."""

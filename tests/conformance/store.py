@@ -317,7 +317,8 @@ class StoreTests:
         assert store.path("a", "b") == store.path("a/b")
         store.put("a/b", b"named")
         url = store.url_of("a/b")
-        with fsspec.open(url, "rb", **store.storage_options) as f:
+        fs_opts = {k: v for k, v in store.storage_options.items() if k != "backend"}
+        with fsspec.open(url, "rb", **fs_opts) as f:
             assert f.read() == b"named"
         again = new_store(store.canonical_url, store.storage_options)
         assert type(again) is type(store) and again.get("a/b") == b"named"

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import arrayds
-from arrayds.files import writer as ar_mod
+from arrayds.abc import store as store_contract
 
 
 def _records(n_mib: int) -> list[bytes]:
@@ -17,7 +17,7 @@ def _records(n_mib: int) -> list[bytes]:
 
 @pytest.fixture
 def small_parts(monkeypatch):
-    monkeypatch.setattr(ar_mod, "UPLOAD_PART_BYTES", 5 << 20)  # a multiple of 256 KiB
+    monkeypatch.setattr(store_contract, "UPLOAD_PART_BYTES", 5 << 20)  # a multiple of 256 KiB
 
 
 def test_a_large_file_streams_and_appears_at_close(small_parts, gcs_opts, gcs_fs, gcs_url):

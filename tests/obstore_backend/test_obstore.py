@@ -67,7 +67,8 @@ def test_an_obstore_backend_without_obstore_names_the_extra(monkeypatch):
 
 def test_backend_never_reaches_fsspec_and_stores_differ_by_backend(url, opts):
     st = get_store(url, opts)
-    assert type(st) is ObstoreStore and "backend" not in st.storage_options
+    assert type(st) is ObstoreStore and st.storage_options["backend"] == "obstore"
+    assert "backend" not in st.fs.storage_options  # kept to reopen the store, not fsspec's
     fs_st = get_store(url, {**opts, "backend": "fsspec"})
     assert type(fs_st) is FsspecStore and "backend" not in fs_st.storage_options
     assert st.token != fs_st.token

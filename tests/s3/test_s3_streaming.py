@@ -10,7 +10,7 @@ import pytest
 import s3fs
 
 import arrayds
-from arrayds.files import writer as ar_mod
+from arrayds.abc import store as store_contract
 
 from .conftest import BUCKET
 
@@ -27,7 +27,7 @@ def _pending_uploads(fs: s3fs.S3FileSystem) -> list:
 
 @pytest.fixture
 def small_parts(monkeypatch):
-    monkeypatch.setattr(ar_mod, "UPLOAD_PART_BYTES", 5 << 20)  # the S3 minimum
+    monkeypatch.setattr(store_contract, "UPLOAD_PART_BYTES", 5 << 20)  # the S3 minimum
 
 
 def _parts(fs: s3fs.S3FileSystem, path: str) -> int:
