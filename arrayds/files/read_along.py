@@ -1,29 +1,39 @@
-"""Reading along: the records of later read-ahead groups that fill the gaps of a group's
-requests, kept until their group comes.
+"""Reading along: records of later read-ahead groups read with a group's requests and
+kept until their group comes.
 
 :meth:`arrayds.ArrayRecordDataSource.batches` reads the records of a group of batches
 together, one coalesced pass per file (:mod:`arrayds.storage.coalesce`: two byte ranges
 at most ``gap`` bytes apart become one request, the gap fetched and dropped). In a
-shuffled order a group's records lie apart in each file, and the records between them
-are, for the most part, records of later groups of the same order. Fetched and dropped,
-they are fetched again when their group comes; read along and kept, the gap costs
-nothing twice, and gaps that hold little else join into one request.
+shuffled order a group's records lie apart in each file, and most records between them
+belong to later groups of the same order: fetched and dropped, they are fetched again
+when their group comes, and a gap of more than ``gap`` bytes splits the file's pass
+into several requests. Read along and kept, they cost no second fetch and their gap
+joins; a file whose later records are all kept is not read again.
 
-The plan of one group (:meth:`ReadAlong.plan`): in each remote file, every gap between
-two of the group's records is priced: its *waste* (bytes of records no later group
-reads) and its *keep* (bytes of records a later group reads, not kept yet). A gap whose
-waste is at most the coalescing ``gap`` joins once the coalescing planner finds at most
-``gap`` bytes between two wanted ranges, so the keep bytes it needs for that are
-``max(0, keep - (gap - waste))``; gaps are taken cheapest first (fewest bytes to keep,
-then fewest bytes kept), each with all its later records, while the records kept stay
-within ``keep_bytes`` (estimated from each file's size per record). A gap with more
-waste than ``gap`` is not filled. Sizes come from the file sizes a data source knows
-(a records dataset's manifest); files of unknown size read nothing along.
+The plan of one group (:meth:`ReadAlong.plan`), within ``keep_bytes`` of records kept
+(stored bytes, estimated from each file's size per record), in three steps:
+
+1. whole files: in a file the group reads, every record a later group reads is read
+   along if no gap left between the records then read (the group's and the later
+   ones, up to the last later record at either end) holds more than ``gap`` bytes of
+   records no later group reads (*waste*); the files that need the fewest bytes kept
+   first;
+2. joined gaps: in the other files, a gap between two of the group's records whose
+   waste is at most ``gap`` joins once at most ``gap`` bytes of it are dropped, so it
+   needs ``max(0, later - (gap - waste))`` bytes of its later records kept (those read
+   soonest); the cheapest gaps first;
+3. with what room is left, the other later records those joined gaps fetch anyway,
+   those read soonest first.
+
+Sizes come from the file sizes a data source knows (a records dataset's manifest);
+files of unknown size read nothing along.
 
 >>> ra = ReadAlong(np.array([0, 4, 1, 3]), step=2, keep_bytes=1 << 20)
->>> one_file = lambda idx: (np.zeros_like(idx), idx)
->>> ra.plan(0, np.array([0, 4]), one_file, lambda k: 100.0, gap=100).tolist()  # 1..3
+>>> one_file = lambda idx: (np.zeros_like(idx), idx)  # every record in file 0
+>>> ra.plan(0, np.array([0, 4]), one_file, lambda f: 100.0, gap=100).tolist()
 [1, 3]
+>>> ra.plan(0, np.array([0, 4]), one_file, lambda f: 100.0, gap=99).tolist()  # 2: waste
+[]
 """
 
 from __future__ import annotations
@@ -98,11 +108,21 @@ class ReadAlong:
         later, first, later_file = self._later(k, locate)
         if later.size == 0:
             return none
-        m = np.unique(missing)
+        m = np.sort(missing)
+        m = m[_firsts(m)]
         fid, _ = locate(m)
-        files, f_first = np.unique(fid, return_index=True)
+        f_first = _firsts(fid)
+        files = fid[f_first]
+        size_f = _sizes(files, record_bytes)
+        if np.isnan(size_f).any():  # files of unknown size: nothing read along there
+            known = ~np.isnan(size_f)[np.searchsorted(files, fid)]
+            m, fid = m[known], fid[known]
+            if m.size == 0:
+                return none
+            f_first = _firsts(fid)
+            files = fid[f_first]
+            size_f = _sizes(files, record_bytes)
         f_last = np.r_[f_first[1:], m.size] - 1
-        size_f = _sizes(files, record_bytes, np.nan)
         kept = self._kept_sorted
         # the gaps between the group's records in one file: records lo .. hi - 1
         inner = np.flatnonzero((fid[1:] == fid[:-1]) & (m[1:] - m[:-1] > 1))
@@ -134,7 +154,7 @@ class ReadAlong:
             - np.searchsorted(kept, later[np.minimum(ls, later.size - 1)])
         )
         f_new = np.where(le > ls, f_new, 0)
-        whole = np.flatnonzero((worst <= gap) & (f_new > 0))  # NaN sizes compare false
+        whole = np.flatnonzero((worst <= gap) & (f_new > 0))
         whole = whole[np.argsort(f_new[whole] * size_f[whole], kind="stable")]
         whole = whole[np.cumsum(f_new[whole] * size_f[whole]) <= room]
         room -= float((f_new[whole] * size_f[whole]).sum())
@@ -216,7 +236,7 @@ class ReadAlong:
         later, first, _ = self._later(k, locate)
         groups = first[np.searchsorted(later, along)]
         fid, _ = locate(along)
-        size = _sizes(fid, record_bytes, 0.0)
+        size = _sizes(fid, record_bytes)
         order = np.argsort(groups, kind="stable")
         cuts = np.flatnonzero(np.diff(groups[order])) + 1
         for part in np.split(order, cuts):
@@ -228,15 +248,23 @@ class ReadAlong:
             by_id = np.argsort(ids, kind="stable")  # sorted, for searchsorted
             self._kept[g] = (ids[by_id], [kept[i] for i in by_id.tolist()], nbytes + more)
             self.kept_bytes += more
-        self._kept_sorted = np.union1d(self._kept_sorted, along)
+        self._kept_sorted = np.sort(np.concatenate([self._kept_sorted, along]))
 
 
-def _sizes(files: np.ndarray, record_bytes: Callable[[int], float | None], unknown: float):
-    """``record_bytes`` of each file number of ``files`` (``unknown`` where it is
+def _firsts(sorted_a: np.ndarray) -> np.ndarray:
+    """The positions of the first of each run of equal values of ``sorted_a``."""
+    return np.flatnonzero(np.r_[True, sorted_a[1:] != sorted_a[:-1]])
+
+
+def _sizes(files: np.ndarray, record_bytes: Callable[[int], float | None]) -> np.ndarray:
+    """``record_bytes`` of each file number of the sorted ``files`` (NaN where it is
     ``None``), asked once per file."""
-    uniq, inv = np.unique(files, return_inverse=True)
-    per = [record_bytes(f) for f in uniq.tolist()]
-    return np.array([unknown if b is None else b for b in per], dtype=np.float64)[inv]
+    if files.size == 0:
+        return np.empty(0, dtype=np.float64)
+    starts = _firsts(files)
+    per = [record_bytes(f) for f in files[starts].tolist()]
+    sizes = np.array([np.nan if b is None else b for b in per], dtype=np.float64)
+    return np.repeat(sizes, np.diff(np.r_[starts, files.size]))
 
 
 def _member(a: np.ndarray, sorted_b: np.ndarray) -> np.ndarray:
