@@ -166,6 +166,7 @@ class ReadAlong:
         # drop, cheapest first (the records read soonest kept); then, within what is
         # left of the room, other records the joined gaps fetch anyway (soonest first)
         cost = np.maximum(0.0, n_new * size - np.maximum(0.0, gap - waste))
+        cost = np.ceil(cost / size) * size  # whole records
         ok = np.flatnonzero((waste <= gap) & (n_new > 0) & ~done[gf])
         paid = ok[cost[ok] > 0]
         paid = paid[np.argsort(cost[paid], kind="stable")]
