@@ -805,12 +805,14 @@ class ArrayRecordDataSource:
         flight. ``readahead=0`` reads each batch when it is reached.
 
         Files on an object store whose sizes the source knows (a records dataset's
-        shards) also read along the records of later groups that lie between a
-        group's records, where that lets the coalescing join the group's ranges
-        into fewer requests, and keep them until their group comes (reading along,
-        :mod:`arrayds.files.read_along`): a shuffled epoch then fetches few bytes twice
-        and makes fewer requests. ``keep_bytes`` bounds what is kept, in stored
-        bytes (``None``: :data:`KEEP_BYTES`, 32 MiB; ``0``: nothing is read along).
+        shards) also read along records of later groups of ``order`` in the files a
+        group reads (all of a file's, when they fit, so that no later group reads it
+        again; else those that let the coalescing join the group's ranges into fewer
+        requests) and keep them until their group comes (reading along,
+        :mod:`arrayds.files.read_along`): a shuffled epoch then fetches few bytes
+        twice and makes fewer requests. ``keep_bytes`` bounds what is kept, in stored
+        bytes, on top of the two groups (``None``: :data:`KEEP_BYTES`, 32 MiB; ``0``:
+        nothing is read along).
 
         A bad ``batch_size``, ``readahead`` or ``keep_bytes`` is a ``ValueError``, an
         index out of range an ``IndexError``, both raised here, before anything is
