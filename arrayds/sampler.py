@@ -22,7 +22,7 @@ records) fetches many windows' blocks together, one coalesced pass per shard, an
 reads along the blocks of later groups that lie between them (kept, up to 32 MiB, until
 their group comes), so that on an object store the requests of an epoch depend little
 on the block size: on the S3 benchmark (docs/performance.md) blocks of 256 records of
-1 KiB (256 KiB) read at 85-96% of a sequential scan's speed. Give windows of as many
+1 KiB (256 KiB) read at 80-96% of a sequential scan's speed. Give windows of as many
 blocks as the mixing needs (a window's records are shuffled among themselves).
 
 The concatenated epochs are the sampler's *global sequence*: ``sampler[g]`` is its
