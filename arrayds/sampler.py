@@ -18,12 +18,12 @@ epoch)``; epochs ``0 .. num_epochs - 1`` follow each other.
 
 Choosing the sizes: read the order with
 :meth:`arrayds.ArrayRecordDataSource.batches`, whose read-ahead (about 32 MiB of
-records) fetches a window's blocks together, one ranged GET per block (or run of
-nearby blocks). On an object store the block size therefore sets the requests of an
-epoch: on the S3 benchmark (docs/performance.md) blocks of 2048 records of 1 KiB
-(2 MiB) read at 75-84% of a sequential scan's speed, blocks of 256 (256 KiB) at
-58-63%. Give blocks of a MiB or more there, and windows of as many blocks as the
-mixing needs (a window's records are shuffled among themselves).
+records) fetches many windows' blocks together, one coalesced pass per shard, and
+reads along the blocks of later groups that lie between them (kept, up to 32 MiB, until
+their group comes), so that on an object store the requests of an epoch depend little
+on the block size: on the S3 benchmark (docs/performance.md) blocks of 256 records of
+1 KiB (256 KiB) read at 80-96% of a sequential scan's speed. Give windows of as many
+blocks as the mixing needs (a window's records are shuffled among themselves).
 
 The concatenated epochs are the sampler's *global sequence*: ``sampler[g]`` is its
 ``g``-th element (a Grain ``RecordMetadata``, as a Grain index sampler gives). Shard

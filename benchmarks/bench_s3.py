@@ -578,7 +578,7 @@ def run_records(args, webdataset: bool, server: ServerProcess, work: str, s3fs) 
     """The records rows: arrayds' data source (fsspec and obstore) and webdataset on the
     same records in the same bucket, through the same proxy."""
     from arrayds import records
-    from arrayds.files.data_source import READAHEAD_BYTES
+    from arrayds.files.data_source import KEEP_BYTES, READAHEAD_BYTES
     from arrayds.sampler import BlockShuffleSampler
     from arrayds.storage.coalesce import coalescing
 
@@ -596,15 +596,20 @@ def run_records(args, webdataset: bool, server: ServerProcess, work: str, s3fs) 
     stored = fs.du(url[len("s3://") :])
     limit = min(args.record_batches * RECORD_BATCH or n, n)
     full = np.random.default_rng(0).permutation(n)
-    # key: (label, order, records read, read-ahead in batches (None: the default), gap)
-    workloads: dict[str, tuple[str, np.ndarray, int, int | None, int | None]] = {
-        "scan": ("sequential scan", np.arange(n), limit, None, None),
-        "block": (
-            f"block-shuffled epoch (blocks of {BLOCK_SIZE}, windows of {WINDOW_BLOCKS} blocks)",
-            BlockShuffleSampler(n, BLOCK_SIZE, WINDOW_BLOCKS, seed=0).epoch_order(0),
+    # key: (label, order, records read, read-ahead in batches (None: the default), gap,
+    # keep_bytes (None: the default))
+    block_order = BlockShuffleSampler(n, BLOCK_SIZE, WINDOW_BLOCKS, seed=0).epoch_order(0)
+    block = f"block-shuffled epoch (blocks of {BLOCK_SIZE}, windows of {WINDOW_BLOCKS} blocks)"
+    workloads: dict[str, tuple[str, np.ndarray, int, int | None, int | None, int | None]] = {
+        "scan": ("sequential scan", np.arange(n), limit, None, None, None),
+        "block": (block, block_order, limit, None, None, None),
+        "block alone": (
+            block + ", nothing read along (`keep_bytes=0`)",
+            block_order,
             limit,
             None,
             None,
+            0,
         ),
         "big block": (
             f"block-shuffled epoch (blocks of {BIG_BLOCK}, windows of {BIG_WINDOW} blocks)",
@@ -612,9 +617,10 @@ def run_records(args, webdataset: bool, server: ServerProcess, work: str, s3fs) 
             limit,
             None,
             None,
+            None,
         ),
-        "full": ("fully shuffled epoch", full, limit, None, None),
-        "full 8": ("fully shuffled epoch, 8 batches ahead", full, limit, 8, None),
+        "full": ("fully shuffled epoch", full, limit, None, None, None),
+        "full 8": ("fully shuffled epoch, 8 batches ahead", full, limit, 8, None, None),
         "full gap 0": (
             "fully shuffled, one request per record (gap 0; first "
             f"{min(PER_RECORD, limit):,} records)",
@@ -622,22 +628,23 @@ def run_records(args, webdataset: bool, server: ServerProcess, work: str, s3fs) 
             min(PER_RECORD, limit),
             None,
             0,
+            None,
         ),
     }
 
-    def epoch(so: dict, order: np.ndarray, count: int, ahead: int | None) -> None:
+    def epoch(so: dict, order: np.ndarray, count: int, ahead: int | None, keep: int | None):
         src = records.data_source(url, storage_options=so)
-        batches = src.batches(order[:count], RECORD_BATCH, readahead=ahead)
+        batches = src.batches(order[:count], RECORD_BATCH, readahead=ahead, keep_bytes=keep)
         for i, got in zip(range(0, count, RECORD_BATCH), batches, strict=True):
             last = order[min(i + RECORD_BATCH, count) - 1]
             assert len(got) == min(RECORD_BATCH, count - i) and got[-1] == data[last].tobytes()
 
-    def run_epoch(so: dict, order: np.ndarray, count: int, ahead: int | None, gap: int | None):
+    def run_epoch(so: dict, order, count: int, ahead, gap: int | None, keep: int | None):
         if gap is None:
-            epoch(so, order, count, ahead)
+            epoch(so, order, count, ahead, keep)
             return
         with coalescing(gap=gap):
-            epoch(so, order, count, ahead)
+            epoch(so, order, count, ahead, keep)
 
     one_by_one = np.random.default_rng(1).permutation(n)[:ONE_BY_ONE]
 
@@ -649,9 +656,11 @@ def run_records(args, webdataset: bool, server: ServerProcess, work: str, s3fs) 
     rows: list[tuple[str, str, str, int, dict[str, Any], int]] = []  # reader, key, label, ...
     backends = (("arrayds, fsspec", slow), ("arrayds, obstore", {**slow, "backend": "obstore"}))
     for name, so in backends:
-        for key, (label, order, count, ahead, gap) in workloads.items():
+        for key, (label, order, count, ahead, gap, keep) in workloads.items():
             m = timed(
-                lambda so=so, o=order, c=count, a=ahead, g=gap: run_epoch(so, o, c, a, g),
+                lambda so=so, o=order, c=count, a=ahead, g=gap, k=keep: run_epoch(
+                    so, o, c, a, g, k
+                ),
                 args.repeat,
                 server,
             )
@@ -692,7 +701,9 @@ def run_records(args, webdataset: bool, server: ServerProcess, work: str, s3fs) 
         "",
         f"Measured over {span} (unless the row says otherwise); arrayds: "
         f"`records.data_source(url).batches(order, {RECORD_BATCH})` (reading ahead about "
-        f"{READAHEAD_BYTES >> 20} MiB of stored records, unless the row says otherwise), "
+        f"{READAHEAD_BYTES >> 20} MiB of stored records and keeping up to "
+        f"{KEEP_BYTES >> 20} MiB of records read along for later groups, unless the row "
+        "says otherwise), "
         f"{stored / 1e6:.1f} MB stored.{note}",
         "",
         "| reader | workload | records/s | requests | fetched / needed | CPU | peak RSS added |",
@@ -710,13 +721,15 @@ def run_records(args, webdataset: bool, server: ServerProcess, work: str, s3fs) 
     ok = True
     for name, _ in backends:
         block = rate[name, "block"] / rate[name, "scan"]
+        alone = rate[name, "block alone"] / rate[name, "scan"]
         big = rate[name, "big block"] / rate[name, "scan"]
         vs_one = rate[name, "full"] / rate[name, "singles"]
         vs_gap0 = rate[name, "full"] / rate[name, "full gap 0"]
         ok &= block >= 0.8 and vs_one >= 10
         out.append(
-            f"{name}: block-shuffled / sequential **{block:.0%}** with blocks of {BLOCK_SIZE}, "
-            f"**{big:.0%}** with blocks of {BIG_BLOCK} (target >= 80%); fully shuffled / one "
+            f"{name}: block-shuffled / sequential **{block:.0%}** with blocks of {BLOCK_SIZE} "
+            f"({alone:.0%} reading nothing along), **{big:.0%}** with blocks of {BIG_BLOCK} "
+            "(target >= 80%); fully shuffled / one "
             f"record per request **{vs_one:.1f}x** (target >= 10x); fully shuffled / the "
             f"same with gap 0 **{vs_gap0:.1f}x**."
         )

@@ -39,8 +39,10 @@ import numpy as np
 
 from ..storage import get_store
 from ..storage.base import BaseStore
+from ..storage.coalesce import coalesce_options
 from .common import PathLike, fspath, index_array, resolve_fs, run_each
 from .options import ReaderOptions, parse_reader_options
+from .read_along import ReadAlong
 from .reader import ArrayRecordReader, prefetcher
 
 # Files kept open after counting records at construction of a data source.
@@ -55,6 +57,10 @@ records is not known (files of unknown size): a window of 8 blocks of a
 READAHEAD_BYTES = 32 << 20
 """What :meth:`ArrayRecordDataSource.batches` reads together by default: as many
 batches as hold about 32 MiB of the files' bytes (their size over their records)."""
+KEEP_BYTES = 32 << 20
+"""What :meth:`ArrayRecordDataSource.batches` may keep of records read along for later
+groups of remote files (:mod:`arrayds.files.read_along`): about 32 MiB of the files'
+bytes."""
 _REMOTE_FOOTER_PREFETCH = "footer_prefetch_bytes:128K"
 """What a remote shard's open fetches unless the reader options say otherwise: a
 128 KiB tail holds the postscript and the footer of files of up to some ten thousand
@@ -778,6 +784,7 @@ class ArrayRecordDataSource:
         batch_size: int,
         *,
         readahead: int | None = None,
+        keep_bytes: int | None = None,
     ) -> Iterator[list[Any]]:
         """The records of ``order`` (record indices, e.g. a sampler's
         :meth:`~arrayds.sampler.BlockShuffleSampler.epoch_order`) in batches of
@@ -795,9 +802,21 @@ class ArrayRecordDataSource:
         group holds, the denser a shuffled group's records lie in each file and the
         fewer bytes its coalesced requests fetch beside them. At most two groups
         of records are held at once; leaving the loop early waits for the read in
-        flight. ``readahead=0`` reads each batch when it is reached. A bad
-        ``batch_size`` or ``readahead`` is a ``ValueError``, an index out of range an
-        ``IndexError``, both raised here, before anything is read.
+        flight. ``readahead=0`` reads each batch when it is reached.
+
+        Files on an object store whose sizes the source knows (a records dataset's
+        shards) also read along records of later groups of ``order`` in the files a
+        group reads (all of a file's, when they fit, so that no later group reads it
+        again; else those that let the coalescing join the group's ranges into fewer
+        requests) and keep them until their group comes (reading along,
+        :mod:`arrayds.files.read_along`): a shuffled epoch then fetches few bytes
+        twice and makes fewer requests. ``keep_bytes`` bounds what is kept, in stored
+        bytes, on top of the two groups (``None``: :data:`KEEP_BYTES`, 32 MiB; ``0``:
+        nothing is read along).
+
+        A bad ``batch_size``, ``readahead`` or ``keep_bytes`` is a ``ValueError``, an
+        index out of range an ``IndexError``, both raised here, before anything is
+        read.
 
         >>> import os, tempfile, arrayds
         >>> path = os.path.join(tempfile.mkdtemp(), "b.ar")
@@ -814,6 +833,8 @@ class ArrayRecordDataSource:
         checks = [("batch_size", batch_size, 1)]
         if readahead is not None:
             checks.append(("readahead", readahead, 0))
+        if keep_bytes is not None:
+            checks.append(("keep_bytes", keep_bytes, 0))
         for name, value, low in checks:
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
                 raise ValueError(
@@ -822,7 +843,14 @@ class ArrayRecordDataSource:
         idx = index_array(order, self._len, "ArrayRecordDataSource.batches")
         if readahead is None:
             readahead = self._readahead_batches(int(batch_size))
-        return self._batches(idx, int(batch_size), int(readahead))
+        keep = KEEP_BYTES if keep_bytes is None else int(keep_bytes)
+        return self._batches(idx, int(batch_size), int(readahead), keep)
+
+    def _record_bytes(self, k: int) -> float | None:
+        """The stored bytes per record of file ``k`` (its size over its records; the
+        records after a range that stops early counted too), or None if not known."""
+        s = self._shard(k)
+        return s.size / s.stop if s.size and s.stop else None
 
     def _readahead_batches(self, batch_size: int) -> int:
         """The default read-ahead of :meth:`batches`: batches of about
@@ -839,23 +867,36 @@ class ArrayRecordDataSource:
         per_record = sum(s.size for s in sized) / records  # type: ignore[misc]
         return max(1, int(READAHEAD_BYTES // (per_record * batch_size)))
 
-    def _batches(self, idx: np.ndarray, batch_size: int, readahead: int) -> Iterator[list[Any]]:
+    def _batches(
+        self, idx: np.ndarray, batch_size: int, readahead: int, keep_bytes: int
+    ) -> Iterator[list[Any]]:
         if readahead == 0:
             for i in range(0, idx.size, batch_size):
                 yield self.__getitems__(idx[i : i + batch_size])
             return
         step = batch_size * readahead
         groups = [idx[i : i + step] for i in range(0, idx.size, step)]
+        # remote files: records of later groups read along (local reads need no requests)
+        along = None
+        if self._remote and keep_bytes and len(groups) > 1:
+            along = ReadAlong(idx, step, keep_bytes)
+
+        def read_group(k: int) -> list[Any]:
+            if along is None:
+                return self.__getitems__(groups[k])
+            gap = coalesce_options().gap  # the coalescing the read will plan with
+            return along.read(
+                k, groups[k], self.__getitems__, self._locate, self._record_bytes, gap
+            )
+
         # leaving the loop early (close, an error) leaves the with block, whose
         # shutdown waits for the read in flight
         with ThreadPoolExecutor(1, thread_name_prefix="arrayds-batches") as pool:
             ahead = None
-            for k, group in enumerate(groups):
-                got = self.__getitems__(group) if ahead is None else ahead.result()
+            for k in range(len(groups)):
+                got = read_group(k) if ahead is None else ahead.result()
                 if k + 1 < len(groups):
-                    ahead = pool.submit(
-                        contextvars.copy_context().run, self.__getitems__, groups[k + 1]
-                    )
+                    ahead = pool.submit(contextvars.copy_context().run, read_group, k + 1)
                 for i in range(0, len(got), batch_size):
                     yield got[i : i + batch_size]
 

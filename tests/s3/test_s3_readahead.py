@@ -46,10 +46,11 @@ def source(s3, written, proxy, backend):
     return src, recs
 
 
-def _epoch(src, recs, order, readahead, proxy) -> int:
-    """Read ``order`` in batches, check every record; the GETs it took."""
+def _epoch(src, recs, order, readahead, proxy, keep_bytes=0) -> int:
+    """Read ``order`` in batches, check every record; the GETs it took (by default
+    nothing read along for later groups: tests/s3/test_s3_read_along.py does)."""
     proxy.stats.reset()
-    got = list(src.batches(order, BATCH, readahead=readahead))
+    got = list(src.batches(order, BATCH, readahead=readahead, keep_bytes=keep_bytes))
     assert [len(b) for b in got] == [BATCH] * (len(order) // BATCH)
     assert [r for b in got for r in b] == [recs[i] for i in order]
     stats = proxy.stats.snapshot()
