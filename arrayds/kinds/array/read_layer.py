@@ -27,10 +27,6 @@ from dask.highlevelgraph import Layer, MaterializedLayer
 
 Key = tuple[Any, ...]
 
-WHOLE_BOX_SHARE = 0.5
-"""A culled read reads its whole box when the run of blocks it needs is at least this
-share of the box's blocks."""
-
 
 class BoxReadLayer(Layer):
     """The tasks of a dask array ``name`` with blocks ``chunks``, read through the boxes
@@ -42,10 +38,10 @@ class BoxReadLayer(Layer):
     read different parts of a box never share a key.
 
     Culling (:meth:`cull`) keeps the blocks asked for and reads, in each box, only the
-    smallest run of blocks per axis that holds them, unless that run is half the box
-    or more (then the whole box: on an object store one GET of the whole shard beats
-    a footer and a GET of half of it): a small region of a remote array fetches the
-    chunks of the region, not whole shards.
+    smallest run of blocks per axis that holds them: a region of a remote array decodes
+    the chunks of the region, and fetches only those unless they are half the shard's
+    records or more (then one GET of the whole shard, footer included, beats a footer
+    and a GET of half of it: ``Array.read_block`` decides).
     """
 
     def __init__(
@@ -104,11 +100,6 @@ class BoxReadLayer(Layer):
         tasks, deps = self._tasks(wanted)
         return MaterializedLayer(tasks, annotations=self.annotations), deps
 
-    def _box_blocks(self, axis: int, box: int) -> tuple[int, int]:
-        """The blocks ``[first, stop)`` of box ``box`` along ``axis``."""
-        hit = np.flatnonzero(self._box_of[axis] == box)
-        return int(hit[0]), int(hit[-1]) + 1
-
     def boxes(self) -> list[tuple[slice, ...]]:
         """The region of every read box (all of its blocks)."""
         tasks = self._tasks(np.ndindex(*(len(c) for c in self.chunks)))[0]
@@ -127,11 +118,6 @@ class BoxReadLayer(Layer):
         for box, idxs in by_box.items():
             lo = [min(i[d] for i in idxs) for d in range(len(box))]
             hi = [max(i[d] for i in idxs) + 1 for d in range(len(box))]
-            whole = [self._box_blocks(d, b) for d, b in enumerate(box)]
-            if math.prod(h - l_ for l_, h in zip(lo, hi, strict=True)) >= WHOLE_BOX_SHARE * (
-                math.prod(h - l_ for l_, h in whole)
-            ):  # most of the box: the whole box (on object stores one GET)
-                lo, hi = [l_ for l_, _ in whole], [h for _, h in whole]
             read = (self.read_name, *box, *lo, *(h - lo_ for lo_, h in zip(lo, hi, strict=True)))
             s = self._starts
             region = tuple(slice(int(s[d][lo[d]]), int(s[d][hi[d]])) for d in range(len(box)))
