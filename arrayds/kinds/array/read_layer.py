@@ -141,11 +141,12 @@ INTO_READS = 8
 INTO_FETCH_BYTES = 8 << 20
 """The fetched bytes :meth:`BoxReadArray.compute` keeps in flight: at most
 ``max(INTO_FETCH_BYTES, result bytes / INTO_FETCH_SHARE)``, and at least one box. A
-read needs about twice its bytes in flight beyond its result (each response, and what
-the client allocated to receive it), so its peak memory stays within 1.5x the result;
-a few boxes at once still overlap one box's transfer with another's decode."""
+read holds up to twice its bytes in flight beyond its result (each response, what the
+client allocated to receive it, and what the allocator keeps of both), so its peak
+memory stays within 1.5x the result; a few boxes at once still overlap one box's
+transfer with another's decode."""
 
-INTO_FETCH_SHARE = 6
+INTO_FETCH_SHARE = 8
 """See :data:`INTO_FETCH_BYTES`."""
 
 
