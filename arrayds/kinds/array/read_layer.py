@@ -218,7 +218,15 @@ class BoxReadArray(da.Array):
         regions, so no lock is needed), computed now on the threaded or synchronous
         scheduler, every box is decoded straight into ``target`` (as :meth:`compute`
         reads into its result) and None is returned. Any other target or option takes
-        dask's path."""
+        dask's path.
+
+        >>> import arrayds
+        >>> a = arrayds.open_array("memory://doc-store", mode="w", shape=(4,), dtype="i4", chunks=1)
+        >>> a[:] = np.arange(4, dtype="i4")
+        >>> x, target = a.to_dask(), np.zeros(4, "i4")
+        >>> type(x).__name__, x.store(target), target.tolist()
+        ('BoxReadArray', None, [0, 1, 2, 3])
+        """
         get = self._into_get(kwargs, ("lock", "compute", "return_stored"))
         if (
             get is None
@@ -242,6 +250,7 @@ def _fitting(source: Any, boxes: list[tuple[slice, ...]], out: np.ndarray) -> in
     decoded bytes)."""
     stored = getattr(source, "stored_bytes", None)
     share = stored / out.nbytes if stored and out.nbytes else 1.0
-    largest = max(math.prod(s.stop - s.start for s in box) for box in boxes) * out.itemsize
+    largest = max((math.prod(s.stop - s.start for s in box) for box in boxes), default=0)
+    largest *= out.itemsize
     budget = max(INTO_FETCH_BYTES, out.nbytes / INTO_FETCH_SHARE)
     return max(1, int(budget // max(1.0, largest * share)))
