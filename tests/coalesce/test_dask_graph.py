@@ -142,3 +142,75 @@ def test_compute_of_the_whole_array_reads_into_one_result():
     np.testing.assert_array_equal((x + 1).compute(scheduler="threads"), data + 1)
     assert type(x + 1) is not BoxReadArray
     np.testing.assert_array_equal(x.compute(scheduler="threads", optimize_graph=False), data)
+
+
+def _tasks_run(fn):
+    """The names of the tasks dask ran during ``fn()``."""
+    from dask.callbacks import Callback
+
+    names: set[str] = set()
+    with Callback(pretask=lambda key, dsk, state: names.add(key[0] if type(key) is tuple else key)):
+        fn()
+    return names
+
+
+def test_store_into_a_numpy_array_reads_every_box_straight_into_it():
+    import threading
+
+    import dask
+
+    url = f"memory://coalesce-graph-{uuid.uuid4().hex[:8]}/a"
+    data, a = _array(url, shard_size=16 * 8 * 8 * 4)
+    x = arrayds.from_arrayrecord(url)
+    for kwargs in ({}, {"lock": False}, {"lock": True, "scheduler": "sync"}):
+        target = np.zeros(data.shape, data.dtype)
+        ran = _tasks_run(lambda kw=kwargs, t=target: x.store(t, **kw))
+        np.testing.assert_array_equal(target, data)
+        assert all(n.endswith("-into") for n in ran), ran  # no block, no store task
+    with dask.config.set(scheduler="threads", num_workers=2):
+        target = np.zeros(data.shape, data.dtype)
+        assert x.store(target) is None
+        np.testing.assert_array_equal(target, data)
+    # other targets and options: dask's path, same values
+    for target, kwargs in (
+        (np.zeros(data.shape, "f8"), {}),  # a cast
+        (np.zeros(data.shape, data.dtype), {"lock": threading.Lock()}),
+        (np.zeros(data.shape, data.dtype), {"scheduler": "threads", "optimize_graph": False}),
+    ):
+        ran = _tasks_run(lambda kw=kwargs, t=target: x.store(t, **kw))
+        np.testing.assert_array_equal(target, data)
+        assert any(n.startswith("store-map") for n in ran), ran
+    target = np.zeros(data.shape, data.dtype)
+    stored = x.store(target, return_stored=True)
+    np.testing.assert_array_equal(stored.compute(), data)
+    target = np.zeros(data.shape, data.dtype)
+    later = x.store(target, compute=False)
+    assert not target.any()
+    later.compute()
+    np.testing.assert_array_equal(target, data)
+    with pytest.raises(ValueError):  # a target of another shape: dask's own error
+        x.store(np.zeros((3, 3), data.dtype))
+
+
+def test_compute_reads_as_many_boxes_at_once_as_the_fetch_budget_holds(monkeypatch):
+    from arrayds.kinds.array import read_layer
+
+    url = f"memory://coalesce-graph-{uuid.uuid4().hex[:8]}/a"
+    data, a = _array(url, shard_size=16 * 8 * 8 * 4)  # 4 boxes of 4 KiB decoded
+    x = arrayds.from_arrayrecord(url)
+    layer = x.dask.layers[x.name]
+    out = np.empty(data.shape, data.dtype)
+    boxes = layer.boxes()
+    decoded = 16 * 8 * 8 * 4
+    fetched = decoded * a.stored_bytes / data.nbytes  # a box's share of the stored bytes
+    monkeypatch.setattr(read_layer, "INTO_FETCH_SHARE", 1 << 40)  # no share of the result
+    monkeypatch.setattr(read_layer, "INTO_FETCH_BYTES", 1)
+    assert read_layer._fitting(layer.source, boxes, out) == 1  # at least one
+    monkeypatch.setattr(read_layer, "INTO_FETCH_BYTES", int(2.5 * fetched))
+    assert read_layer._fitting(layer.source, boxes, out) == 2
+    monkeypatch.setattr(read_layer, "INTO_FETCH_BYTES", 1)
+    share = data.nbytes / (2.5 * fetched)  # the result's share: two and a half boxes
+    monkeypatch.setattr(read_layer, "INTO_FETCH_SHARE", share)
+    assert read_layer._fitting(layer.source, boxes, out) == 2
+    # a source that knows no stored bytes: a box fetches its decoded bytes
+    assert read_layer._fitting(np.empty(0), boxes, out) == max(1, int(2.5 * fetched // decoded))

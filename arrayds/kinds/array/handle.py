@@ -645,9 +645,9 @@ class Array(Node):
     def _whole(self, relpath: str, count: int) -> bool:
         """Whether a read of ``count`` records of shard ``relpath`` fetches the whole
         shard, footer included, in one request: a remote shard of known size at most
-        the coalescing ``max_size``, of which the read needs more than half the records
+        the coalescing ``max_size``, of which the read needs half the records or more
         (:func:`arrayds.nodes.shards.shard_reader`'s ``whole``)."""
-        if self._store.local or not 2 * count > self._m.shard_records(relpath) > 0:
+        if self._store.local or not 2 * count >= self._m.shard_records(relpath) > 0:
             return False
         size = self._m.shard_sizes().get(relpath)
         return size is not None and size <= coalesce_options().max_size
@@ -657,7 +657,7 @@ class Array(Node):
     ) -> ArrayRecordReader:
         """The reader of shard ``relpath``, checked to hold every record in ``recs``
         (else the manifest and the shard disagree: CorruptionError naming both). A
-        read of more than half the shard's records asks for the whole shard
+        read of half the shard's records asks for the whole shard
         (:meth:`_whole`); ``shards``: as :meth:`_reader`'s."""
         reader = self._reader(relpath, self._whole(relpath, len(recs)), shards)
         n = len(reader)

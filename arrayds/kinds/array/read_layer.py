@@ -38,10 +38,10 @@ class BoxReadLayer(Layer):
     read different parts of a box never share a key.
 
     Culling (:meth:`cull`) keeps the blocks asked for and reads, in each box, only the
-    smallest run of blocks per axis that holds them, unless that run is half the box
-    or more (then the whole box: on an object store one GET of the whole shard beats
-    a footer and a GET of half of it): a small region of a remote array fetches the
-    chunks of the region, not whole shards.
+    smallest run of blocks per axis that holds them: a region of a remote array decodes
+    the chunks of the region, and fetches only those unless they are half the shard's
+    records or more (then one GET of the whole shard, footer included, beats a footer
+    and a GET of half of it: ``Array.read_block`` decides).
     """
 
     def __init__(
@@ -100,11 +100,6 @@ class BoxReadLayer(Layer):
         tasks, deps = self._tasks(wanted)
         return MaterializedLayer(tasks, annotations=self.annotations), deps
 
-    def _box_blocks(self, axis: int, box: int) -> tuple[int, int]:
-        """The blocks ``[first, stop)`` of box ``box`` along ``axis``."""
-        hit = np.flatnonzero(self._box_of[axis] == box)
-        return int(hit[0]), int(hit[-1]) + 1
-
     def boxes(self) -> list[tuple[slice, ...]]:
         """The region of every read box (all of its blocks)."""
         tasks = self._tasks(np.ndindex(*(len(c) for c in self.chunks)))[0]
@@ -123,11 +118,6 @@ class BoxReadLayer(Layer):
         for box, idxs in by_box.items():
             lo = [min(i[d] for i in idxs) for d in range(len(box))]
             hi = [max(i[d] for i in idxs) + 1 for d in range(len(box))]
-            whole = [self._box_blocks(d, b) for d, b in enumerate(box)]
-            if 2 * math.prod(h - l_ for l_, h in zip(lo, hi, strict=True)) >= math.prod(
-                h - l_ for l_, h in whole
-            ):  # half the box or more: the whole box (on object stores one GET)
-                lo, hi = [l_ for l_, _ in whole], [h for _, h in whole]
             read = (self.read_name, *box, *lo, *(h - lo_ for lo_, h in zip(lo, hi, strict=True)))
             s = self._starts
             region = tuple(slice(int(s[d][lo[d]]), int(s[d][hi[d]])) for d in range(len(box)))
@@ -146,46 +136,121 @@ class BoxReadLayer(Layer):
 
 INTO_READS = 8
 """The most boxes :meth:`BoxReadArray.compute` reads at once (fewer if dask's
-``num_workers`` says so): the memory it needs beyond the result is the fetched bytes
-of the boxes in flight."""
+``num_workers`` says so, or :data:`INTO_FETCH_BYTES` does)."""
+
+INTO_FETCH_BYTES = 8 << 20
+"""The fetched bytes :meth:`BoxReadArray.compute` keeps in flight: at most
+``max(INTO_FETCH_BYTES, result bytes / INTO_FETCH_SHARE)``, and at least one box. A
+read holds up to twice its bytes in flight beyond its result (each response, what the
+client allocated to receive it, and what the allocator keeps of both), so its peak
+memory stays within 1.5x the result; a few boxes at once still overlap one box's
+transfer with another's decode."""
+
+INTO_FETCH_SHARE = 8
+"""See :data:`INTO_FETCH_BYTES`."""
 
 
 class BoxReadArray(da.Array):
     """The dask array over a :class:`BoxReadLayer` (what ``array_to_dask`` returns
-    on object stores): a ``dask.array.Array`` in every respect but one. Its own
+    on object stores): a ``dask.array.Array`` in every respect but two. Its own
     ``compute()`` (and ``np.asarray``) on the threaded or synchronous scheduler reads
     every box straight into one preallocated result, ``source.read_into(region,
-    out[region])`` in one task per box (at most :data:`INTO_READS` at once), instead
-    of making the blocks and copying them into a new array (dask's final
-    concatenation): half the peak memory, no copy. Any other scheduler or option,
-    and every array derived from it, computes as dask does.
+    out[region])`` in one task per box, instead of making the blocks and copying them
+    into a new array (dask's final concatenation): half the peak memory, no copy. Its
+    :meth:`store` into a numpy array reads the boxes straight into the target the same
+    way. Boxes are read a few at a time (:data:`INTO_READS`, :data:`INTO_FETCH_BYTES`).
+    Any other scheduler or option, and every array derived from it, computes as dask
+    does.
     """
 
     __slots__ = ()
 
-    def compute(self, **kwargs: Any) -> Any:
-        from dask import config, local, threaded
+    def _into_get(self, kwargs: Mapping[str, Any], also: Iterable[str] = ()) -> Any:
+        """The scheduler's ``get`` when this array's own reads serve a call with
+        ``kwargs`` (keys other than the scheduler's and ``also`` are not served), else
+        None (then dask's path)."""
+        from dask import local, threaded
         from dask.base import get_scheduler
 
-        layer = self.dask.layers.get(self.name)
+        if not isinstance(self.dask.layers.get(self.name), BoxReadLayer) or set(kwargs) - {
+            "scheduler",
+            "get",
+            "num_workers",
+            *also,
+        }:
+            return None
         get = get_scheduler(
             scheduler=kwargs.get("scheduler"), get=kwargs.get("get"), collections=[self]
         )
-        if (
-            not isinstance(layer, BoxReadLayer)
-            or get not in (threaded.get, local.get_sync)
-            or set(kwargs) - {"scheduler", "get", "num_workers"}
-        ):
-            return super().compute(**kwargs)
-        out = np.empty(self.shape, self.dtype)
+        return get if get in (threaded.get, local.get_sync) else None
+
+    def _read_boxes(self, get: Any, kwargs: Mapping[str, Any], out: np.ndarray) -> None:
+        """Read every box into ``out`` (this array's shape and dtype): one task per box,
+        as many at once as :data:`INTO_READS`, ``num_workers`` and the fetched-bytes
+        budget (:data:`INTO_FETCH_BYTES`) allow."""
+        from dask import config, threaded
+
+        layer = self.dask.layers[self.name]
+        assert isinstance(layer, BoxReadLayer)
         source = layer.source
+        boxes = layer.boxes()
         dsk = {
             (layer.read_name + "-into", i): (source.read_into, region, out[region])
-            for i, region in enumerate(layer.boxes())
+            for i, region in enumerate(boxes)
         }
-        if get is threaded.get:
-            n = kwargs.get("num_workers") or config.get("num_workers", None) or INTO_READS
-            get(dsk, list(dsk), num_workers=min(int(n), INTO_READS))
-        else:
+        if get is not threaded.get:
             get(dsk, list(dsk))
+            return
+        n = kwargs.get("num_workers") or config.get("num_workers", None) or INTO_READS
+        get(dsk, list(dsk), num_workers=min(int(n), INTO_READS, _fitting(source, boxes, out)))
+
+    def compute(self, **kwargs: Any) -> Any:
+        get = self._into_get(kwargs)
+        if get is None:
+            return super().compute(**kwargs)
+        out = np.empty(self.shape, self.dtype)
+        self._read_boxes(get, kwargs, out)
         return out
+
+    def store(self, target: Any, **kwargs: Any) -> Any:
+        """``dask.array.store(self, target, **kwargs)``; into a writable numpy array of
+        this array's shape and dtype (``lock`` True or False; the boxes are disjoint
+        regions, so no lock is needed), computed now on the threaded or synchronous
+        scheduler, every box is decoded straight into ``target`` (as :meth:`compute`
+        reads into its result) and None is returned. Any other target or option takes
+        dask's path.
+
+        >>> import arrayds
+        >>> a = arrayds.open_array("memory://doc-store", mode="w", shape=(4,), dtype="i4", chunks=1)
+        >>> a[:] = np.arange(4, dtype="i4")
+        >>> x, target = a.to_dask(), np.zeros(4, "i4")
+        >>> type(x).__name__, x.store(target), target.tolist()
+        ('BoxReadArray', None, [0, 1, 2, 3])
+        """
+        get = self._into_get(kwargs, ("lock", "compute", "return_stored"))
+        if (
+            get is None
+            or kwargs.get("lock", True) not in (True, False)
+            or not kwargs.get("compute", True)
+            or kwargs.get("return_stored", False)
+            or not isinstance(target, np.ndarray)
+            or target.shape != self.shape
+            or target.dtype != self.dtype
+            or not target.flags.writeable
+        ):
+            return super().store(target, **kwargs)
+        self._read_boxes(get, {k: v for k, v in kwargs.items() if k == "num_workers"}, target)
+        return None
+
+
+def _fitting(source: Any, boxes: list[tuple[slice, ...]], out: np.ndarray) -> int:
+    """How many of ``boxes`` (regions of ``out``) fit in the fetched-bytes budget at
+    once (:data:`INTO_FETCH_BYTES`), at least one: each box is taken to fetch its share
+    of ``source``'s stored bytes (its ``stored_bytes``, when it knows them; else its
+    decoded bytes)."""
+    stored = getattr(source, "stored_bytes", None)
+    share = stored / out.nbytes if stored and out.nbytes else 1.0
+    largest = max((math.prod(s.stop - s.start for s in box) for box in boxes), default=0)
+    largest *= out.itemsize
+    budget = max(INTO_FETCH_BYTES, out.nbytes / INTO_FETCH_SHARE)
+    return max(1, int(budget // max(1.0, largest * share)))

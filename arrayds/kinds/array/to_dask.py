@@ -60,6 +60,12 @@ class ArraySource:
         with coalescing(opts.gap, opts.max_size, opts.max_ratio):
             self._a.read_block(key, out=out)
 
+    @property
+    def stored_bytes(self) -> int | None:
+        """The bytes of the array's shard files (None if the manifest does not record
+        them): what a read of the whole array fetches, for budgeting reads in flight."""
+        return self._a.stored_bytes
+
     def __dask_tokenize__(self) -> tuple[Any, ...]:
         a = self._a
         return ("arrayds", a.store.canonical_url, a.path, a.generation, a.manifest.commit)
