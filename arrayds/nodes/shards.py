@@ -212,7 +212,13 @@ def shard_reader(
             if r is not None:
                 _readers.move_to_end(key)
                 return r
-        url = path if store.local else store.fs.unstrip_protocol(path)
+        store_key = None if store.local else _store_key(store, path)
+        if store.local:
+            url = path
+        elif store_key is not None:  # named by the store: no fsspec file system opened
+            url = store.url_of(store_key)
+        else:
+            url = store.fs.unstrip_protocol(path)
         try:
             if store.local:
                 r = ArrayRecordReader(url)
@@ -222,7 +228,6 @@ def shard_reader(
                 # a 128 KiB tail (the postscript and, up to a few thousand chunks, the
                 # whole footer) instead of the reader's 1 MiB default, which would move
                 # most of a small shard per open
-                store_key = _store_key(store, path)
                 if store_key is not None and not size:
                     size = store.size(store_key)
                 r = ArrayRecordReader(

@@ -193,10 +193,10 @@ def test_a_lost_reply_to_the_completing_request_is_recovered(s3, small_parts, fs
     assert _parts(fs, f"{url}/n/c/s.array_record") == 2 and _pending(fs, url) == []
 
 
-def test_a_write_needs_no_s3fs(s3, url):
+def test_a_write_and_a_read_need_no_s3fs(s3, url):
     """A user with only arrayds[obstore]: s3fs cannot be imported, yet a dataset is
-    written (pending marker, shards, manifest) through the obstore backend. (Reading
-    a shard still names it with ``store.fs``: read back here, with s3fs.)"""
+    written (pending marker, shards, manifest) and read back through the obstore
+    backend."""
     opts = {**s3.storage_options(), "backend": "obstore"}
     code = f"""
 import sys
@@ -204,6 +204,8 @@ sys.modules["s3fs"] = None  # what a missing package raises on import
 import numpy as np, arrayds
 x = np.arange(600.0).reshape(20, 30)
 arrayds.to_arrayrecord(x, {url!r}, "x", chunks=(5, 30), storage_options={opts!r})
+got = arrayds.open_array({url!r}, "x", storage_options={opts!r})[3:17]
+assert (got == x[3:17]).all(), got
 """
     root = os.path.dirname(os.path.dirname(arrayds.__file__))  # where this arrayds is
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
