@@ -76,7 +76,7 @@ def test_arrayds_rows_run_without_an_anchor_interpreter(bench, monkeypatch, caps
     assert "| workload | best peer |" not in out  # no peer, no verdict
     assert "webdataset rows skipped: no anchor interpreter" in out
     records = _rows(out, "Records: 1,024 records")
-    assert records == ["arrayds, fsspec"] * 7 + ["arrayds, obstore"] * 7
+    assert records == ["arrayds, fsspec"] * 8 + ["arrayds, obstore"] * 8
     assert "first 512 records of each epoch" in out
     assert "Fully shuffled arrayds / the best webdataset" not in out
 
@@ -86,7 +86,7 @@ def test_only_the_records_rows(bench, monkeypatch, capsys, tmp_path):
     assert bench.main([*TINY, "--records=600", "--only-records"]) == 0
     out = capsys.readouterr().out
     assert "random chunks" not in out and "through dask" not in out
-    assert _rows(out, "Records: 600 records") == ["arrayds, fsspec"] * 7 + ["arrayds, obstore"] * 7
+    assert _rows(out, "Records: 600 records") == ["arrayds, fsspec"] * 8 + ["arrayds, obstore"] * 8
     assert "Measured over whole epochs" in out
     assert "one request per record (gap 0; first 600 records)" in out
 
