@@ -11,7 +11,6 @@ import uuid
 import dask.array as da
 import numpy as np
 import pytest
-from conformance.servers import load_helper
 
 import arrayds
 from arrayds import CorruptionError
@@ -22,17 +21,6 @@ from .conftest import BUCKET
 pytest.importorskip("obstore", reason="the obstore backend needs arrayds[obstore]")
 
 OBSTORE, S3FS = "object_store", "aiobotocore"
-
-
-@pytest.fixture
-def proxy(s3):
-    """A counting proxy in front of the server; the reader cache starts empty."""
-    p = load_helper("s3", "s3server").LatencyProxy(("127.0.0.1", s3.port), latency=0.0)
-    p.start()
-    store_mod.clear_reader_cache()
-    yield p
-    p.stop()
-    store_mod.clear_reader_cache()
 
 
 @pytest.fixture

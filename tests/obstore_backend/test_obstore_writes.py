@@ -39,17 +39,6 @@ def small_parts(monkeypatch):
 
 
 @pytest.fixture
-def proxy(s3):
-    """A counting proxy in front of the server; the reader cache starts empty."""
-    p = load_helper("s3", "s3server").LatencyProxy(("127.0.0.1", s3.port), latency=0.0)
-    p.start()
-    store_mod.clear_reader_cache()
-    yield p
-    p.stop()
-    store_mod.clear_reader_cache()
-
-
-@pytest.fixture
 def fs(s3):
     """s3fs straight to the server: what is stored, and the pending uploads."""
     import s3fs

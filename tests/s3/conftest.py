@@ -10,9 +10,11 @@ that counts the requests a read makes.
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 import pytest
 
+from arrayds import ArrayRecordDataSource, ArrayRecordWriter
 from arrayds.nodes import shards as store_mod
 
 from .s3server import LatencyProxy, MotoS3, spawn_moto
@@ -59,3 +61,22 @@ def proxy(s3: MotoS3):
     yield p
     p.stop()
     store_mod.clear_reader_cache()
+
+
+def plain_files(
+    s3: Any,
+    url: str,
+    opts: dict[str, Any],
+    proxy: Any,
+    backend: str,
+    recs: list[bytes],
+    shards: int,
+) -> ArrayRecordDataSource:
+    """``recs`` written as ``shards`` plain ArrayRecord files under ``url``, opened as
+    one data source (a glob: no file sizes known) through ``proxy`` with ``backend``."""
+    for k in range(shards):
+        part = recs[k * (len(recs) // shards) : (k + 1) * (len(recs) // shards)]
+        with ArrayRecordWriter(f"{url}/part-{k}.array_record", storage_options=opts) as w:
+            w.write_many(part)
+    so = {**s3.storage_options(proxy.url), "backend": backend}
+    return ArrayRecordDataSource(f"{url}/part-*.array_record", storage_options=so)

@@ -10,9 +10,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from arrayds import ArrayRecordDataSource, ArrayRecordWriter, records
+from arrayds import records
 from arrayds.sampler import BlockShuffleSampler
 from arrayds.storage.coalesce import coalescing
+
+from .conftest import plain_files
 
 N, SHARDS, BATCH, AHEAD = 8192, 4, 64, 8  # groups of 512 records: 16 an epoch
 GAP = 64 << 10
@@ -99,12 +101,7 @@ def test_files_of_unknown_size_read_nothing_along(s3, s3_url, s3_opts, proxy, ba
     """Plain ArrayRecord files (a glob): their sizes are not known, so each group
     reads only its own records, as with ``keep_bytes=0``."""
     recs = [b"%05d" % i * 150 for i in range(N)]
-    for k in range(SHARDS):
-        part = recs[k * (N // SHARDS) : (k + 1) * (N // SHARDS)]
-        with ArrayRecordWriter(f"{s3_url}/part-{k}.array_record", storage_options=s3_opts) as w:
-            w.write_many(part)
-    so = {**s3.storage_options(proxy.url), "backend": backend}
-    src = ArrayRecordDataSource(f"{s3_url}/part-*.array_record", storage_options=so)
+    src = plain_files(s3, s3_url, s3_opts, proxy, backend, recs, SHARDS)
     order = BlockShuffleSampler(N, BATCH, AHEAD, seed=0).epoch_order(0)
     assert _epoch(src, recs, order, proxy) == _epoch(src, recs, order, proxy, keep_bytes=0)
 

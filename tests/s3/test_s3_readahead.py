@@ -13,8 +13,10 @@ import threading
 import numpy as np
 import pytest
 
-from arrayds import ArrayRecordDataSource, ArrayRecordWriter, CorruptionError, records
+from arrayds import CorruptionError, records
 from arrayds.sampler import BlockShuffleSampler
+
+from .conftest import plain_files
 
 N, SHARDS, BATCH = 4096, 4, 64
 
@@ -159,12 +161,7 @@ def test_plain_files_read_through_the_backend(s3, s3_url, s3_opts, s3_fs, proxy,
     """Plain ArrayRecord files (a glob) on S3: no sizes known, so the default
     read-ahead is 8 batches; the records' ranges come through the backend's store."""
     recs = [b"%05d" % i * 20 for i in range(N)]
-    for k in range(SHARDS):
-        part = recs[k * (N // SHARDS) : (k + 1) * (N // SHARDS)]
-        with ArrayRecordWriter(f"{s3_url}/part-{k}.array_record", storage_options=s3_opts) as w:
-            w.write_many(part)
-    so = {**s3.storage_options(proxy.url), "backend": backend}
-    src = ArrayRecordDataSource(f"{s3_url}/part-*.array_record", storage_options=so)
+    src = plain_files(s3, s3_url, s3_opts, proxy, backend, recs, SHARDS)
     assert len(src) == N  # the files were opened to count their records
     agents = _user_agents(proxy)
     order = np.random.default_rng(3).permutation(N)
