@@ -277,3 +277,17 @@ def test_a_long_committed_write_does_not_compute_twice(tmp_path, mode):
     with pytest.raises(RuntimeError, match="already committed"):
         d.compute()
     assert open(os.path.join(url, "arrayds.json"), "rb").read() == head
+
+
+def test_stored_positions_refuse_a_derived_list():
+    """Positions name entries of the list as stored: a list derived from it (entries
+    appended or hidden) has none to give."""
+    from arrayds.kinds.array.grid import ChunkGrid
+    from arrayds.kinds.array.manifest import ShardEntry, ShardList
+
+    grid = ChunkGrid.from_chunks(((1, 1),))
+    lst = ShardList([{"path": "c/a", "start": [0], "stop": [1]}], grid, "doc")
+    assert lst.stored_positions([0], [0], lambda cols: cols.starts[:, 0] == 0) == {"": [0]}
+    more = lst.extended([ShardEntry("c/b", (1,), (2,))])
+    with pytest.raises(ValueError, match="derived shard list"):
+        more.stored_positions([0], [1], lambda cols: cols.starts[:, 0] >= 0)
