@@ -93,8 +93,9 @@ After = Callable[["NodeVersion", dict[str, Any]], None]
 class Merged:
     """What a ``merge`` hook of :func:`commit` made of the manifest ``build`` gave."""
 
-    manifest: dict[str, Any]
-    """The manifest to commit instead (its newest small shards merged)."""
+    manifest: dict[str, Any] | Extend
+    """The manifest to commit instead (its newest small shards merged), or the
+    :class:`Extend` of the base that makes it."""
     written: list[str]
     """The merged shard files it wrote (relative to the node): removed if the commit
     fails before its put or the put is refused (a put of unknown outcome keeps them,
@@ -362,7 +363,7 @@ def referenced_files(manifest: Mapping[str, Any]) -> set[str]:
     """
     out: set[str] = set()
     shards = manifest.get("shards")
-    if isinstance(shards, (list, log.ShardLog)):  # a lazy list: every segment read
+    if isinstance(shards, (list, log.ShardLog, log.Appended)):  # lazy: every segment read
         for s in shards:
             if isinstance(s, dict) and isinstance(s.get("path"), str):
                 out.add(s["path"])
@@ -528,8 +529,8 @@ def _stage(
             if isinstance(e, dict) and isinstance(e.get("path"), str)
         }
     else:
-        head, segments = new, []
-        added = referenced_files(new) - (referenced_files(base.raw) if base.raw else set())
+        head, segments = log.plain(new), []
+        added = referenced_files(head) - (referenced_files(base.raw) if base.raw else set())
     return _Staged(head, dump_json(head), new, segments, added)
 
 

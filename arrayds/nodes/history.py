@@ -48,7 +48,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from itertools import chain
+from itertools import chain, islice
 from typing import Any
 
 import numpy as np
@@ -70,6 +70,7 @@ __all__ = [
     "TAIL_LIMIT",
     "VERSIONS_DIR",
     "Extend",
+    "by_segment",
     "write_segments",
     "Fresh",
     "VersionInfo",
@@ -80,8 +81,10 @@ __all__ = [
     "has_index",
     "index",
     "needs_index",
+    "newest",
     "now",
     "parse_time",
+    "plain",
     "ShardLog",
     "resolve",
     "segment",
@@ -155,26 +158,62 @@ class Extend:
     fresh: bool = False
 
 
-class Appended(list):  # type: ignore[type-arg]
-    """A whole shard list (a ``list`` of its entries) that a writer built as the list
-    of the manifest stamped ``stamp`` (its ``(generation, commit)``), which held
-    ``count`` entries, followed by new ones. :func:`encode` then appends the new
-    entries to a stored list of that manifest without reading or comparing the
-    entries before them (a snapshot member's list, or the node's own, may be
-    thousands long); against any other stored list it is an ordinary list.
+class Appended(Sequence[Any]):
+    """A whole shard list that a writer built as the list ``before`` of the manifest
+    stamped ``stamp`` (its ``(generation, commit)``), without its last ``drop``
+    entries, followed by the entries ``added``. :func:`encode` then changes a stored
+    list of that manifest by exactly that (the segments holding the dropped entries
+    rewritten, ``added`` appended) without reading or comparing the entries before
+    them (a snapshot member's list, or the node's own, may be millions long); against
+    any other stored list it is an ordinary list, read whole.
 
-    A ``(generation, commit)`` names one content: a commit's write id is unique, and
-    the roll forward of a group snapshot (docs/spec.md 10.2) writes exactly the copy
-    the snapshot lists under the same stamp.
+    ``before`` is the list as it was read (a :class:`ShardLog`, whose segments load
+    only if the list is read whole, or a plain list). A ``(generation, commit)`` names
+    one content: a commit's write id is unique, and the roll forward of a group
+    snapshot (docs/spec.md 10.2) writes exactly the copy the snapshot lists under the
+    same stamp.
 
-    >>> Appended([{"path": "a"}, {"path": "b"}], (3, "w3"), 1)
-    [{'path': 'a'}, {'path': 'b'}]
+    >>> lst = Appended([{"path": "a"}, {"path": "b"}], [{"path": "c"}], (3, "w3"), drop=1)
+    >>> list(lst), lst.count, len(lst)
+    ([{'path': 'a'}, {'path': 'c'}], 2, 2)
     """
 
-    def __init__(self, entries: Any, stamp: tuple[int, str], count: int) -> None:
-        super().__init__(entries)
+    __slots__ = ("added", "before", "drop", "stamp")
+
+    def __init__(
+        self, before: Sequence[Any], added: Sequence[Any], stamp: tuple[int, str], drop: int = 0
+    ) -> None:
+        if not 0 <= drop <= len(before):
+            raise ValueError(f"cannot leave out {drop} of {len(before)} entries")
+        self.before = before
+        self.added = list(added)
         self.stamp = stamp
-        self.count = count
+        self.drop = drop
+
+    @property
+    def count(self) -> int:
+        """How many entries the stamped manifest's list holds."""
+        return len(self.before)
+
+    def __len__(self) -> int:
+        return len(self.before) - self.drop + len(self.added)
+
+    def __iter__(self) -> Iterator[Any]:
+        kept = len(self.before) - self.drop
+        return chain(islice(self.before, kept), self.added)
+
+    def __getitem__(self, i: Any) -> Any:
+        return list(self)[i]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (Appended, ShardLog, list)):
+            return list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Appended({len(self.before)} - {self.drop} + {len(self.added)} entries)"
 
 
 def _stamp(d: Any) -> tuple[int, str] | None:
@@ -806,6 +845,39 @@ class ShardLog(Sequence[Any]):
         kept in the per-process cache (:func:`segment`)."""
         return segment(self._store, self._node, self.segment_ref(k), self._what, cache)
 
+    def last_positions(self, k: int) -> dict[str, list[int]]:
+        """The positions of the last ``k`` entries of the list by the path of the
+        segment that holds them (``""``: the tail), from the references' counts (no
+        segment is loaded): what an :class:`Extend`'s ``drop`` names."""
+        t = min(max(k, 0), len(self.tail))
+        out = {"": list(range(len(self.tail) - t, len(self.tail)))} if t else {}
+        k -= t
+        seg = self.nsegments - 1
+        while k > 0 and seg >= 0:
+            path, count = _check_ref(self.segment_ref(seg), self._what)
+            take = min(k, count)
+            out[path] = list(range(count - take, count))
+            k -= take
+            seg -= 1
+        return out
+
+    def newest(self, k: int) -> list[tuple[str, int, Any]]:
+        """The last ``k`` entries of the list (all if it has fewer), in order, each as
+        ``(path of the segment that holds it, its position there, the entry)`` (path
+        ``""``: the tail): only the tail and the last segments are loaded."""
+        tail = self.tail[max(0, len(self.tail) - k) :] if k > 0 else []
+        first = len(self.tail) - len(tail)
+        out = [("", first + j, e) for j, e in enumerate(tail)]
+        seg = self.nsegments - 1
+        while len(out) < k and seg >= 0:
+            path = self.segment_ref(seg)["path"]
+            entries = self.load(seg)
+            part = entries[max(0, len(entries) - (k - len(out))) :]
+            first = len(entries) - len(part)
+            out = [(path, first + j, e) for j, e in enumerate(part)] + out
+            seg -= 1
+        return out
+
     def meeting(self, lo: Sequence[int], hi: Sequence[int]) -> list[int]:
         """The segments that may hold an entry whose box meets the box of chunk
         coordinates ``lo`` .. ``hi`` (both included): those whose reference (and that
@@ -1038,6 +1110,26 @@ def resolve(
     return out
 
 
+def plain(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """The logical manifest ``manifest`` with its lazy shard lists (:class:`Appended`,
+    :class:`ShardLog`: the node's own and its snapshot members') read into plain
+    lists: what a manifest stored whole (format version 1) holds.
+
+    >>> plain({"shards": Appended([{"path": "a"}], [{"path": "b"}], (1, "w"))})
+    {'shards': [{'path': 'a'}, {'path': 'b'}]}
+    """
+    out = dict(manifest)
+    if isinstance(out.get("shards"), (Appended, ShardLog)):
+        out["shards"] = list(out["shards"])
+    members = _members(out)
+    if members is not None:
+        out["snapshot"] = dict(
+            out["snapshot"],
+            members={n: plain(m) if isinstance(m, dict) else m for n, m in members.items()},
+        )
+    return out
+
+
 def has_index(head: Mapping[str, Any]) -> bool:
     """Whether one of the shard lists the stored head ``head`` holds has an index.
 
@@ -1137,18 +1229,18 @@ def _encode_list(
     current entries (known without looking at them for an :class:`Appended` of that
     manifest), else written anew. Returns it and the entries that are not the
     current ones' (what the write adds)."""
+    if isinstance(new, Appended):
+        if owner is not None and new.stamp == owner and _stored_count(stored) == new.count:
+            if new.drop:
+                what = store.display(node)
+                drop = _as_log(store, node, stored, what).last_positions(new.drop)
+                stored = _dropped(store, node, stored, drop, written, write_id)
+            return _append(store, node, stored, new.added, written, write_id), new.added
+        new = list(new)  # another manifest's list: compared as any list
     if stored is None or not isinstance(new, list):
         return _fresh(store, node, new, written, write_id), new if isinstance(new, list) else []
     if isinstance(new, Fresh):
         return _fresh(store, node, list(new), written, write_id), []
-    if (
-        isinstance(new, Appended)
-        and owner is not None
-        and new.stamp == owner
-        and _stored_count(stored) == new.count
-    ):
-        added = list(new[new.count :])
-        return _append(store, node, stored, added, written, write_id), added
     old = current()
     if isinstance(old, list) and len(new) >= len(old) and new[: len(old)] == old:
         added = new[len(old) :]
@@ -1263,6 +1355,37 @@ def write_segments(
     [3]
     """
     return _write_segments(store, node, list(entries), write_id)
+
+
+def newest(store: Store, node: str, stored: Any, k: int, what: str) -> list[tuple[str, int, Any]]:
+    """The last ``k`` entries of the stored shard list ``stored`` (a plain list or a
+    log) with where they are (:meth:`ShardLog.newest`), reading only the segments that
+    hold them.
+
+    >>> newest(None, "", [{"path": "a"}, {"path": "b"}, {"path": "c"}], 2, "doc")
+    [('', 1, {'path': 'b'}), ('', 2, {'path': 'c'})]
+    """
+    return _as_log(store, node, stored, what).newest(k)
+
+
+def _as_log(store: Store, node: str, stored: Any, what: str) -> ShardLog:
+    """The stored shard list ``stored`` (a plain list is all tail) read lazily."""
+    if not _is_log(stored):
+        stored = {"segments": [], "tail": stored if isinstance(stored, list) else []}
+    return ShardLog(store, node, stored, what)
+
+
+def by_segment(found: Sequence[tuple[str, int, Any]]) -> dict[str, list[int]]:
+    """The positions of the entries ``found`` (as :func:`newest` gives them) by the
+    path of their segment: what an :class:`Extend`'s ``drop`` names.
+
+    >>> by_segment([("s", 4, {}), ("", 0, {}), ("", 1, {})])
+    {'s': [4], '': [0, 1]}
+    """
+    out: dict[str, list[int]] = {}
+    for path, pos, _e in found:
+        out.setdefault(path, []).append(pos)
+    return out
 
 
 def _dropped(

@@ -22,6 +22,7 @@ from typing import Any
 from ..abc.store import Store
 from ..errors import CommitConflictError
 from . import commit, pending
+from . import history as log
 from . import registry as kinds
 from .names import join_component
 from .shards import IO_THREADS, io_pool
@@ -218,6 +219,27 @@ def _as_list(files: Sequence[str]) -> list[str]:
     return files if isinstance(files, list) else list(files)
 
 
+MERGE_WINDOW = 128
+"""The most newest entries of a shard list that the tiered merge of an append weighs
+and may rewrite into one (for a kind with a ``window``,
+:attr:`arrayds.nodes.registry.NodeKind.window`): an append's commit then loads only
+the tail and the last segments of a long list, and rewrites only the segments that
+hold the entries it merged (:class:`arrayds.nodes.commit.Extend`'s ``drop``)."""
+
+
+@dataclass
+class _Tail:
+    """A tiered merge of the newest entries of a shard list."""
+
+    n: int
+    """How many of the newest entries it merged."""
+    entries: list[Any]
+    """The JSON entries that take their place."""
+    written: list[str]
+    gone: list[str]
+    marker: str
+
+
 class TieredMerge:
     """The ``merge`` hook :func:`tiered` makes; ``merged`` holds what its last call
     made (``None``: no tier was full)."""
@@ -236,15 +258,13 @@ class TieredMerge:
     ) -> commit.Merged | None:
         self.merged = None
         if "" in self.appended:
-            doc = self._whole(base, change)
             try:
-                merged = None if doc is None else self._merge(self.node, doc, self.appended[""])
+                merged = self._node_merge(base, change, self.appended[""])
             except FileNotFoundError:
                 if not self._moved(base):
                     raise  # the current version names a missing shard: damage, said
                 merged = None
-            if merged is not None:
-                self.merged = commit.Merged(*merged[:3], markers=(merged[3],))
+            self.merged = merged
             return self.merged
         assert not isinstance(change, commit.Extend)
         snap = change.get("snapshot")
@@ -255,19 +275,20 @@ class TieredMerge:
         try:
             for name, files in self.appended.items():
                 doc = members.get(name)
-                if not isinstance(doc, dict) or not may_merge(doc.get("shards")):
+                if not isinstance(doc, dict):
                     continue
+                node = join_component(self.node, name)
                 try:
-                    merged = self._merge(join_component(self.node, name), doc, files)
+                    got = self._list_merge(node, doc, files)
                 except FileNotFoundError:
                     if not self._moved(base):
                         raise
                     continue
-                if merged is not None:
-                    members[name] = merged[0]
-                    written += [f"{name}/{p}" for p in merged[1]]
-                    gone += [f"{name}/{p}" for p in merged[2]]
-                    markers.append(merged[3])
+                if got is not None:
+                    members[name], t = got
+                    written += [f"{name}/{p}" for p in t.written]
+                    gone += [f"{name}/{p}" for p in t.gone]
+                    markers.append(t.marker)
         except BaseException:
             _delete(self.store, self.node, written)
             for wid in markers:
@@ -285,36 +306,99 @@ class TieredMerge:
         fresh read; the merge is never needed for the append itself)."""
         return commit.read(self.store, self.node).stamp != base.stamp
 
-    @staticmethod
-    def _whole(
-        base: commit.NodeVersion, change: Mapping[str, Any] | commit.Extend
-    ) -> dict[str, Any] | None:
-        """The manifest ``change`` makes, if its shard list may hold a full tier."""
+    def _node_merge(
+        self,
+        base: commit.NodeVersion,
+        change: Mapping[str, Any] | commit.Extend,
+        appended: Sequence[str],
+    ) -> commit.Merged | None:
+        """The merge of the node's own list: ``change`` (a whole manifest, or an
+        :class:`commit.Extend` of ``base``) with its newest small shards merged."""
         if not isinstance(change, commit.Extend):
-            return dict(change) if may_merge(change.get("shards")) else None
-        if change.drop:  # a region write: nothing appended to merge by tiers
+            got = self._list_merge(self.node, change, appended)
+            if got is None:
+                return None
+            doc, t = got
+            return commit.Merged(doc, t.written, t.gone, markers=(t.marker,))
+        if change.drop or change.segments:  # a region write, or a list too long to weigh
             return None
-        old = base.head.get("shards") if base.head is not None else None
+        doc = dict(change.fields) if change.fresh else {**(base.head or {}), **change.fields}
+        kind = _merging(doc)
+        if kind is None:
+            return None
+        if kind.window is None:  # the whole list, as a whole manifest
+            return self._node_merge(base, commit.materialize(base, change), appended)
         new = list(change.shards)
-        if isinstance(old, dict):
-            tail = old.get("tail")
-            entries: Any = {**old, "tail": [*(tail if isinstance(tail, list) else []), *new]}
+        stored = None if change.fresh else (base.head or {}).get("shards")
+        olds = log.newest(self.store, self.node, stored, MERGE_WINDOW - len(new), base.what)
+        window = [*(e for _p, _i, e in olds), *new][-MERGE_WINDOW:]
+        t = self._merge(self.node, kind, doc, window, appended)
+        if t is None:
+            return None
+        if t.n <= len(new):
+            shards = [*new[: len(new) - t.n], *t.entries]
+            merged = commit.Extend(change.fields, shards, fresh=change.fresh)
         else:
-            entries = [*(old if isinstance(old, list) else []), *new]
-        return commit.materialize(base, change) if may_merge(entries) else None
+            drop = log.by_segment(olds[len(olds) - (t.n - len(new)) :])
+            merged = commit.Extend(change.fields, t.entries, drop=drop, fresh=change.fresh)
+        return commit.Merged(merged, t.written, t.gone, markers=(t.marker,))
+
+    def _list_merge(
+        self, node: str, doc: Mapping[str, Any], appended: Sequence[str]
+    ) -> tuple[dict[str, Any], _Tail] | None:
+        """``doc`` (a whole manifest of ``node``: its shard list a list, or an
+        :class:`arrayds.nodes.history.Appended` whose stored entries are read only
+        as far back as the window) with its newest small shards merged."""
+        kind = _merging(doc)
+        if kind is None:
+            return None
+        shards = doc.get("shards")
+        what = f"{kind.a()} {self.store.display(node)!r}"
+        if isinstance(shards, log.Appended) and not shards.drop and kind.window is not None:
+            new = shards.added
+            before = shards.before
+            k = MERGE_WINDOW - len(new)
+            if isinstance(before, log.ShardLog):
+                olds = before.newest(k)
+            else:
+                olds = log.newest(self.store, node, list(before), k, what)
+            window = [*(e for _p, _i, e in olds), *new][-MERGE_WINDOW:]
+            t = self._merge(node, kind, doc, window, appended)
+            if t is None:
+                return None
+            if t.n <= len(new):
+                out = log.Appended(before, [*new[: len(new) - t.n], *t.entries], shards.stamp)
+            else:
+                out = log.Appended(before, t.entries, shards.stamp, drop=t.n - len(new))
+            return {**doc, "shards": out}, t
+        if not isinstance(shards, (list, log.Appended, log.ShardLog)):
+            return None
+        entries = list(shards)
+        window = entries[-MERGE_WINDOW:] if kind.window is not None else entries
+        t = self._merge(node, kind, doc, window, appended)
+        if t is None:
+            return None
+        return {**doc, "shards": [*entries[: len(entries) - t.n], *t.entries]}, t
 
     def _merge(
-        self, node: str, doc: Mapping[str, Any], appended: Sequence[str]
-    ) -> tuple[dict[str, Any], list[str], list[str], str] | None:
-        """``doc`` (the manifest JSON of ``node``) with its newest small shards merged,
-        the merged files, the ``appended`` files merged away and the write id the
-        merged files are named after (its pending marker is in the committed node,
-        :attr:`commit.Merged.markers`); ``None``: no full tier."""
-        kind = kinds.find(doc.get("kind"))
-        if kind is None or kind.tail_sizes is None or kind.compact is None:
+        self,
+        node: str,
+        kind: kinds.NodeKind,
+        doc: Mapping[str, Any],
+        window: list[Any],
+        appended: Sequence[str],
+    ) -> _Tail | None:
+        """The tiered merge of ``window``, the newest entries (JSON) of the shard list
+        of ``node`` (manifest ``doc``): ``None`` if no tier is full, else how many of
+        them it merged and what replaces them, the merged files, the ``appended``
+        files merged away and the write id the merged files are named after (its
+        pending marker is in the committed node, :attr:`commit.Merged.markers`)."""
+        if not may_merge(window):
             return None
-        m = kind.parse(doc, f"{kind.a()} {self.store.display(node)!r}")
-        sizes = kind.tail_sizes(m)
+        what = f"{kind.a()} {self.store.display(node)!r}"
+        whole = kind.window(doc, window) if kind.window is not None else {**doc, "shards": window}
+        m = kind.parse(whole, what)
+        sizes = kind.tail_sizes(m)  # type: ignore[misc]
         n = tail_to_merge(sizes, self.shard_size // 2) if sizes else 0
         if n == 0:
             return None
@@ -322,7 +406,16 @@ class TieredMerge:
         wid = pending.begin(self.store, self.node)
         with pending.uploading(self.store, self.node, wid):
             rw = rewrite(self.store, node, kind, m, self.shard_size, wid, tail=n)
-        return rw.manifest.to_json(), list(rw.written), _merged_away(m.shards, n, appended), wid
+        entries = rw.manifest.to_json()["shards"][len(window) - n :]
+        return _Tail(n, entries, list(rw.written), _merged_away(m.shards, n, appended), wid)
+
+
+def _merging(doc: Mapping[str, Any]) -> kinds.NodeKind | None:
+    """The kind of the manifest ``doc`` if it has tiered merges."""
+    kind = kinds.find(doc.get("kind"))
+    if kind is None or kind.tail_sizes is None or kind.compact is None:
+        return None
+    return kind
 
 
 def _delete(store: Store, node: str, files: Sequence[str]) -> None:

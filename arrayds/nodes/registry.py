@@ -139,6 +139,13 @@ class NodeKind:
     tail_sizes: Callable[[Any], list[int]] | None = None
     """``tail_sizes(manifest)`` -> the payload bytes of each entry of its shard list
     (what the tiered merge of appended shards weighs); ``None``: no tiered merge."""
+    window: Callable[[Mapping[str, Any], list[Any]], dict[str, Any]] | None = None
+    """``window(manifest_json, entries)`` -> the manifest JSON of the node holding only
+    ``entries``, the newest entries of its shard list, which ``parse`` accepts: the
+    tiered merge of an append then weighs and rewrites only the newest
+    :data:`arrayds.nodes.merge.MERGE_WINDOW` entries, and an append to a long list
+    costs what it adds. ``None``: such a manifest is not valid (a ragged array's items
+    start at 0), and the merge reads the whole list."""
     with_shards: Callable[[Any, list[Any]], Any] = field(
         default=lambda m, shards: dataclass_replace(m, shards=shards)
     )

@@ -23,9 +23,10 @@ commit or after it, never a mix.
 A member array's shard list stored in segments (docs/spec.md 14.3), in its own
 manifest or in the snapshot's copy, is read lazily (a
 :class:`arrayds.nodes.history.ShardLog`): opening a dataset reads the manifests'
-heads, and a read loads the segments its chunks lie in. A commit still builds the
-whole group manifest, every member's entries included (its cost grows with the
-dataset's shard count).
+heads, and a read loads the segments its chunks lie in. A commit writes each
+member's list as a change of the list it read (:func:`member_entry`: the entries an
+append adds, nothing for an untouched member), so neither the snapshot nor the roll
+forward reads the entries stored before (docs/spec.md 10.2).
 
 A DataTree commit (:mod:`arrayds.xarray.tree`) also lists *subgroups* in the tree
 root's snapshot, each a group manifest with its own snapshot: reading any group
@@ -57,7 +58,7 @@ from typing import Any
 
 from ..abc.store import ABSENT, Store
 from ..errors import CommitConflictError, CorruptionError
-from ..kinds.array.manifest import ArrayManifest
+from ..kinds.array.manifest import ArrayManifest, ShardList
 from ..nodes import commit as node_commit
 from ..nodes.commit import Merge, NodeVersion, generation_of
 from ..nodes.history import Appended
@@ -75,6 +76,7 @@ __all__ = [
     "commit_snapshot",
     "group_entry",
     "group_json",
+    "member_entry",
     "new_write_id",
     "newer",
     "next_generation",
@@ -507,6 +509,27 @@ def remove_replaced_members(
             pass
 
 
+def member_entry(m: ArrayManifest, stamp: Stamp, count: int | None) -> dict[str, Any]:
+    """The JSON of the member array ``m`` for a snapshot. ``count``: its shard list is
+    the list of the manifest stamped ``stamp`` (``count`` entries) followed by new
+    ones; it is then an :class:`arrayds.nodes.history.Appended`, whose stored entries
+    a commit neither reads nor writes again where its copy has that stamp (a list
+    read lazily stays unread).
+
+    >>> m = ArrayManifest.new((2,), "i4", ((1, 1),)).committed(3, "w3")
+    >>> member_entry(m, (3, "w3"), 0)["shards"]
+    Appended(0 - 0 + 0 entries)
+    """
+    if count is None or stamp is None:
+        return m.to_json()
+    shards = m.shards
+    parts = shards.extension() if isinstance(shards, ShardList) else None
+    if parts is None or len(parts[0]) != count:
+        entries = m.to_json()["shards"]
+        parts = entries[:count], entries[count:]
+    return {**m.header_json(), "shards": Appended(parts[0], parts[1], stamp)}
+
+
 @dataclass
 class Snapshot:
     """What one dataset commit writes, planned from the state ``expected``: every
@@ -592,12 +615,11 @@ def commit_snapshot(
         member_json: dict[str, dict[str, Any]] = {}
         for name, m in current.members.items():
             stamp = (m.generation, m.commit)
+            count: int | None = len(m.shards)  # unchanged: its list as read
             if name in changed:
+                count = (current.appended or {}).get(name)
                 m = m.with_(generation=next_generation(state, name), commit=write_id)
-            member_json[name] = m.to_json()
-            if current.appended and name in changed and name in current.appended:
-                shards = member_json[name]["shards"]
-                member_json[name]["shards"] = Appended(shards, stamp, current.appended[name])
+            member_json[name] = member_entry(m, stamp, count)
         gen = max(base.generation, generation_of(state.root)) + 1
         doc = group_json(gen, write_id, current.attrs, member_json)
         # the subgroups a DataTree commit listed stay listed (their roll forward may be

@@ -275,13 +275,13 @@ def test_an_append_whose_tier_another_writer_merged_and_gc_removed_retries(tmp_p
     merge_tier = merge.TieredMerge._merge
     other: list[int] = []
 
-    def raced(self, node, doc, appended):
+    def raced(self, node, kind, doc, window, appended):
         if not other:
             other.append(1)
             _records(url, TIER - 1, mode="a")  # fills the tier: merged in its commit
             collect_garbage(url, min_age=0, keep_versions=1, older_than=0)
             shards.clear_reader_cache()  # as in another process: no open shard is kept
-        return merge_tier(self, node, doc, appended)
+        return merge_tier(self, node, kind, doc, window, appended)
 
     monkeypatch.setattr(merge.TieredMerge, "_merge", raced)
     retried = retry.retried()

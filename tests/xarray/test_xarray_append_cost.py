@@ -109,7 +109,7 @@ def test_appended_list_extends_without_reading_the_old_entries():
     # the segment is gone (and not cached): only a commit that never reads it works
     store.delete([f"n/{p}" for p in segs])
     log.clear_cache()
-    new = {"generation": 4, "commit": "w4", "shards": log.Appended(full, (3, "w3"), 40)}
+    new = {"generation": 4, "commit": "w4", "shards": log.Appended(full[:40], full[40:], (3, "w3"))}
     added: dict = {}
     got, _ = log.encode(store, "n", new, base_head, lambda: None, added)
     assert added[""] == [new_entry]
@@ -117,7 +117,7 @@ def test_appended_list_extends_without_reading_the_old_entries():
     assert got["shards"]["tail"] == [*base_head["shards"]["tail"], new_entry]
     with pytest.raises(arrayds.CorruptionError, match="missing"):
         # a list of another manifest (another stamp) is compared with the stored one
-        other = dict(new, shards=log.Appended(full, (2, "w2"), 40))
+        other = dict(new, shards=log.Appended(full[:40], full[40:], (2, "w2")))
         log.encode(store, "n", other, base_head, lambda: None, added)
 
 
@@ -131,18 +131,18 @@ def test_appended_list_of_another_manifest_is_compared():
     added: dict = {}
     other = {"generation": 4, "commit": "w4"}
     # another stamp, but an append of the stored list: appended
-    other["shards"] = log.Appended([*entries, new_entry], (2, "w2"), 40)
+    other["shards"] = log.Appended(entries, [new_entry], (2, "w2"))
     got, _ = log.encode(store, "n", other, base_head, lambda: None, added)
     assert added[""] == [new_entry]
     assert log.resolve(store, "n", got, "n")["shards"] == [*entries, new_entry]
     # another stamp and not an append of it: written anew
     changed = [dict(entries[0], path="c/x"), *entries[1:], new_entry]
-    other["shards"] = log.Appended(changed, (2, "w2"), 40)
+    other["shards"] = log.Appended(changed[:40], changed[40:], (2, "w2"))
     got, _ = log.encode(store, "n", other, base_head, lambda: None, added)
     assert added[""] == changed
     assert log.resolve(store, "n", got, "n")["shards"] == changed
     # the right stamp but another count: compared too
-    other["shards"] = log.Appended(changed, (3, "w3"), 39)
+    other["shards"] = log.Appended(changed[:39], changed[39:], (3, "w3"))
     got, _ = log.encode(store, "n", other, base_head, lambda: None, added)
     assert log.resolve(store, "n", got, "n")["shards"] == changed
 

@@ -1183,9 +1183,8 @@ class Array(Node):
             merge=merge,
             registered=registered,
         )
-        if merge is not None and merge.merged is not None:
-            self._m = kinds.get("array").parse(raw, self.what)
-        elif spliced:  # the head as stored, its segments read when used
+        if spliced or (merge is not None and merge.merged is not None):
+            # the head as stored (an Extend's commit), its segments read when used
             self._m = kinds.get("array").parse(
                 resolve(self._store, self._node, raw, self.what, lazy=True), self.what
             )

@@ -59,6 +59,7 @@ kinds.register(
         usage=usage,
         tail_sizes=tail_sizes,
         with_shards=lambda m, shards: m.with_(shards=shards),
+        window=lambda doc, entries: {**doc, "shards": entries},
         lazy_shards=True,
         totals="arrays",
         plural="arrays",

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import CommitConflictError, CorruptionError
-from ...nodes.history import ShardLog
+from ...nodes.history import Appended, ShardLog
 from ...nodes.names import (
     FORMAT,
     FORMAT_VERSION,
@@ -491,6 +491,21 @@ class ShardList(Sequence[ShardEntry]):
         if not isinstance(raw, ShardLog) or self._extra or self._drop:
             return None
         return {"segments": raw.refs, "tail": raw.tail}
+
+    def extension(self) -> tuple[Sequence[Any], list[Any]] | None:
+        """The stored entries as they were read (a :class:`arrayds.nodes.history.ShardLog`
+        or a list, unparsed) and the JSON of the entries added since
+        (:meth:`extended`), or ``None`` if this list leaves out stored entries: what
+        an :class:`arrayds.nodes.history.Appended` of the list is made of.
+
+        >>> grid = ChunkGrid.from_chunks(((1, 1),))
+        >>> lst = ShardList([{"path": "c/a", "start": [0], "stop": [1]}], grid, "doc")
+        >>> lst.extended([ShardEntry("c/b", (1,), (2,))]).extension()[1]
+        [{'path': 'c/b', 'start': [1], 'stop': [2], 'records': 1}]
+        """
+        if self._drop:
+            return None
+        return self._raw, [e.to_json() for e in self._extra]
 
     def json(self) -> list[Any]:
         """The entries as manifest JSON (the stored ones as they were read)."""
@@ -1051,13 +1066,20 @@ class ArrayManifest:
             if too_big:
                 raise CorruptionError(f"{what}: manifest {field_name}: {too_big}")
         raw_shards = d.get("shards")
-        if not isinstance(raw_shards, ShardLog):
+        shards: Sequence[ShardEntry]
+        if isinstance(raw_shards, Appended) and not raw_shards.drop:
+            # a list a commit extended: the stored entries stay as they were read
+            added = _parse_shards(raw_shards.added, grid, what)
+            shards = ShardList(raw_shards.before, grid, what, added)
+        elif isinstance(raw_shards, (ShardLog, Appended)):
+            shards = ShardList(raw_shards, grid, what)
+        else:
             raw_shards = require_field(d, "shards", list, what)
-        shards: Sequence[ShardEntry] = (
-            ShardList(raw_shards, grid, what)
-            if isinstance(raw_shards, ShardLog) or len(raw_shards) > LAZY_ENTRIES
-            else _parse_shards(raw_shards, grid, what)
-        )
+            shards = (
+                ShardList(raw_shards, grid, what)
+                if len(raw_shards) > LAZY_ENTRIES
+                else _parse_shards(raw_shards, grid, what)
+            )
         return cls(
             dtype=dtype,
             grid=grid,

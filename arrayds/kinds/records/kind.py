@@ -41,6 +41,8 @@ kinds.register(
         compact=compact_records,
         usage=usage,
         tail_sizes=tail_sizes,
+        # the newest entries alone: the dataset's record count is theirs
+        window=lambda doc, entries: {**doc, "shards": entries, "num_records": None},
         lazy_shards=True,
         totals="records_sets",
         plural="record sets",
