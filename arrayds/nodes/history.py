@@ -161,27 +161,38 @@ class Extend:
 class Appended(Sequence[Any]):
     """A whole shard list that a writer built as the list ``before`` of the manifest
     stamped ``stamp`` (its ``(generation, commit)``), without its last ``drop``
-    entries, followed by the entries ``added``. :func:`encode` then changes a stored
-    list of that manifest by exactly that (the segments holding the dropped entries
-    rewritten, ``added`` appended) without reading or comparing the entries before
-    them (a snapshot member's list, or the node's own, may be millions long); against
-    any other stored list it is an ordinary list, read whole.
+    entries, followed by the entries of ``segments``, then the entries ``added``.
+    :func:`encode` then changes a stored list of that manifest by exactly that (the
+    segments holding the dropped entries rewritten, the segment references and
+    ``added`` appended) without reading or comparing the entries before them (a
+    snapshot member's list, or the node's own, may be millions long); against any
+    other stored list it is an ordinary list, read whole. A list with no ``before``
+    entries is the whole list, whatever is stored.
 
     ``before`` is the list as it was read (a :class:`ShardLog`, whose segments load
-    only if the list is read whole, or a plain list). A ``(generation, commit)`` names
-    one content: a commit's write id is unique, and the roll forward of a group
-    snapshot (docs/spec.md 10.2) writes exactly the copy the snapshot lists under the
-    same stamp.
+    only if the list is read whole, or a plain list). ``segments``: the new entries
+    written as segments before the commit (by the workers of a dask write,
+    :func:`write_segments`), node -> a :class:`ShardLog` of the references of the
+    segments that node holds (the same entries under every node: a group snapshot's
+    copy of a member list and the member's own list are stored in their own nodes).
+    A ``(generation, commit)`` names one content: a commit's write id is unique, and
+    the roll forward of a group snapshot (docs/spec.md 10.2) writes exactly the copy
+    the snapshot lists under the same stamp.
 
     >>> lst = Appended([{"path": "a"}, {"path": "b"}], [{"path": "c"}], (3, "w3"), drop=1)
     >>> list(lst), lst.count, len(lst)
     ([{'path': 'a'}, {'path': 'c'}], 2, 2)
     """
 
-    __slots__ = ("added", "before", "drop", "stamp")
+    __slots__ = ("added", "before", "drop", "segments", "stamp")
 
     def __init__(
-        self, before: Sequence[Any], added: Sequence[Any], stamp: tuple[int, str], drop: int = 0
+        self,
+        before: Sequence[Any],
+        added: Sequence[Any],
+        stamp: tuple[int, str],
+        drop: int = 0,
+        segments: Mapping[str, ShardLog] | None = None,
     ) -> None:
         if not 0 <= drop <= len(before):
             raise ValueError(f"cannot leave out {drop} of {len(before)} entries")
@@ -189,18 +200,23 @@ class Appended(Sequence[Any]):
         self.added = list(added)
         self.stamp = stamp
         self.drop = drop
+        self.segments = dict(segments or {})
 
     @property
     def count(self) -> int:
         """How many entries the stamped manifest's list holds."""
         return len(self.before)
 
+    def _written(self) -> Sequence[Any]:
+        """The entries of ``segments`` (those of any one node: the same entries)."""
+        return next(iter(self.segments.values()), [])
+
     def __len__(self) -> int:
-        return len(self.before) - self.drop + len(self.added)
+        return len(self.before) - self.drop + len(self._written()) + len(self.added)
 
     def __iter__(self) -> Iterator[Any]:
         kept = len(self.before) - self.drop
-        return chain(islice(self.before, kept), self.added)
+        return chain(islice(self.before, kept), self._written(), self.added)
 
     def __getitem__(self, i: Any) -> Any:
         return list(self)[i]
@@ -213,7 +229,8 @@ class Appended(Sequence[Any]):
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
-        return f"Appended({len(self.before)} - {self.drop} + {len(self.added)} entries)"
+        n = len(self._written())
+        return f"Appended({len(self.before)} - {self.drop} + {n} + {len(self.added)} entries)"
 
 
 def _stamp(d: Any) -> tuple[int, str] | None:
@@ -1230,12 +1247,19 @@ def _encode_list(
     manifest), else written anew. Returns it and the entries that are not the
     current ones' (what the write adds)."""
     if isinstance(new, Appended):
-        if owner is not None and new.stamp == owner and _stored_count(stored) == new.count:
+        fits = new.count == 0 or (
+            owner is not None and new.stamp == owner and _stored_count(stored) == new.count
+        )
+        refs = new.segments.get(node) if new.segments else None
+        if fits and (refs is not None or not new.segments):
+            what = store.display(node)
+            kept = stored if new.count else None
             if new.drop:
-                what = store.display(node)
-                drop = _as_log(store, node, stored, what).last_positions(new.drop)
-                stored = _dropped(store, node, stored, drop, written, write_id)
-            return _append(store, node, stored, new.added, written, write_id), new.added
+                drop = _as_log(store, node, kept, what).last_positions(new.drop)
+                kept = _dropped(store, node, kept, drop, written, write_id)
+            if refs is not None:
+                kept = _then_segments(store, node, kept, refs.refs, written, write_id)
+            return _append(store, node, kept, new.added, written, write_id), new.added
         new = list(new)  # another manifest's list: compared as any list
     if stored is None or not isinstance(new, list):
         return _fresh(store, node, new, written, write_id), new if isinstance(new, list) else []
@@ -1326,18 +1350,32 @@ def extend(
     if change.drop:
         stored = _dropped(store, node, stored, change.drop, written, write_id)
     if change.segments:
-        what = store.display(node)
-        for ref in change.segments:
-            _check_ref(ref, what)
-        segs = list(stored["segments"]) if _is_log(stored) else []
-        tail = list(stored["tail"]) if _is_log(stored) else list(stored or [])
-        if tail:  # the current entries stay before the new ones
-            new = _write_segments(store, node, tail, write_id)
-            segs += new
-            written += [r["path"] for r in new]
-        stored = {"segments": [*segs, *(dict(r) for r in change.segments)], "tail": []}
+        stored = _then_segments(store, node, stored, change.segments, written, write_id)
     head["shards"] = _append(store, node, stored, list(change.shards), written, write_id)
     return head, written
+
+
+def _then_segments(
+    store: Store,
+    node: str,
+    stored: Any,
+    refs: Sequence[Mapping[str, Any]],
+    written: list[str],
+    write_id: str | None,
+) -> dict[str, Any]:
+    """The stored shard list ``stored`` followed by the segments ``refs`` (written
+    before the commit, each checked): its tail first becomes segments, so the current
+    entries stay before the new ones."""
+    what = store.display(node)
+    for ref in refs:
+        _check_ref(ref, what)
+    segs = list(stored["segments"]) if _is_log(stored) else []
+    tail = list(stored["tail"]) if _is_log(stored) else list(stored or [])
+    if tail:
+        new = _write_segments(store, node, tail, write_id)
+        segs += new
+        written += [r["path"] for r in new]
+    return {"segments": [*segs, *(dict(r) for r in refs)], "tail": []}
 
 
 def write_segments(

@@ -354,6 +354,8 @@ class TieredMerge:
             return None
         shards = doc.get("shards")
         what = f"{kind.a()} {self.store.display(node)!r}"
+        if isinstance(shards, log.Appended) and shards.segments:
+            return None  # a write too long to weigh (its entries are not at hand)
         if isinstance(shards, log.Appended) and not shards.drop and kind.window is not None:
             new = shards.added
             before = shards.before

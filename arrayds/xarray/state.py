@@ -61,7 +61,7 @@ from ..errors import CommitConflictError, CorruptionError
 from ..kinds.array.manifest import ArrayManifest, ShardList
 from ..nodes import commit as node_commit
 from ..nodes.commit import Merge, NodeVersion, generation_of
-from ..nodes.history import Appended
+from ..nodes.history import Appended, ShardLog
 from ..nodes.names import FORMAT, FORMAT_VERSION, is_reserved_name, join_component, new_write_id
 from ..nodes.read import read_pinned
 from ..nodes.registry import parse_node
@@ -490,10 +490,11 @@ def remove_replaced_members(
     store: Store,
     node: str,
     children: Iterable[str] = (),
-    files: Mapping[str, Iterable[str]] | None = None,
+    files: Mapping[str, Sequence[Any]] | None = None,
 ) -> None:
     """After a commit of the group ``node``: remove the whole child nodes
-    ``children`` and the shard files ``files`` (member -> paths) it no longer
+    ``children`` and the shard files ``files`` (member -> paths, or its replaced
+    shard list as read: removed one stored segment at a time) it no longer
     references. Best effort: leftovers are orphans that readers ignore (and
     ``arrayds gc`` removes)."""
     for name in children:
@@ -501,24 +502,36 @@ def remove_replaced_members(
             store.delete_prefix(join_component(node, name))
         except Exception:  # noqa: BLE001 - best effort
             pass
-    for name, paths in (files or {}).items():
+    for name, listed in (files or {}).items():
         member = join_component(node, name)
         try:
-            store.delete(sorted({f"{member}/{p}" if member else p for p in paths}))
+            parts: Iterable[list[str]] = (
+                [[p if isinstance(p, str) else p.path for p in listed]]
+                if not isinstance(listed, ShardList)
+                else listed.paths()
+            )
+            for paths in parts:
+                store.delete(sorted({f"{member}/{p}" if member else p for p in paths}))
         except Exception:  # noqa: BLE001 - best effort
             pass
 
 
-def member_entry(m: ArrayManifest, stamp: Stamp, count: int | None) -> dict[str, Any]:
+def member_entry(
+    m: ArrayManifest,
+    stamp: Stamp,
+    count: int | None,
+    segments: Mapping[str, ShardLog] | None = None,
+) -> dict[str, Any]:
     """The JSON of the member array ``m`` for a snapshot. ``count``: its shard list is
     the list of the manifest stamped ``stamp`` (``count`` entries) followed by new
-    ones; it is then an :class:`arrayds.nodes.history.Appended`, whose stored entries
-    a commit neither reads nor writes again where its copy has that stamp (a list
-    read lazily stays unread).
+    ones (those of ``segments``, node -> the segments that node holds, then those of
+    ``m``'s list); it is then an :class:`arrayds.nodes.history.Appended`, whose
+    stored entries a commit neither reads nor writes again where its copy has that
+    stamp (a list read lazily stays unread).
 
     >>> m = ArrayManifest.new((2,), "i4", ((1, 1),)).committed(3, "w3")
     >>> member_entry(m, (3, "w3"), 0)["shards"]
-    Appended(0 - 0 + 0 entries)
+    Appended(0 - 0 + 0 + 0 entries)
     """
     if count is None or stamp is None:
         return m.to_json()
@@ -527,20 +540,25 @@ def member_entry(m: ArrayManifest, stamp: Stamp, count: int | None) -> dict[str,
     if parts is None or len(parts[0]) != count:
         entries = m.to_json()["shards"]
         parts = entries[:count], entries[count:]
-    return {**m.header_json(), "shards": Appended(parts[0], parts[1], stamp)}
+    shards = Appended(parts[0], parts[1], stamp, segments=segments)
+    return {**m.header_json(), "shards": shards}
 
 
 @dataclass
 class Snapshot:
     """What one dataset commit writes, planned from the state ``expected``: every
-    member array (``members``), the global attributes (``attrs``, raw JSON) and the
+    member array (``members``), the global attributes (``attrs``, raw JSON), the
     members an append grew (``appended``: name -> how many entries of its shard list
-    in ``members`` come before the new ones)."""
+    in ``members`` come before the new ones) and the members whose new entries were
+    written as segments before the commit (``segments``: name -> the references of
+    each segment in the group and in the member, ``{"group": ref, "member": ref}``,
+    in order; they follow the ``appended`` entries)."""
 
     expected: DatasetState
     members: Mapping[str, ArrayManifest]
     attrs: Mapping[str, Any]
     appended: Mapping[str, int] | None = None
+    segments: Mapping[str, Sequence[Mapping[str, Any]]] | None = None
 
 
 Rebase = Callable[[DatasetState], Snapshot]
@@ -563,6 +581,7 @@ def commit_snapshot(
     remove_files: Mapping[str, Iterable[str]] | None = None,
     fresh: bool = False,
     appended: Mapping[str, int] | None = None,
+    segments: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
     merge: Merge | None = None,
     rebase: Rebase | None = None,
     retries: int = 0,
@@ -584,7 +603,10 @@ def commit_snapshot(
     list is the list of their manifest in ``members`` (its first ``count`` entries)
     followed by new entries; their commit and roll forward then write only the new
     entries (:class:`arrayds.nodes.history.Appended`), whatever the length of the
-    history. ``merge``: the tiered merge of the members an append grew, run inside
+    history. ``segments`` (name -> references, :class:`Snapshot`): members whose
+    new entries workers wrote as segments of the group and of the member; they
+    follow the ``appended`` entries, and the commit holds only their references.
+    ``merge``: the tiered merge of the members an append grew, run inside
     this one commit (:func:`arrayds.nodes.merge.tiered` with member name -> appended
     files): a merged member's list is then written anew, and its roll forward writes
     the merged manifest. ``rebase`` (an append, ``retries=``): where the dataset
@@ -597,7 +619,7 @@ def commit_snapshot(
     what = f"dataset {store.display(node)!r}"
     changed = set(changed)
     gone = set(remove_children)
-    planned = Snapshot(expected, members, attrs, appended)
+    planned = Snapshot(expected, members, attrs, appended, segments)
     current = planned
 
     def unchanged(base: NodeVersion) -> None:
@@ -619,7 +641,15 @@ def commit_snapshot(
             if name in changed:
                 count = (current.appended or {}).get(name)
                 m = m.with_(generation=next_generation(state, name), commit=write_id)
-            member_json[name] = member_entry(m, stamp, count)
+            pairs = (current.segments or {}).get(name) if name in changed else None
+            logs = None
+            if pairs is not None:
+                member = join_component(node, name)
+                logs = {
+                    at: ShardLog(store, at, {"segments": [p[k] for p in pairs], "tail": []}, what)
+                    for k, at in (("group", node), ("member", member))
+                }
+            member_json[name] = member_entry(m, stamp, count, logs)
         gen = max(base.generation, generation_of(state.root)) + 1
         doc = group_json(gen, write_id, current.attrs, member_json)
         # the subgroups a DataTree commit listed stay listed (their roll forward may be

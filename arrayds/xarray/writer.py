@@ -49,7 +49,7 @@ from ..kinds.array.handle import stack_entries
 from ..kinds.array.manifest import ArrayManifest, ShardEntry
 from ..kinds.array.tensor import check_dtype
 from ..kinds.group import Group, GroupManifest
-from ..nodes import pending
+from ..nodes import history, pending
 from ..nodes.merge import tiered
 from ..nodes.names import check_component, join_component
 from ..nodes.options import DEFAULT_COMPRESSION, check_compression, writer_options
@@ -310,19 +310,22 @@ class VariablePlan(NamedTuple):
     """The variable's position in the dataset (names its tasks)."""
     values: np.ndarray | None = None
     """The data in memory (numpy), shaped as ``array``, or ``None`` (dask data)."""
+    kind: str = "full"
+    """``"full"`` (written whole), ``"append"`` or ``"region"``."""
 
 
 class WritePlan:
     """The checked arrays of one dataset write: ``plans`` the :class:`VariablePlan`
     of each variable, ``bases`` the base manifests by name (their shard lists are the
     stored ones, unparsed: the commit appends to them), ``remove_files``
-    the shard files the commit makes unreferenced (member -> paths)."""
+    the shard files the commit makes unreferenced (member -> paths, or the member's
+    shard list as read)."""
 
     def __init__(
         self,
         plans: list[VariablePlan],
         bases: dict[str, ArrayManifest],
-        remove_files: dict[str, list[str]],
+        remove_files: dict[str, Sequence[Any]],
     ) -> None:
         self.plans = plans
         self.bases = bases
@@ -370,6 +373,7 @@ def commit_graph(
     job: Any,
     compute: bool = True,
     progress: bool = False,
+    segments: bool = False,
 ) -> Any:
     """Write the shards of ``plans`` (``(task key suffix, plan, what)``), then run
     ``commit_task(job, results)`` once, where ``results[i]`` are the shard entries of
@@ -380,7 +384,13 @@ def commit_graph(
     (:func:`arrayds.kinds.array.dask.write_graph`). ``job`` is one opaque object, so dask
     never looks inside it for keys. Returns the written :class:`arrayds.Group` at
     ``node``, or with ``compute=False`` the ``dask.delayed.Delayed`` that writes and
-    commits."""
+    commits.
+
+    ``segments``: a variable of more than :data:`arrayds.nodes.history.SEGMENT_LIMIT`
+    shards written whole or appended has its entries written as manifest segments by
+    tasks (:func:`_segment_task`), and its ``results[i]`` are their references; the
+    commit task finds those variables in ``job.segmented``."""
+    job.segmented = set()
     if compute and not progress and _in_memory(plans):
         # small in-memory data: the shard writes and the commit run here, as the graph
         # would run them (no graph to build, optimize and schedule for one small step)
@@ -414,11 +424,25 @@ def commit_graph(
     ys = []
     keys = []
     joint = joint_graph([p.array for _s, p, _w in plans])
+    segmented: set[str] = set()
     for suffix, plan, what in plans:
         key = f"arrayds-xr-shard-{write_id}-{suffix}"
         y, k = plan_shard_tasks(plan, store, write_id, shard_size, what, key, layer, joint)
         ys.append(y)
-        keys.append(list(k))
+        k = list(k)
+        if segments and plan.kind != "region" and len(k) > history.SEGMENT_LIMIT:
+            # the workers write the entries as segments (in the group and in the
+            # member: each stores its copy of the list) and the commit receives
+            # their references only
+            segmented.add(plan.name)
+            seg = SegmentJob(store.url, store.storage_options, node, plan.member, write_id)
+            seg_keys = []
+            for i in range(0, len(k), history.SEGMENT_LIMIT):
+                seg_keys.append(f"arrayds-xr-segment-{write_id}-{suffix}-{len(seg_keys)}")
+                layer[seg_keys[-1]] = (_segment_task, seg, k[i : i + history.SEGMENT_LIMIT])
+            k = seg_keys
+        keys.append(k)
+    job.segmented = segmented
     layer[commit_key] = (commit_task, job, keys)
     delayed = Delayed(commit_key, write_graph(ys, layer_name, layer, joint), layer=layer_name)
     if not compute:
@@ -462,6 +486,64 @@ class CommitJob:
         self.__dict__.update(kw)
 
 
+class SegmentJob(NamedTuple):
+    """Where a :func:`_segment_task` writes: the group ``node`` and its ``member``."""
+
+    url: str
+    storage_options: Any
+    node: str
+    member: str
+    write_id: str
+
+
+def _segment_task(job: SegmentJob, entries: list[dict[str, Any]]) -> dict[str, Any]:
+    """Write the manifest entries of a run of at most
+    :data:`arrayds.nodes.history.SEGMENT_LIMIT` shards of one variable as a segment
+    of the member and one of the group (each node stores its copy of the member's
+    list in its own folder), once the shards' names are durable; returns their
+    references (``{"group": ..., "member": ...}``), all the commit task receives."""
+    store = get_store(job.url, job.storage_options)
+    store.flush([join_component(job.member, e["path"]) for e in entries])
+    return _write_pair(store, job.node, job.member, entries, job.write_id)
+
+
+def _write_pair(
+    store: Store, node: str, member: str, entries: list[dict[str, Any]], write_id: str
+) -> dict[str, Any]:
+    """``entries`` written as a segment of ``member`` and one of the group ``node``."""
+    refs = {}
+    for where, at in (("member", member), ("group", node)):
+        [refs[where]] = history.write_segments(store, at, entries, write_id)
+    return refs
+
+
+def _moved_segments(
+    store: Store,
+    job: CommitJob,
+    name: str,
+    pairs: Sequence[Mapping[str, Any]],
+    axis: int,
+    by: int,
+) -> list[dict[str, Any]]:
+    """The segments ``pairs`` of variable ``name`` written again with their entries
+    moved ``by`` chunks along ``axis`` (an append placed after another writer's),
+    one segment in memory at a time."""
+    member = join_component(job.node, name)
+    what = f"dataset {store.display(job.node)!r} variable {name!r}"
+    out = []
+    for pair in pairs:
+        stored = history.segment(store, member, pair["member"], what, cache=False)
+        moved = [e.shifted(axis, by).to_json() for e in new_shards(stored)]
+        out.append(_write_pair(store, job.node, member, moved, job.write_id))
+    return out
+
+
+def _segment_files(name: str, pairs: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The segment files (relative to the group) of the references ``pairs`` of the
+    variable ``name``: what a failed commit removes."""
+    return [f for p in pairs for f in (p["group"]["path"], f"{name}/{p['member']['path']}")]
+
+
 def _commit_task(job: CommitJob, results: list[list[dict[str, Any]]]) -> dict[str, Any]:
     """The one commit of the whole dataset (after every shard task succeeded);
     ``results[i]`` are the shard entries of variable ``job.names[i]``. An append
@@ -472,15 +554,23 @@ def _commit_task(job: CommitJob, results: list[list[dict[str, Any]]]) -> dict[st
     by_name = dict(zip(job.names, results, strict=True))
     members: dict[str, ArrayManifest] = {n: expected.members[n] for n in job.keep}
     appended: dict[str, int] = {}
+    segments = {n: by_name.get(n, []) for n in job.segmented}
     for name, base in job.bases.items():
-        members[name], count = _stacked(base, new_shards(by_name.get(name, [])))
+        if name in segments:  # written whole or appended: nothing stored is hidden
+            members[name], count = base, len(base.shards)
+        else:
+            members[name], count = _stacked(base, new_shards(by_name.get(name, [])))
         if count is not None:
             appended[name] = count
-    written = [f"{n}/{e['path']}" for n, entries in by_name.items() for e in entries]
+    written = [
+        *(f"{n}/{e['path']}" for n, entries in by_name.items() if n not in segments
+          for e in entries),
+        *(f for n, pairs in segments.items() for f in _segment_files(n, pairs)),
+    ]  # fmt: skip
     merge = None
-    if job.tiered and appended:
+    if job.tiered and set(appended) - set(segments):
         # an append: the members it grew merge their newest small shards in this commit
-        files = {n: [e["path"] for e in by_name.get(n, [])] for n in appended}
+        files = {n: [e["path"] for e in by_name.get(n, [])] for n in appended if n not in segments}
         merge = tiered(store, node, files)
     rebase = None
     if job.retries and job.append_dim is not None:
@@ -498,6 +588,7 @@ def _commit_task(job: CommitJob, results: list[list[dict[str, Any]]]) -> dict[st
         remove_files=job.remove_files,
         fresh=job.fresh,
         appended=appended,
+        segments=segments,
         merge=merge,
         rebase=rebase,
         retries=job.retries,
@@ -548,11 +639,16 @@ def _rebased(
             f"append ran, which it does not extend; nothing of this write is visible"
         )
     appended: dict[str, int] = {}
+    segments: dict[str, Sequence[Mapping[str, Any]]] = {}
+    store = get_store(job.url, job.storage_options)
     for name, base in job.bases.items():
-        new = new_shards(by_name.get(name, []))
+        seg = name in job.segmented
+        new = [] if seg else new_shards(by_name.get(name, []))
         old, cur = job.expected.members.get(name), state.members.get(name)
         if old is None or dim not in (base.dims or ()):  # written whole, as planned
-            grown, count = _stacked(base, new)
+            grown, count = (base, len(base.shards)) if seg else _stacked(base, new)
+            if seg:
+                segments[name] = by_name.get(name, [])
         else:
             axis = list(base.dims or ()).index(dim)
             if cur is None or not _same_layout(cur, old, axis):
@@ -565,8 +661,15 @@ def _rebased(
             ax = base.grid.axes[axis]
             axes = list(cur.grid.axes)
             axes[axis] = axes[axis].concat(ax.sub(first, ax.nchunks))
-            moved = [e.shifted(axis, cur.grid.axes[axis].nchunks - first) for e in new]
-            grown, count = _stacked(cur.with_(grid=ChunkGrid(axes), attrs=base.attrs), moved)
+            by = cur.grid.axes[axis].nchunks - first
+            header = cur.with_(grid=ChunkGrid(axes), attrs=base.attrs)
+            if seg:
+                pairs = by_name.get(name, [])
+                grown, count = header, len(cur.shards)
+                segments[name] = _moved_segments(store, job, name, pairs, axis, by)
+            else:
+                moved = [e.shifted(axis, by) for e in new]
+                grown, count = _stacked(header, moved)
         members[name] = grown
         if count is not None:
             appended[name] = count
@@ -580,7 +683,7 @@ def _rebased(
             f"{what}: another writer changed the length of {differ} while this append "
             f"ran; nothing of this write is visible"
         )
-    return Snapshot(state, members, {**state.attrs, **job.own_attrs}, appended)
+    return Snapshot(state, members, {**state.attrs, **job.own_attrs}, appended, segments)
 
 
 def _same_layout(cur: ArrayManifest, old: ArrayManifest, axis: int) -> bool:
@@ -1061,6 +1164,7 @@ def store_encoded(
         job=job,
         compute=compute,
         progress=progress,
+        segments=True,
     )
 
 
@@ -1107,7 +1211,7 @@ def plan_encoded(
     explicit_chunks = set(explicit_chunks)
     existing: dict[str, ArrayManifest] = dict(state.members) if mode != "w" else {}
     bases: dict[str, ArrayManifest] = {}
-    remove_files: dict[str, list[str]] = {}
+    remove_files: dict[str, Sequence[Any]] = {}
     plans = []
     for idx, (key, enc) in enumerate(variables.items()):
         name = names[key]
@@ -1135,7 +1239,8 @@ def plan_encoded(
                 vwhat,
             )
             if name in state.members and not _keeps_history(state, mode):
-                remove_files[name] = sorted({e.path for e in state.members[name].shards})
+                # its list as read: the commit removes its files a segment at a time
+                remove_files[name] = state.members[name].shards
         else:
             old = existing[name]
             _check_stored_dtype(enc, dtype, old, vwhat)
@@ -1150,7 +1255,7 @@ def plan_encoded(
             else:
                 x, offset, base = _plan_region(enc, x, old, dict(region or {}), vwhat)
         member = join_component(node, name)
-        plans.append(VariablePlan(name, x, member, offset, base, idx, values))
+        plans.append(VariablePlan(name, x, member, offset, base, idx, values, kind))
         bases[name] = base
     return WritePlan(plans, bases, remove_files)
 

@@ -507,6 +507,23 @@ class ShardList(Sequence[ShardEntry]):
             return None
         return self._raw, [e.to_json() for e in self._extra]
 
+    def paths(self) -> Iterator[list[str]]:
+        """The file paths of the entries, one stored segment at a time (each loaded
+        and dropped; a list not stored in segments at once): what removes the files
+        of a replaced list without holding it whole.
+
+        >>> grid = ChunkGrid.from_chunks(((1, 1),))
+        >>> list(ShardList([{"path": "c/a", "start": [0], "stop": [1]}], grid, "doc").paths())
+        [['c/a']]
+        """
+        raw = self._raw
+        if not isinstance(raw, ShardLog) or self._extra or self._drop:
+            yield [e.path for e in self]
+            return
+        for k in [*range(raw.nsegments), -1]:
+            stored = raw.tail if k < 0 else raw.load(k, cache=False)
+            yield [e["path"] for e in stored if isinstance(e, dict) and "path" in e]
+
     def json(self) -> list[Any]:
         """The entries as manifest JSON (the stored ones as they were read)."""
         raw = self._raw
