@@ -48,7 +48,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from itertools import chain, islice
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -160,8 +160,9 @@ class Extend:
 
 class Appended(Sequence[Any]):
     """A whole shard list that a writer built as the list ``before`` of the manifest
-    stamped ``stamp`` (its ``(generation, commit)``), without its last ``drop``
-    entries, followed by the entries of ``segments``, then the entries ``added``.
+    stamped ``stamp`` (its ``(generation, commit)``), without the entries at the
+    positions ``drop``, followed by the entries of ``segments``, then the entries
+    ``added``.
     :func:`encode` then changes a stored list of that manifest by exactly that (the
     segments holding the dropped entries rewritten, the segment references and
     ``added`` appended) without reading or comparing the entries before them (a
@@ -179,7 +180,7 @@ class Appended(Sequence[Any]):
     the roll forward of a group snapshot (docs/spec.md 10.2) writes exactly the copy
     the snapshot lists under the same stamp.
 
-    >>> lst = Appended([{"path": "a"}, {"path": "b"}], [{"path": "c"}], (3, "w3"), drop=1)
+    >>> lst = Appended([{"path": "a"}, {"path": "b"}], [{"path": "c"}], (3, "w3"), drop=[1])
     >>> list(lst), lst.count, len(lst)
     ([{'path': 'a'}, {'path': 'c'}], 2, 2)
     """
@@ -191,15 +192,17 @@ class Appended(Sequence[Any]):
         before: Sequence[Any],
         added: Sequence[Any],
         stamp: tuple[int, str],
-        drop: int = 0,
+        drop: Sequence[int] = (),
         segments: Mapping[str, ShardLog] | None = None,
     ) -> None:
-        if not 0 <= drop <= len(before):
-            raise ValueError(f"cannot leave out {drop} of {len(before)} entries")
+        self.drop = sorted(set(drop))
+        if self.drop and not 0 <= self.drop[0] <= self.drop[-1] < len(before):
+            raise ValueError(
+                f"positions {self.drop[0]}..{self.drop[-1]} are not in a list of {len(before)}"
+            )
         self.before = before
         self.added = list(added)
         self.stamp = stamp
-        self.drop = drop
         self.segments = dict(segments or {})
 
     @property
@@ -212,11 +215,12 @@ class Appended(Sequence[Any]):
         return next(iter(self.segments.values()), [])
 
     def __len__(self) -> int:
-        return len(self.before) - self.drop + len(self._written()) + len(self.added)
+        return len(self.before) - len(self.drop) + len(self._written()) + len(self.added)
 
     def __iter__(self) -> Iterator[Any]:
-        kept = len(self.before) - self.drop
-        return chain(islice(self.before, kept), self._written(), self.added)
+        gone = set(self.drop)
+        kept = (e for i, e in enumerate(self.before) if i not in gone) if gone else self.before
+        return chain(kept, self._written(), self.added)
 
     def __getitem__(self, i: Any) -> Any:
         return list(self)[i]
@@ -230,7 +234,8 @@ class Appended(Sequence[Any]):
 
     def __repr__(self) -> str:
         n = len(self._written())
-        return f"Appended({len(self.before)} - {self.drop} + {n} + {len(self.added)} entries)"
+        gone = len(self.drop)
+        return f"Appended({len(self.before)} - {gone} + {n} + {len(self.added)} entries)"
 
 
 def _stamp(d: Any) -> tuple[int, str] | None:
@@ -862,21 +867,34 @@ class ShardLog(Sequence[Any]):
         kept in the per-process cache (:func:`segment`)."""
         return segment(self._store, self._node, self.segment_ref(k), self._what, cache)
 
-    def last_positions(self, k: int) -> dict[str, list[int]]:
-        """The positions of the last ``k`` entries of the list by the path of the
-        segment that holds them (``""``: the tail), from the references' counts (no
-        segment is loaded): what an :class:`Extend`'s ``drop`` names."""
-        t = min(max(k, 0), len(self.tail))
-        out = {"": list(range(len(self.tail) - t, len(self.tail)))} if t else {}
-        k -= t
-        seg = self.nsegments - 1
-        while k > 0 and seg >= 0:
-            path, count = _check_ref(self.segment_ref(seg), self._what)
-            take = min(k, count)
-            out[path] = list(range(count - take, count))
-            k -= take
-            seg -= 1
+    def positions(self, positions: Sequence[int]) -> dict[str, list[int]]:
+        """Where the entries at ``positions`` (in the list) are: their positions by the
+        path of the segment that holds them (``""``: the tail), found from the
+        references' counts (an index is loaded where a position lies in it, no
+        segment): what an :class:`Extend`'s ``drop`` names."""
+        if not positions:
+            return {}
+        at = np.asarray(positions, dtype=np.int64)
+        if at.min() < 0 or at.max() >= len(self):
+            raise ValueError(f"{self._what}: positions {positions!r} are not in the list")
+        seg, first, _ = self.holding_entries(at)
+        out: dict[str, list[int]] = {}
+        for k, e0, p in zip(seg.tolist(), first.tolist(), at.tolist(), strict=True):
+            path = "" if k == self.nsegments else self.segment_ref(k)["path"]
+            out.setdefault(path, []).append(p - e0)
         return out
+
+    def first_entry(self, k: int) -> int:
+        """The position in the list of the first entry of segment ``k`` (of the tail
+        for ``k ==`` :attr:`nsegments`)."""
+        self._item_spans()
+        entry0 = self._spans[0]
+        if k >= self.nsegments:
+            return int(entry0[-1])
+        i = int(np.searchsorted(self._first, k, side="right")) - 1
+        if _is_index_ref(self.refs[i]):
+            return int(self._within(i)[0][k - int(self._first[i])])
+        return int(entry0[i])
 
     def newest(self, k: int) -> list[tuple[str, int, Any]]:
         """The last ``k`` entries of the list (all if it has fewer), in order, each as
@@ -1255,7 +1273,7 @@ def _encode_list(
             what = store.display(node)
             kept = stored if new.count else None
             if new.drop:
-                drop = _as_log(store, node, kept, what).last_positions(new.drop)
+                drop = _as_log(store, node, kept, what).positions(new.drop)
                 kept = _dropped(store, node, kept, drop, written, write_id)
             if refs is not None:
                 kept = _then_segments(store, node, kept, refs.refs, written, write_id)

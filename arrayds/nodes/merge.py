@@ -371,7 +371,8 @@ class TieredMerge:
             if t.n <= len(new):
                 out = log.Appended(before, [*new[: len(new) - t.n], *t.entries], shards.stamp)
             else:
-                out = log.Appended(before, t.entries, shards.stamp, drop=t.n - len(new))
+                gone = range(len(before) - (t.n - len(new)), len(before))
+                out = log.Appended(before, t.entries, shards.stamp, drop=gone)
             return {**doc, "shards": out}, t
         if not isinstance(shards, (list, log.Appended, log.ShardLog)):
             return None

@@ -522,26 +522,29 @@ def member_entry(
     count: int | None,
     segments: Mapping[str, ShardLog] | None = None,
 ) -> dict[str, Any]:
-    """The JSON of the member array ``m`` for a snapshot. ``count``: its shard list is
-    the list of the manifest stamped ``stamp`` (``count`` entries) followed by new
-    ones (those of ``segments``, node -> the segments that node holds, then those of
-    ``m``'s list); it is then an :class:`arrayds.nodes.history.Appended`, whose
-    stored entries a commit neither reads nor writes again where its copy has that
-    stamp (a list read lazily stays unread).
+    """The JSON of the member array ``m`` for a snapshot. Its shard list is an
+    :class:`arrayds.nodes.history.Appended` of the list of the manifest stamped
+    ``stamp`` where it is known to be one: a list read lazily and changed since
+    (:meth:`arrayds.kinds.array.manifest.ShardList.extension`: entries added, and
+    those a region write hides left out), or ``count`` (the stamped list's length)
+    given; the new entries are those of ``segments`` (node -> the segments that node
+    holds), then those of ``m``'s list. A commit then neither reads nor writes again
+    the stored entries it keeps where its copy has that stamp (a list read lazily
+    stays unread).
 
     >>> m = ArrayManifest.new((2,), "i4", ((1, 1),)).committed(3, "w3")
     >>> member_entry(m, (3, "w3"), 0)["shards"]
     Appended(0 - 0 + 0 + 0 entries)
     """
-    if count is None or stamp is None:
-        return m.to_json()
     shards = m.shards
     parts = shards.extension() if isinstance(shards, ShardList) else None
-    if parts is None or len(parts[0]) != count:
+    if parts is None or (count is not None and len(parts[0]) != count):
+        if count is None:
+            return m.to_json()
         entries = m.to_json()["shards"]
-        parts = entries[:count], entries[count:]
-    shards = Appended(parts[0], parts[1], stamp, segments=segments)
-    return {**m.header_json(), "shards": shards}
+        parts = entries[:count], entries[count:], []
+    out = Appended(parts[0], parts[1], stamp, drop=parts[2], segments=segments)
+    return {**m.header_json(), "shards": out}
 
 
 @dataclass

@@ -160,7 +160,9 @@ def test_appended_with_drop_rewrites_only_the_segments_it_cuts():
     log.clear_cache()
     new = {"generation": 4, "commit": "w4"}
     extra = [{"path": "c/m", "start": [0], "stop": [1]}]
-    new["shards"] = log.Appended(entries, extra, (3, "w3"), drop=5)
+    new["shards"] = log.Appended(
+        entries, extra, (3, "w3"), drop=range(len(entries) - 5, len(entries))
+    )
     added: dict = {}
     got, written = log.encode(store, "n", new, base, lambda: None, added)
     assert added[""] == extra
@@ -172,6 +174,6 @@ def test_appended_with_drop_rewrites_only_the_segments_it_cuts():
     assert log.segment(store, "n", segs[-1], "n") == entries[4 * LIMIT : 5 * LIMIT - 2]
 
 
-def test_appended_rejects_a_drop_longer_than_the_list():
-    with pytest.raises(ValueError, match="cannot leave out 3 of 2"):
-        log.Appended([{}, {}], [], (1, "w"), drop=3)
+def test_appended_rejects_positions_outside_the_list():
+    with pytest.raises(ValueError, match="positions 1..2 are not in a list of 2"):
+        log.Appended([{}, {}], [], (1, "w"), drop=[2, 1])

@@ -163,3 +163,28 @@ def test_a_long_write_on_a_cluster_of_processes(tmp_path):
         arrayds.to_arrayrecord(_dataset(n, n), url, mode="a", append_dim="t", shard_size=1)
     assert len(_head(url, "v")["shards"]["segments"]) >= 4
     _check(url, 2 * n)
+
+
+def test_a_region_write_rewrites_only_the_segments_it_cuts(tmp_path, small):
+    url = str(tmp_path / "ds")
+    arrayds.to_arrayrecord(_dataset(N), url, shard_size=1)
+    own = _head(url, "v")["shards"]["segments"]
+    copy = _head(url)["snapshot"]["members"]["v"]["shards"]["segments"]
+    lo, hi = 2 * LIMIT + 2, 2 * LIMIT + 5  # inside the third segment of each copy
+    patch = (_dataset(N).isel(t=slice(lo, hi))[["v"]] * 0 - 1).drop_vars("t")
+    log.clear_cache()
+    arrayds.to_arrayrecord(patch, url, mode="r+", region={"t": slice(lo, hi)}, shard_size=1)
+    # the segment the region meets (read once), and the new one of each copy
+    assert len(log._cache) <= 3
+    for before, after in (
+        (own, _head(url, "v")["shards"]["segments"]),
+        (copy, _head(url)["snapshot"]["members"]["v"]["shards"]["segments"]),
+    ):
+        same = [i for i, r in enumerate(before) if r in after]
+        assert same == [i for i in range(len(before)) if i != 2]
+    got = xr.open_dataset(url, engine="arrayds").load()
+    want = np.arange(N)
+    want[lo:hi] = -1
+    np.testing.assert_array_equal(got.v.values, want)
+    np.testing.assert_array_equal(got.w.values, 2 * np.arange(N))
+    assert verify(url, progress=False).ok

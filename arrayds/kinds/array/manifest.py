@@ -492,20 +492,28 @@ class ShardList(Sequence[ShardEntry]):
             return None
         return {"segments": raw.refs, "tail": raw.tail}
 
-    def extension(self) -> tuple[Sequence[Any], list[Any]] | None:
-        """The stored entries as they were read (a :class:`arrayds.nodes.history.ShardLog`
-        or a list, unparsed) and the JSON of the entries added since
-        (:meth:`extended`), or ``None`` if this list leaves out stored entries: what
-        an :class:`arrayds.nodes.history.Appended` of the list is made of.
+    def extension(self) -> tuple[Sequence[Any], list[Any], list[int]] | None:
+        """How this list follows from the stored entries as they were read: those
+        entries (a :class:`arrayds.nodes.history.ShardLog` or a list, unparsed), the
+        JSON of the entries added since (:meth:`extended`, :meth:`hiding`) and the
+        positions of the stored entries it leaves out (:meth:`hiding`): what an
+        :class:`arrayds.nodes.history.Appended` of the list is made of. ``None`` if
+        it leaves out entries of a list not stored in segments.
 
         >>> grid = ChunkGrid.from_chunks(((1, 1),))
         >>> lst = ShardList([{"path": "c/a", "start": [0], "stop": [1]}], grid, "doc")
-        >>> lst.extended([ShardEntry("c/b", (1,), (2,))]).extension()[1]
-        [{'path': 'c/b', 'start': [1], 'stop': [2], 'records': 1}]
+        >>> lst.extended([ShardEntry("c/b", (1,), (2,))]).extension()[1:]
+        ([{'path': 'c/b', 'start': [1], 'stop': [2], 'records': 1}], [])
         """
+        raw = self._raw
+        drop: list[int] = []
         if self._drop:
-            return None
-        return self._raw, [e.to_json() for e in self._extra]
+            if not isinstance(raw, ShardLog):
+                return None
+            for k, gone in self._drop.items():
+                first = raw.first_entry(raw.nsegments if k < 0 else k)
+                drop += [first + p for p in gone]
+        return raw, [e.to_json() for e in self._extra], sorted(drop)
 
     def paths(self) -> Iterator[list[str]]:
         """The file paths of the entries, one stored segment at a time (each loaded
@@ -1084,7 +1092,7 @@ class ArrayManifest:
                 raise CorruptionError(f"{what}: manifest {field_name}: {too_big}")
         raw_shards = d.get("shards")
         shards: Sequence[ShardEntry]
-        if isinstance(raw_shards, Appended) and not raw_shards.drop:
+        if isinstance(raw_shards, Appended) and not raw_shards.drop and not raw_shards.segments:
             # a list a commit extended: the stored entries stay as they were read
             added = _parse_shards(raw_shards.added, grid, what)
             shards = ShardList(raw_shards.before, grid, what, added)
