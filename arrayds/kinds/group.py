@@ -20,6 +20,7 @@ from ..html_repr import node_html
 from ..nodes import commit
 from ..nodes import registry as kinds
 from ..nodes.handle import Node, child_mode, commit_create, open_handle
+from ..nodes.history import kept
 from ..nodes.names import (
     FORMAT,
     FORMAT_VERSION,
@@ -162,8 +163,11 @@ class Group(Node, Mapping[str, Any]):
         store, what = self._store, self.what
 
         def build(base: commit.NodeVersion) -> dict[str, Any]:
-            # the group as it is now (another writer's snapshot fields are kept)
-            cur = GroupManifest.from_json(base.raw, what) if base.kind == "group" else self._m
+            # the group as it is now (another writer's snapshot fields are kept, and
+            # its members' long shard lists as they are stored: never read)
+            if base.kind != "group":
+                return GroupManifest(attrs=attrs, extra=self._m.extra).to_json()
+            cur = GroupManifest.from_json(kept(base.lazy_raw or {}), what)
             return GroupManifest(attrs=attrs, extra=cur.extra).to_json()
 
         raw = commit.commit(

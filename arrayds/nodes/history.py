@@ -80,6 +80,7 @@ __all__ = [
     "log_files",
     "has_index",
     "index",
+    "kept",
     "needs_index",
     "newest",
     "now",
@@ -1162,6 +1163,30 @@ def plain(manifest: Mapping[str, Any]) -> dict[str, Any]:
             out["snapshot"],
             members={n: plain(m) if isinstance(m, dict) else m for n, m in members.items()},
         )
+    return out
+
+
+def kept(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """The logical manifest ``manifest`` as read lazily (:func:`resolve` with
+    ``lazy``), each of its snapshot members' shard lists that is a :class:`ShardLog`
+    given as an :class:`Appended` of nothing to the member's ``(generation,
+    commit)``: a commit of it (a group's attributes changed) then keeps those lists
+    as stored, never reading them.
+
+    >>> kept({"snapshot": {"members": {"v": {"generation": 2, "commit": "w", "shards": []}}}})
+    {'snapshot': {'members': {'v': {'generation': 2, 'commit': 'w', 'shards': []}}}}
+    """
+    out = dict(manifest)
+    members = _members(out)
+    if members is None:
+        return out
+    new = {}
+    for name, m in members.items():
+        stamp = _stamp(m)
+        if isinstance(m, dict) and isinstance(m.get("shards"), ShardLog) and stamp is not None:
+            m = dict(m, shards=Appended(m["shards"], [], stamp))
+        new[name] = m
+    out["snapshot"] = dict(out["snapshot"], members=new)
     return out
 
 

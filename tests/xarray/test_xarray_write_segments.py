@@ -188,3 +188,15 @@ def test_a_region_write_rewrites_only_the_segments_it_cuts(tmp_path, small):
     np.testing.assert_array_equal(got.v.values, want)
     np.testing.assert_array_equal(got.w.values, 2 * np.arange(N))
     assert verify(url, progress=False).ok
+
+
+def test_a_group_attribute_change_keeps_the_member_lists_unread(tmp_path, small):
+    url = str(tmp_path / "ds")
+    arrayds.to_arrayrecord(_dataset(N), url, shard_size=1)
+    copy = _head(url)["snapshot"]["members"]["v"]["shards"]
+    log.clear_cache()
+    arrayds.open(url, mode="r+").attrs["title"] = "t"
+    assert len(log._cache) == 0
+    assert _head(url)["snapshot"]["members"]["v"]["shards"] == copy
+    assert xr.open_dataset(url, engine="arrayds").attrs["title"] == "t"
+    _check(url, N)
