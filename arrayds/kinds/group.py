@@ -374,6 +374,7 @@ kinds.register(
         describe=kinds.lazy("arrayds.tools.describe", "describe_group"),
         info_text=kinds.lazy("arrayds.tools.describe", "group_text"),
         cat=kinds.lazy("arrayds.tools.cat", "cat_group"),
+        lazy_shards=True,  # the snapshot members' long lists load when read
         totals="groups",
         plural="groups",
     )

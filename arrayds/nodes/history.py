@@ -1348,6 +1348,8 @@ def encode(
                 return None
             if _is_log(stored):  # only this list's segments, not every list of the head
                 return _resolve_list(store, node, stored, store.display(node))
+            if isinstance(stored, list):  # inline: the list itself
+                return stored
             value: Any = full()
             for p in path:
                 value = value.get(p) if isinstance(value, dict) else None
@@ -1483,9 +1485,16 @@ def _dropped(
     what = store.display(node)
     segs = list(stored["segments"]) if _is_log(stored) else []
     tail = list(stored["tail"]) if _is_log(stored) else list(stored or [])
-    held = {i: index(store, node, r, what) for i, r in enumerate(segs) if _is_index_ref(r)}
-    paths = {r["path"] for i, r in enumerate(segs) if i not in held}
-    paths |= {leaf["path"] for leaves in held.values() for leaf in leaves}
+    # the indexes are loaded from the last on, only while a segment to rewrite is
+    # not found yet (a merge or a region near the end loads none or one)
+    paths = {r["path"] for r in segs if not _is_index_ref(r)}
+    held: dict[int, list[dict[str, Any]]] = {}
+    for i in reversed(range(len(segs))):
+        if not set(drop) - {""} - paths:
+            break
+        if _is_index_ref(segs[i]):
+            held[i] = index(store, node, segs[i], what)
+            paths |= {leaf["path"] for leaf in held[i]}
     for p, pos in drop.items():
         n = len(tail) if p == "" else None
         if p != "" and p not in paths:
@@ -1512,6 +1521,9 @@ def _dropped(
 
     out: list[Any] = []
     for i, ref in enumerate(segs):
+        if _is_index_ref(ref) and i not in held:  # none of its segments changes
+            out.append(ref)
+            continue
         if i not in held:
             out += without(ref)
             continue

@@ -154,9 +154,9 @@ class NodeKind:
     """``place_tail(old_tail, new_entries)`` -> the entries of a rewritten tail of the
     shard list, placed where ``old_tail`` was (``None``: as they are)."""
     lazy_shards: bool = False
-    """Whether ``parse`` takes the node's shard list as an
-    :class:`arrayds.nodes.history.ShardLog` whose segments load when used (an open then
-    reads the head only), rather than as a complete list."""
+    """Whether ``parse`` takes the node's shard lists (its own, and those of a group's
+    snapshot members) as :class:`arrayds.nodes.history.ShardLog` whose segments load
+    when used (an open then reads the head only), rather than as complete lists."""
     segment_summary: tuple[str, ...] = ("records",)
     """The keys of :func:`arrayds.nodes.history.summary` that every segment reference of
     the node's shard list has once this release wrote it (what its reads look segments
