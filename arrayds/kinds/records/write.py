@@ -474,7 +474,10 @@ def write_records(
     """Write a bag (one shard per partition) or a list (``num_shards`` shards).
 
     Each shard is written by its own task; one final task commits the manifest, so
-    nothing is visible until every shard succeeded.  ``mode``: ``"w-"`` create
+    nothing is visible until every shard succeeded (a write of more than
+    :data:`arrayds.nodes.history.SEGMENT_LIMIT` shards has tasks write the manifest
+    entries as segments, and the commit receives only their references:
+    :func:`commit_segments`).  ``mode``: ``"w-"`` create
     (``FileExistsError`` if present), ``"w"`` replace, ``"a"`` append new shards (the
     serializer must match the dataset's; ``retries``: how often an append that lost a
     commit race to another writer commits again after that writer's records, with a
@@ -696,7 +699,8 @@ def write_from_sources(
     """Write shard ``k`` from the iterable ``sources[k][0](*sources[k][1])``, streaming.
 
     One task per source (it produces and writes its items in constant memory) plus
-    one commit task; the building block of :mod:`arrayds.convert`.  ``serializer`` is
+    one commit task (for many sources, over segment tasks: :func:`write_records`); the
+    building block of :mod:`arrayds.convert`.  ``serializer`` is
     ``"raw"`` by default; with ``"auto"`` each task materializes its items to choose.
 
     Example:
