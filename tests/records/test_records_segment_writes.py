@@ -288,3 +288,39 @@ def test_the_task_functions_on_their_own(tmp_path):
     assert _read(url) == [b"a", {"b": 1}]
     # committed once: a second commit of the same write returns that manifest
     assert rw.commit_segments(refs, plan, "w-", None, ser)["commit"] == plan.write_id
+
+
+def _planned(url: str, mode: str = "w-"):
+    """A long write done by hand with the task functions: its plan, segment
+    references and records."""
+    plan, _ = rw.prepare_write(url, None, mode, WriterOptions(""), "raw", None, N)
+    parts = _parts()
+    res = [rw.write_records_shard(p, k, plan) for k, p in enumerate(parts)]
+    refs = [rw.write_segment(res[i : i + LIMIT], plan, "raw") for i in range(0, N, LIMIT)]
+    return plan, refs, _flat(parts)
+
+
+def test_a_commit_task_run_again_after_it_landed_commits_nothing_twice(tmp_path):
+    url = str(tmp_path / "r")
+    records.write_records([b"first"], url)
+    plan, refs, want = _planned(url, "a")
+    rw.commit_segments(refs, plan, "a", None, "raw")
+    records.write_records([b"other"], url, mode="a")
+    head = rw.commit_segments(refs, plan, "a", None, "raw")  # a lost worker's rerun
+    assert head == _head(url) and head["num_records"] == 2 + len(want)
+    assert _read(url) == [b"first", *want, b"other"]
+
+
+def test_a_refused_rerun_long_after_it_landed_keeps_the_committed_files(tmp_path):
+    url = str(tmp_path / "r")
+    plan, refs, want = _planned(url)
+    rw.commit_segments(refs, plan, "w-", None, "raw")
+    files = _files(url)
+    store = get_store(url)
+    for k in range(65):  # more commits than a head's ``recent`` names (no merge)
+        rw.write([b"%d" % k], store, "", mode="a", compact=False)
+    with pytest.raises(FileExistsError):
+        rw.commit_segments(refs, plan, "w-", None, "raw")
+    assert files <= _files(url)  # the version that names the write keeps its files
+    assert _read(url) == want + [b"%d" % k for k in range(65)]
+    assert verify(url).ok

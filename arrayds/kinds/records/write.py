@@ -65,7 +65,7 @@ def _write_stream(
     through :func:`arrayds.nodes.shards.shard_writer` (each batch goes to the engine in
     one call; ``defer_sync`` as there)."""
     count = 0
-    key = f"{node}/{name}" if node else name
+    key = _key(node, name)
     with shard_writer(store, key, options, defer_sync=defer_sync) as w:
         for batch in batches:
             count += w.write_many(batch)
@@ -278,8 +278,9 @@ def commit_segments(
     commit holds a reference per :data:`arrayds.nodes.history.SEGMENT_LIMIT` shards,
     never the entries; ``num_records`` is the sum of the references' ``records``. A
     commit refused (the node is not as the write expects, or another writer won the
-    race) removes the segments and the shards, and nothing is visible. No tiered merge
-    runs.
+    race) removes the segments and the shards, and nothing is visible; a commit task
+    run again after its first run landed returns the node's head and commits nothing.
+    No tiered merge runs.
 
     Example:
         >>> import os, tempfile
@@ -297,13 +298,14 @@ def commit_segments(
         [b'0', b'1', b'2']
     """
     refs = [ref for seg in segments for ref in seg]
+    head = node_commit.read(plan.store, plan.node).head
+    if head is not None and plan.write_id in _recent(head):
+        return head  # committed by an earlier run of this task: not twice
     try:
         return _commit_manifest(plan, [], ser_name, mode, attrs, refs)
     except (FileExistsError, ValueError, CommitConflictError):
-        # refused before its put, or its put refused: nothing of it is visible (its
-        # segments are gone with the commit's ``written``); its shards, named after
-        # the write, go here a run at a time (never listed whole)
-        _remove_shards(plan)
+        # refused before its put, or its put refused: nothing of it is visible
+        _remove_written(plan, refs)
         raise
 
 
@@ -311,10 +313,25 @@ def _key(node: str, name: str) -> str:
     return f"{node}/{name}" if node else name
 
 
-def _remove_shards(plan: WritePlan) -> None:
-    """Remove the shards of a write whose commit was refused, a run of names at a
-    time. Best effort: a leftover is an orphan (no reader sees it; ``arrayds gc``
-    removes it)."""
+def _recent(head: Mapping[str, Any]) -> list[Any]:
+    """The write ids of the latest commits a head names (docs/spec.md 12.2)."""
+    recent = head.get(node_commit.RECENT)
+    return recent if isinstance(recent, list) else []
+
+
+def _remove_written(plan: WritePlan, refs: Sequence[Mapping[str, Any]]) -> None:
+    """Remove the segments ``refs`` and the shards of a write whose commit was refused
+    (the shards a run of names at a time: never listed whole), unless a version of the
+    node names the write (a commit task run again long after its first run landed: its
+    files are then data). Best effort: a leftover is an orphan (no reader sees it;
+    ``arrayds gc`` removes it)."""
+    st, node = plan.store, plan.node
+    try:
+        if any(v.commit == plan.write_id for v in node_commit.versions(st, node)):
+            return
+        st.delete([_key(node, r["path"]) for r in refs])
+    except Exception:  # noqa: BLE001 - best effort
+        return
     step = history.SEGMENT_LIMIT
     for lo in range(0, plan.total, step):
         keys = [
@@ -322,7 +339,7 @@ def _remove_shards(plan: WritePlan) -> None:
             for k in range(lo, min(lo + step, plan.total))
         ]
         try:
-            plan.store.delete(keys)
+            st.delete(keys)
         except Exception:  # noqa: BLE001 - best effort
             return
 
@@ -343,9 +360,9 @@ def _commit_manifest(
     :func:`arrayds.nodes.merge.tiered`), ``"w"`` replaces the node and removes what
     only the old one used (with ``refs``: a ``fresh`` :class:`Extend`, the replaced
     files removed one segment at a time). A refused commit removes the shards it
-    lists (and a merged one) and the segments."""
+    lists (and a merged one)."""
     where = plan.where
-    written = [s.path for s in shards] + [r["path"] for r in refs]
+    written = [s.path for s in shards]  # the segments: commit_segments removes them
     added = sum(s.num_records for s in shards) + sum(r["records"] for r in refs)
 
     def check(base: node_commit.NodeVersion) -> None:
