@@ -16,12 +16,19 @@ replacing write (mode ``w``: every stored file removed), each in shards of 128
 chunks, have their commits measured the same way, each on its own hard-linked copy
 of the committed array.
 
+``--records``: the same for a records dataset written from a dask bag of n
+one-record partitions (one shard each, ``kinds/records/write.py``): ``entries`` is
+``commit_shards`` over every partition's result, ``segments`` is ``commit_segments``
+over the references the segment tasks wrote.
+
     /work/wt/py benchmarks/bench_write_commit.py 100000
+    /work/wt/py benchmarks/bench_write_commit.py --records 100000
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import pickle
@@ -35,10 +42,13 @@ from typing import Any
 
 import dask
 import dask.array as da
+import dask.bag as db
 from dask.callbacks import Callback
 
 import arrayds
 from arrayds.kinds.array import dask as ad
+from arrayds.kinds.records import write as rw
+from arrayds.storage import get_store
 
 
 def status_kib(field: str) -> int:
@@ -60,14 +70,20 @@ def measure(kind: str, job_file: str, input_file: str) -> dict[str, Any]:
     t0, c0 = time.perf_counter(), time.process_time()
     with open(input_file, "rb") as f:
         received = pickle.load(f)
-    task = ad._commit_task if kind == "entries" else ad._commit_segments_task
-    a = task(job, received)
+    if kind.startswith("records-"):
+        commit = rw.commit_shards if kind == "records-entries" else rw.commit_segments
+        man = commit(received, job, "w-", None, "raw")
+        received = [r for seg in received for r in seg] if kind == "records-segments" else received
+        shape = [len(rw.RecordsDataset.from_committed(job.store, job.node, man))]
+    else:
+        task = ad._commit_task if kind == "entries" else ad._commit_segments_task
+        shape = list(task(job, received).shape)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     maxrss = status_kib("VmHWM")
     return {"traced_peak": peak, "rss_above": (maxrss - before) * 1024, "wall": wall,
-            "cpu": cpu, "received": len(received), "shape": list(a.shape)}  # fmt: skip
+            "cpu": cpu, "received": len(received), "shape": shape}  # fmt: skip
 
 
 class _Entries(Callback):
@@ -110,7 +126,8 @@ def commit_in_child(
     if copy is not None:
         subprocess.run(["cp", "-al", url, copy], check=True)
         url = copy
-    job = type(job)(**{k: getattr(job, k) for k in job.__slots__} | {"url": url})
+    if hasattr(job, "__slots__"):  # an array's CommitJob (a records plan names its store)
+        job = type(job)(**{k: getattr(job, k) for k in job.__slots__} | {"url": url})
     jf, inf = os.path.join(workdir, "job.pkl"), os.path.join(workdir, "in.pkl")
     with open(jf, "wb") as f:
         pickle.dump(job, f)
@@ -160,6 +177,55 @@ def run(n: int, workdir: str) -> list[dict[str, Any]]:
     return rows
 
 
+def held_records_write(n: int, url: str) -> tuple[Any, list[Any], list[Any], float]:
+    """A dask write of a bag of ``n`` one-record partitions to ``url`` with its
+    commit held back: its plan, the segment references and the partition results the
+    commit would have received, and the time of the other tasks."""
+    held: dict[str, Any] = {}
+
+    def hold(segments: list[Any], plan: Any, *args: Any) -> None:
+        held["plan"], held["refs"] = plan, segments
+
+    class Results(Callback):
+        def __init__(self) -> None:
+            super().__init__()
+            self.got: dict[int, Any] = {}
+
+        def _posttask(self, key, result, dsk, state, id):  # noqa: A002 - dask's names
+            if isinstance(key, tuple) and str(key[0]).startswith("write-records-"):
+                self.got[key[1]] = result
+
+    bag = db.from_sequence(range(n), npartitions=n).map(lambda i: b"%d" % i)
+    real, rw.commit_segments = rw.commit_segments, hold
+    try:
+        d = rw.write_records(bag, url, serializer="raw", compute=False)
+        t0 = time.perf_counter()
+        with Results() as seen, dask.config.set(scheduler="threads"):
+            d.compute()
+        took = time.perf_counter() - t0
+    finally:
+        rw.commit_segments = real
+    return held["plan"], held["refs"], [seen.got[k] for k in range(n)], took
+
+
+def run_records(n: int, workdir: str) -> list[dict[str, Any]]:
+    """The commits of a records write of ``n`` one-record partitions: over every
+    partition's result (on a hard-linked copy), then over the segment references."""
+    url = os.path.join(workdir, "r")
+    plan, refs, results, took = held_records_write(n, url)
+    print(f"records n={n}: shard and segment tasks {took:.1f} s", flush=True)
+    rows = []
+    copy = os.path.join(workdir, "entries")
+    subprocess.run(["cp", "-al", url, copy], check=True)
+    for kind, received, at in (("records-entries", results, copy), ("records-segments", refs, url)):
+        job = dataclasses.replace(plan, store=get_store(at))
+        row = commit_in_child(job, kind, received, at, workdir, None)
+        assert row["shape"] == [n], row
+        rows.append({"n": n, "write": "records w-", "commit": kind.split("-")[1], **row})
+        print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
 BOX = 128
 """Chunks per shard of the region and replacing writes (the commit's cost is in the
 stored list it changes: every entry of it is hidden or replaced)."""
@@ -169,6 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("sizes", type=int, nargs="*", default=[100_000])
     p.add_argument("--workdir", default=None)
+    p.add_argument("--records", action="store_true", help="a records write of n partitions")
     p.add_argument("--measure", nargs=3, default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.measure:
@@ -178,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     for n in args.sizes:
         workdir = tempfile.mkdtemp(dir=args.workdir)
         try:
-            rows += run(n, workdir)
+            rows += run_records(n, workdir) if args.records else run(n, workdir)
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
     mib = 1 << 20

@@ -31,6 +31,7 @@ from ..progress import compute
 
 __all__ = [
     "Fused",
+    "bag_writes",
     "block_keys",
     "commit_after",
     "flatten_keys",
@@ -335,6 +336,33 @@ def commit_after(
     return run(committed, progress, scheduler)
 
 
+def bag_writes(
+    bag: Any, write_partition: Callable[..., Any], args: tuple[Any, ...], *, name: str
+) -> tuple[list[Any], Any]:
+    """The partition tasks of :func:`write_bag` without its commit: the
+    ``dask.delayed.Delayed`` of task ``(name, k)``, ``write_partition(items, k, *args)``
+    on the items of partition ``k`` (fused with the bag's own tasks), in partition
+    order, and the bag's scheduler (for a writer that commits through tasks of its
+    own, such as a records write of many partitions).
+
+    >>> import dask.bag as db
+    >>> def part(items, k):
+    ...     return (k, sum(items))
+    >>> writes, _ = bag_writes(db.from_sequence(range(4), npartitions=2), part, (), name="w")
+    >>> [w.compute(scheduler="sync") for w in writes]
+    [(0, 1), (1, 5)]
+    """
+    import dask.bag as db
+    from dask.base import get_scheduler
+    from dask.highlevelgraph import HighLevelGraph
+
+    total = bag.npartitions
+    layer = {(name, k): (write_partition, (bag.name, k), k, *args) for k in range(total)}
+    graph = HighLevelGraph.from_collections(name, layer, dependencies=[bag])
+    writes = db.Bag(graph, name, total).to_delayed(optimize_graph=True)
+    return writes, get_scheduler(collections=[bag])
+
+
 def write_bag(
     bag: Any,
     write_partition: Callable[..., Any],
@@ -363,15 +391,7 @@ def write_bag(
     ...     write_bag(bag, part, (), list, (), name="w", commit_key="c")
     [(0, 10), (1, 50), (2, 90)]
     """
-    import dask.bag as db
-    from dask.base import get_scheduler
-    from dask.highlevelgraph import HighLevelGraph
-
-    total = bag.npartitions
-    layer = {(name, k): (write_partition, (bag.name, k), k, *args) for k in range(total)}
-    graph = HighLevelGraph.from_collections(name, layer, dependencies=[bag])
-    writes = db.Bag(graph, name, total).to_delayed(optimize_graph=True)
-    scheduler = get_scheduler(collections=[bag])
+    writes, scheduler = bag_writes(bag, write_partition, args, name=name)
     return commit_after(
         writes,
         commit,

@@ -138,8 +138,9 @@ class RecordsDataset(Node):
     @property
     def manifest(self) -> RecordsManifest:
         if self._parsed is None:
-            # the manifest a commit returned, its shard list possibly still a log
-            raw = log.resolve(self._store, self._node, self._raw or {}, self.url)
+            # the manifest a commit returned, its shard list possibly still a log: a
+            # ShardLog, whose segments load when a read needs them (as an open's)
+            raw = log.resolve(self._store, self._node, self._raw or {}, self.url, lazy=True)
             self._parsed = RecordsManifest.from_json(raw, self.url)
         return self._parsed
 

@@ -1,5 +1,8 @@
 """Writing records datasets: from a list or a dask bag (one shard per partition, one
-task each, plus one commit task); appends add shards under a new write id.
+task each, plus one commit task); appends add shards under a new write id. A dask
+write of more than :data:`arrayds.nodes.history.SEGMENT_LIMIT` partitions has tasks
+write its manifest entries as segments, and its commit receives their references only
+(docs/spec.md 14.4.1; :func:`commit_segments`).
 
 >>> ds = write_records([{"i": i} for i in range(4)], "memory://doc-records-write-mod", num_shards=2)
 >>> len(ds), ds.num_shards
@@ -16,10 +19,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ...dask.graph import commit_after, write_bag
+from ...dask.graph import bag_writes, commit_after, run
+from ...errors import CommitConflictError
 from ...files.reader import ArrayRecordReader
 from ...nodes import commit as node_commit
-from ...nodes import pending
+from ...nodes import history, pending
 from ...nodes.merge import tiered
 from ...nodes.names import (
     shard_name,
@@ -61,7 +65,7 @@ def _write_stream(
     through :func:`arrayds.nodes.shards.shard_writer` (each batch goes to the engine in
     one call; ``defer_sync`` as there)."""
     count = 0
-    key = f"{node}/{name}" if node else name
+    key = _key(node, name)
     with shard_writer(store, key, options, defer_sync=defer_sync) as w:
         for batch in batches:
             count += w.write_many(batch)
@@ -203,22 +207,141 @@ def commit_shards(
         >>> man["serializer"], open_records(url).data_source()[1]
         ('raw', b'b')
     """
-    shards = [r["shard"] for r in results]
     if expected_serializer is not None:
         ser_name = expected_serializer
     else:
-        chosen = {r["serializer"] for r in results if r["serializer"] is not None}
-        if len(chosen) > 1:
-            # auto chose raw for some partitions (all bytes) and msgpack for others:
-            # re-encode the raw ones so the whole dataset has one serializer
-            ser_name = "msgpack"
-            shards = [
-                _reencode_as_msgpack(plan, s) if r["serializer"] == "raw" else s
-                for s, r in zip(shards, results, strict=True)
-            ]
-        else:
-            ser_name = chosen.pop() if chosen else "msgpack"
-    return _commit_manifest(plan, shards, ser_name, mode, attrs)
+        ser_name = decide_serializer([chosen_serializers(results)])
+    return _commit_manifest(plan, _settled(plan, results, ser_name), ser_name, mode, attrs)
+
+
+def chosen_serializers(results: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Task: the serializers ``auto`` chose for the partitions whose
+    :func:`write_records_shard` results are ``results`` (empty ones chose none),
+    sorted: all a long write's serializer decision needs of them.
+
+    >>> chosen_serializers([{"serializer": "raw"}, {"serializer": None}])
+    ['raw']
+    """
+    return sorted({r["serializer"] for r in results if r["serializer"] is not None})
+
+
+def decide_serializer(chosen: Sequence[Sequence[str]]) -> str:
+    """Task: the serializer of an ``auto`` write whose groups of partitions chose
+    ``chosen`` (:func:`chosen_serializers`): the one they all chose, ``"msgpack"`` if
+    they chose several (the raw shards are then re-encoded, :func:`_settled`) or none.
+
+    >>> decide_serializer([["raw"], []]), decide_serializer([["raw"], ["msgpack"]])
+    ('raw', 'msgpack')
+    """
+    names = {n for c in chosen for n in c}
+    return names.pop() if len(names) == 1 else "msgpack"
+
+
+def _settled(
+    plan: WritePlan, results: Sequence[Mapping[str, Any]], ser_name: str
+) -> list[ShardInfo]:
+    """The shards of ``results`` in the write's serializer ``ser_name``: an ``auto``
+    write that chose raw for some partitions (all bytes) and msgpack for others
+    re-encodes the raw ones, so the whole dataset has one serializer."""
+    reencode = ser_name == "msgpack"
+    return [
+        _reencode_as_msgpack(plan, r["shard"])
+        if reencode and r["serializer"] == "raw"
+        else r["shard"]
+        for r in results
+    ]
+
+
+def write_segment(
+    results: Sequence[Mapping[str, Any]], plan: WritePlan, ser_name: str
+) -> list[dict[str, Any]]:
+    """Task: the entries of a run of at most :data:`arrayds.nodes.history.SEGMENT_LIMIT`
+    consecutive partitions (their :func:`write_records_shard` results, raw shards
+    re-encoded if the write's ``auto`` serializer ``ser_name`` says so) written as a
+    segment, once the shards' names are durable; returns its references, all
+    :func:`commit_segments` receives of them (example there)."""
+    shards = _settled(plan, results, ser_name)
+    st = plan.store
+    st.flush([_key(plan.node, s.path) for s in shards])
+    return history.write_segments(st, plan.node, [s.to_json() for s in shards], plan.write_id)
+
+
+def commit_segments(
+    segments: Sequence[Sequence[Mapping[str, Any]]],
+    plan: WritePlan,
+    mode: str,
+    attrs: dict[str, Any] | None,
+    ser_name: str,
+) -> dict[str, Any]:
+    """Task: :func:`commit_shards` of a write whose entries the tasks wrote as segments
+    (:func:`write_segment`; ``segments``: their references, in dataset order), so the
+    commit holds a reference per :data:`arrayds.nodes.history.SEGMENT_LIMIT` shards,
+    never the entries; ``num_records`` is the sum of the references' ``records``. A
+    commit refused (the node is not as the write expects, or another writer won the
+    race) removes the segments and the shards, and nothing is visible; a commit task
+    run again after its first run landed returns the node's head and commits nothing.
+    No tiered merge runs.
+
+    Example:
+        >>> import os, tempfile
+        >>> from arrayds.kinds.records import write as records
+        >>> from arrayds.nodes.options import WriterOptions
+        >>> url = os.path.join(tempfile.mkdtemp(), "r")
+        >>> plan, _ = records.prepare_write(url, None, "w-", WriterOptions(""), "raw", None, 3)
+        >>> res = [records.write_records_shard([b"%d" % k], k, plan) for k in range(3)]
+        >>> refs = [records.write_segment(r, plan, "raw") for r in (res[:2], res[2:])]
+        >>> man = records.commit_segments(refs, plan, "w-", None, "raw")
+        >>> man["num_records"], [r["count"] for r in man["shards"]["segments"]]
+        (3, [2, 1])
+        >>> from arrayds.records import open_records
+        >>> list(open_records(url).data_source())
+        [b'0', b'1', b'2']
+    """
+    refs = [ref for seg in segments for ref in seg]
+    head = node_commit.read(plan.store, plan.node).head
+    if head is not None and plan.write_id in _recent(head):
+        return head  # committed by an earlier run of this task: not twice
+    try:
+        return _commit_manifest(plan, [], ser_name, mode, attrs, refs)
+    except (FileExistsError, ValueError, CommitConflictError):
+        # refused before its put, or its put refused: nothing of it is visible
+        _remove_written(plan, refs)
+        raise
+
+
+def _key(node: str, name: str) -> str:
+    return f"{node}/{name}" if node else name
+
+
+def _recent(head: Mapping[str, Any]) -> list[Any]:
+    """The write ids of the latest commits a head names (docs/spec.md 12.2)."""
+    recent = head.get(node_commit.RECENT)
+    return recent if isinstance(recent, list) else []
+
+
+def _remove_written(plan: WritePlan, refs: Sequence[Mapping[str, Any]]) -> None:
+    """Remove the segments ``refs`` and the shards of a write whose commit was refused
+    (the shards a run of names at a time: never listed whole), unless a version of the
+    node names the write (a commit task run again long after its first run landed: its
+    files are then data). Best effort: a leftover is an orphan (no reader sees it;
+    ``arrayds gc`` removes it)."""
+    st, node = plan.store, plan.node
+    try:
+        if any(v.commit == plan.write_id for v in node_commit.versions(st, node)):
+            return
+        st.delete([_key(node, r["path"]) for r in refs])
+    except Exception:  # noqa: BLE001 - best effort
+        return
+    step = history.SEGMENT_LIMIT
+    for lo in range(0, plan.total, step):
+        keys = [
+            _key(plan.node, shard_name(plan.stem, k, total=plan.total))
+            for k in range(lo, min(lo + step, plan.total))
+        ]
+        try:
+            st.delete(keys)
+        except Exception:  # noqa: BLE001 - best effort
+            return
 
 
 def _commit_manifest(
@@ -227,15 +350,20 @@ def _commit_manifest(
     ser_name: str,
     mode: str,
     attrs: dict[str, Any] | None,
+    refs: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
-    """Commit the manifest that lists ``shards`` (:func:`arrayds.nodes.commit.commit`):
-    ``"w-"`` refuses an existing node, ``"a"`` appends to the current dataset (same
-    serializer; retried on a lost race, and with ``plan.tiered`` the tiered merge of
-    the newest small shards in the same commit, :func:`arrayds.nodes.merge.tiered`),
-    ``"w"`` replaces the node and removes what only the old one used. A refused
-    commit removes the shards (and a merged one)."""
+    """Commit the manifest that lists the segments ``refs`` (:func:`commit_segments`)
+    then ``shards`` (:func:`arrayds.nodes.commit.commit`): ``"w-"`` refuses an
+    existing node, ``"a"`` appends to the current dataset (same serializer; retried on
+    a lost race after the other writer's records, and with ``plan.tiered`` and no
+    ``refs`` the tiered merge of the newest small shards in the same commit,
+    :func:`arrayds.nodes.merge.tiered`), ``"w"`` replaces the node and removes what
+    only the old one used (with ``refs``: a ``fresh`` :class:`Extend`, the replaced
+    files removed one segment at a time). A refused commit removes the shards it
+    lists (and a merged one)."""
     where = plan.where
-    written = [s.path for s in shards]
+    written = [s.path for s in shards]  # the segments: commit_segments removes them
+    added = sum(s.num_records for s in shards) + sum(r["records"] for r in refs)
 
     def check(base: node_commit.NodeVersion) -> None:
         if base.head is None:
@@ -253,15 +381,17 @@ def _commit_manifest(
     def build(base: node_commit.NodeVersion) -> dict[str, Any] | node_commit.Extend:
         if mode == "a" and base.head is not None:
             head = base.head
-            fields: dict[str, Any] = {
-                "num_records": head_count(head, where) + sum(s.num_records for s in shards)
-            }
+            fields: dict[str, Any] = {"num_records": head_count(head, where) + added}
             if attrs:
                 fields["attrs"] = {**head_attrs(head, where), **attrs}
-            return node_commit.Extend(fields, [s.to_json() for s in shards])
+            return node_commit.Extend(fields, [s.to_json() for s in shards], segments=refs)
         w = plan.writer
         man = RecordsManifest(ser_name, w.group_size, w.compression, shards, dict(attrs or {}))
-        return man.to_json()
+        if not refs:
+            return man.to_json()
+        header = {**man.to_json(), "num_records": added}
+        del header["shards"]
+        return node_commit.Extend(header, [], segments=refs, fresh=mode == "w")
 
     return node_commit.commit(
         plan.store,
@@ -274,7 +404,9 @@ def _commit_manifest(
         retries=plan.retries if mode == "a" else 0,
         replaces=mode == "w",
         what=f"records dataset {where!r}",
-        merge=tiered(plan.store, plan.node, written) if mode == "a" and plan.tiered else None,
+        merge=tiered(plan.store, plan.node, written)
+        if mode == "a" and plan.tiered and not refs
+        else None,
     )
 
 
@@ -359,7 +491,10 @@ def write_records(
     """Write a bag (one shard per partition) or a list (``num_shards`` shards).
 
     Each shard is written by its own task; one final task commits the manifest, so
-    nothing is visible until every shard succeeded.  ``mode``: ``"w-"`` create
+    nothing is visible until every shard succeeded (a write of more than
+    :data:`arrayds.nodes.history.SEGMENT_LIMIT` shards has tasks write the manifest
+    entries as segments, and the commit receives only their references:
+    :func:`commit_segments`).  ``mode``: ``"w-"`` create
     (``FileExistsError`` if present), ``"w"`` replace, ``"a"`` append new shards (the
     serializer must match the dataset's; ``retries``: how often an append that lost a
     commit race to another writer commits again after that writer's records, with a
@@ -504,28 +639,58 @@ def _graph(
     scheduler: Any,
     progress: bool,
 ) -> Any:
-    """The shard tasks ``writes`` and the commit task after them (see :func:`_finish`)."""
+    """The shard tasks ``writes`` and the commit task after them (see :func:`_finish`):
+    at most :data:`arrayds.nodes.history.SEGMENT_LIMIT` shards, one
+    :func:`commit_shards` over their results; more, :func:`_segments_graph`."""
     if _is_bag(writes):
-        return write_bag(
+        writes, scheduler = bag_writes(
+            writes, write_records_shard, (plan,), name=f"write-records-{plan.stem}"
+        )
+    if len(writes) <= history.SEGMENT_LIMIT:
+        return commit_after(
             writes,
-            write_records_shard,
-            (plan,),
             commit_shards,
             args,
-            name=f"write-records-{plan.stem}",
-            commit_key=key,
+            key=key,
             compute=compute,
             progress=progress,
+            scheduler=scheduler,
         )
-    return commit_after(
-        writes,
-        commit_shards,
-        args,
-        key=key,
-        compute=compute,
-        progress=progress,
-        scheduler=scheduler,
-    )
+    committed = _segments_graph(writes, plan, args, key)
+    return run(committed, progress, scheduler) if compute else committed
+
+
+def _segments_graph(writes: Sequence[Any], plan: WritePlan, args: tuple[Any, ...], key: str) -> Any:
+    """The commit of the shard tasks ``writes`` (more than
+    :data:`arrayds.nodes.history.SEGMENT_LIMIT`) as tasks over runs of that many
+    consecutive ones: ``records-segment-<stem>-<k>`` writes run ``k``'s entries as a
+    segment (:func:`write_segment`) and the commit task ``key`` receives their
+    references (:func:`commit_segments`). An ``auto`` serializer is decided without
+    gathering the results in one task: ``records-chosen-<stem>-<k>`` takes the
+    serializers run ``k`` chose (:func:`chosen_serializers`), one task
+    ``records-serializer-<stem>`` decides from those (:func:`decide_serializer`), and
+    the segment tasks and the commit take the decision."""
+    from dask.delayed import delayed
+
+    _, mode, attrs, expected = args
+    step, stem = history.SEGMENT_LIMIT, plan.stem
+    runs = [list(writes[i : i + step]) for i in range(0, len(writes), step)]
+    ser: Any = expected
+    if expected is None:
+        chosen = [
+            delayed(chosen_serializers, pure=False)(r, dask_key_name=f"records-chosen-{stem}-{k}")
+            for k, r in enumerate(runs)
+        ]
+        ser = delayed(decide_serializer, pure=False)(
+            chosen, dask_key_name=f"records-serializer-{stem}"
+        )
+    segments = [
+        delayed(write_segment, pure=False)(
+            r, plan, ser, dask_key_name=f"records-segment-{stem}-{k}"
+        )
+        for k, r in enumerate(runs)
+    ]
+    return delayed(commit_segments, pure=False)(segments, plan, mode, attrs, ser, dask_key_name=key)
 
 
 def _write_from_source(source: Any, args: tuple[Any, ...], partition: int, plan: WritePlan):
@@ -551,7 +716,8 @@ def write_from_sources(
     """Write shard ``k`` from the iterable ``sources[k][0](*sources[k][1])``, streaming.
 
     One task per source (it produces and writes its items in constant memory) plus
-    one commit task; the building block of :mod:`arrayds.convert`.  ``serializer`` is
+    one commit task (for many sources, over segment tasks: :func:`write_records`); the
+    building block of :mod:`arrayds.convert`.  ``serializer`` is
     ``"raw"`` by default; with ``"auto"`` each task materializes its items to choose.
 
     Example:
