@@ -280,7 +280,7 @@ what recognises a commit whose reply was lost (:func:`_landed`) however the node
 changed after it, as long as fewer commits followed it than this."""
 
 
-def _recent(head: Mapping[str, Any] | None) -> list[str]:
+def recent_commits(head: Mapping[str, Any] | None) -> list[str]:
     """The write ids of the latest commits ``head`` keeps (``[]`` if none or not a
     list of strings: the field is informational, docs/spec.md 12.2)."""
     got = head.get(RECENT) if head is not None else None
@@ -504,7 +504,7 @@ def _stage(
         "format_version": format_version,
         "generation": generation,
         "commit": write_id,
-        RECENT: [write_id, *_recent(base.head)][:RECENT_COMMITS],
+        RECENT: [write_id, *recent_commits(base.head)][:RECENT_COMMITS],
     }
     if format_version >= 2:
         stamp["time"] = log.now()
@@ -780,7 +780,7 @@ def _landed(
     now = parse_json(data, what) if data is not None else None
     if now is None:
         return False
-    if now.get("commit") == write_id or write_id in _recent(now):
+    if now.get("commit") == write_id or write_id in recent_commits(now):
         return True
     gen = generation_of(head)
     if generation_of(now) <= gen or gen < 1:

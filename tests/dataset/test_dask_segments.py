@@ -14,7 +14,6 @@ import dask
 import dask.array as da
 import numpy as np
 import pytest
-from dask.callbacks import Callback
 from dask.core import get_dependencies
 
 import arrayds
@@ -37,25 +36,14 @@ def _head(url: str) -> dict:
     return commit.read(get_store(url), "").head
 
 
-class _Results(Callback):
-    """Every task's result, by key."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.got: dict = {}
-
-    def _posttask(self, key, result, dsk, state, id):  # noqa: A002 - dask's names
-        self.got[key] = result
-
-
-def test_the_commit_receives_segment_references_not_entries(tmp_path):
+def test_the_commit_receives_segment_references_not_entries(tmp_path, task_results):
     url = str(tmp_path / "a")
     n = 10 * LIMIT + 3
     d = arrayds.to_arrayrecord(da.arange(n, chunks=1), url, shard_size=1, compute=False)
     graph = dict(d.__dask_graph__())
     deps = get_dependencies(graph, d.key)
     assert len(deps) == 11 and all(str(k).startswith("arrayds-segment-") for k in deps)
-    with _Results() as seen, dask.config.set(scheduler="threads"):
+    with task_results() as seen, dask.config.set(scheduler="threads"):
         a = d.compute()
     refs = [seen.got[k] for k in sorted(deps, key=lambda k: int(str(k).rsplit("-", 1)[1]))]
     assert [r["count"] for r in refs] == [LIMIT] * 10 + [3]

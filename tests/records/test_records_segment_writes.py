@@ -13,7 +13,6 @@ import os
 import dask
 import dask.bag as db
 import pytest
-from dask.callbacks import Callback
 from dask.core import get_dependencies
 
 from arrayds import records
@@ -33,17 +32,6 @@ N = 6 * LIMIT + 3  # partitions: 7 runs, the last of 3
 def _small_segments(monkeypatch):
     monkeypatch.setattr(log, "SEGMENT_LIMIT", LIMIT)
     log.clear_cache()
-
-
-class _Results(Callback):
-    """Every task's result, by key."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.got: dict = {}
-
-    def _posttask(self, key, result, dsk, state, id):  # noqa: A002 - dask's names
-        self.got[key] = result
 
 
 def _parts(n: int = N, tag: bytes = b"r", dicts: set[int] = frozenset()) -> list[list]:
@@ -83,13 +71,13 @@ def _ordered(keys) -> list:
     return sorted(keys, key=lambda k: int(str(k).rsplit("-", 1)[1]))
 
 
-def test_the_commit_receives_segment_references_not_entries(tmp_path):
+def test_the_commit_receives_segment_references_not_entries(tmp_path, task_results):
     url = str(tmp_path / "r")
     parts = _parts()
     d = records.write_records(_bag(parts), url, serializer="raw", compute=False)
     deps = get_dependencies(dict(d.__dask_graph__()), d.key)
     assert len(deps) == 7 and all(str(k).startswith("records-segment-") for k in deps)
-    with _Results() as seen, dask.config.set(scheduler="threads"):
+    with task_results() as seen, dask.config.set(scheduler="threads"):
         d.compute()
     refs = [r for k in _ordered(deps) for r in seen.got[k]]
     assert [r["count"] for r in refs] == [LIMIT] * 6 + [3]
@@ -129,7 +117,9 @@ def test_the_committed_dataset_opens_lazily_and_reads_by_record_index(tmp_path):
         src[len(want) - 1]
 
 
-def test_auto_with_mixed_partitions_re_encodes_the_raw_ones_in_the_segment_tasks(tmp_path):
+def test_auto_with_mixed_partitions_re_encodes_the_raw_ones_in_the_segment_tasks(
+    tmp_path, task_results
+):
     url = str(tmp_path / "r")
     parts = _parts(dicts={5, 17})  # two runs hold a partition of dicts, the others bytes
     d = records.write_records(_bag(parts), url, compute=False)
@@ -139,7 +129,7 @@ def test_auto_with_mixed_partitions_re_encodes_the_raw_ones_in_the_segment_tasks
     assert len(decide) == 1 and len(deps) == 8  # 7 segment tasks and the decision
     chosen = get_dependencies(graph, decide[0])
     assert len(chosen) == 7 and all(str(k).startswith("records-chosen-") for k in chosen)
-    with _Results() as seen, dask.config.set(scheduler="threads"):
+    with task_results() as seen, dask.config.set(scheduler="threads"):
         ds = d.compute()
     assert seen.got[decide[0]] == "msgpack"
     assert sorted(map(tuple, (seen.got[k] for k in chosen))) == sorted(

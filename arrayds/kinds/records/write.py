@@ -299,7 +299,7 @@ def commit_segments(
     """
     refs = [ref for seg in segments for ref in seg]
     head = node_commit.read(plan.store, plan.node).head
-    if head is not None and plan.write_id in _recent(head):
+    if head is not None and plan.write_id in node_commit.recent_commits(head):
         return head  # committed by an earlier run of this task: not twice
     try:
         return _commit_manifest(plan, [], ser_name, mode, attrs, refs)
@@ -311,12 +311,6 @@ def commit_segments(
 
 def _key(node: str, name: str) -> str:
     return f"{node}/{name}" if node else name
-
-
-def _recent(head: Mapping[str, Any]) -> list[Any]:
-    """The write ids of the latest commits a head names (docs/spec.md 12.2)."""
-    recent = head.get(node_commit.RECENT)
-    return recent if isinstance(recent, list) else []
 
 
 def _remove_written(plan: WritePlan, refs: Sequence[Mapping[str, Any]]) -> None:
