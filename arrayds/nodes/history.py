@@ -186,7 +186,7 @@ class Appended(Sequence[Any]):
     ([{'path': 'a'}, {'path': 'c'}], 2, 2)
     """
 
-    __slots__ = ("added", "before", "drop", "segments", "stamp")
+    __slots__ = ("_all", "added", "before", "drop", "segments", "stamp")
 
     def __init__(
         self,
@@ -205,6 +205,7 @@ class Appended(Sequence[Any]):
         self.added = list(added)
         self.stamp = stamp
         self.segments = dict(segments or {})
+        self._all: list[Any] | None = None
 
     @property
     def count(self) -> int:
@@ -224,7 +225,9 @@ class Appended(Sequence[Any]):
         return chain(kept, self._written(), self.added)
 
     def __getitem__(self, i: Any) -> Any:
-        return list(self)[i]
+        if self._all is None:  # read whole once (its parts are immutable)
+            self._all = list(self)
+        return self._all[i]
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, (Appended, ShardLog, list)):
@@ -1116,6 +1119,52 @@ def _members(head: Mapping[str, Any]) -> dict[str, Any] | None:
     return members if isinstance(members, dict) else None
 
 
+MAX_NESTING = 64
+"""The deepest a tree snapshot's subgroups nest that :func:`list_paths` follows (a
+forged manifest nesting deeper is refused by the group parser, not walked)."""
+
+
+def list_paths(manifest: Any, depth: int = 0) -> list[tuple[str, ...]]:
+    """The paths of the shard lists a manifest (logical or stored) holds: its own
+    ``shards``, those of its snapshot's members, and, through the subgroups a tree's
+    snapshot lists (docs/spec.md 10.4), those of their members, at any depth. Every
+    list a head holds is stored, resolved and read the same way (docs/spec.md 14.2).
+
+    >>> list_paths({"shards": [], "snapshot": {"members": {"g": {"kind": "group",
+    ...     "snapshot": {"members": {"v": {"shards": []}}}}}}})
+    [('shards',), ('snapshot', 'members', 'g', 'snapshot', 'members', 'v', 'shards')]
+    """
+    out: list[tuple[str, ...]] = []
+    if not isinstance(manifest, Mapping) or depth > MAX_NESTING:
+        return out
+    if "shards" in manifest:
+        out.append(("shards",))
+    for name, m in (_members(manifest) or {}).items():
+        out += [("snapshot", "members", name, *p) for p in list_paths(m, depth + 1)]
+    return out
+
+
+def _at(manifest: Any, path: Sequence[str]) -> Any:
+    """The value at ``path`` in ``manifest`` (``None`` where a level is missing)."""
+    for p in path:
+        manifest = manifest.get(p) if isinstance(manifest, Mapping) else None
+    return manifest
+
+
+def _with(manifest: Mapping[str, Any], path: Sequence[str], value: Any) -> dict[str, Any]:
+    """A copy of ``manifest`` with ``value`` at ``path`` (each level on the way copied,
+    the rest shared)."""
+    out = dict(manifest)
+    out[path[0]] = value if len(path) == 1 else _with(out[path[0]], path[1:], value)
+    return out
+
+
+def _where(path: Sequence[str]) -> str:
+    """The folder (relative to the node) of the files the list at ``path`` names:
+    ``""`` for the node's own, the member's name, ``group/member`` in a tree."""
+    return "/".join(path[2::3])
+
+
 def resolve(
     store: Store, node: str, head: Mapping[str, Any], what: str, *, lazy: bool = False
 ) -> dict[str, Any]:
@@ -1131,18 +1180,10 @@ def resolve(
         return _resolve_list(store, node, value, where)
 
     out = dict(head)
-    if "shards" in out:
-        out["shards"] = one(out["shards"], what)
-    members = _members(head)
-    if members is not None and any(
-        isinstance(m, dict) and isinstance(m.get("shards"), dict) for m in members.values()
-    ):
-        new_members = {}
-        for name, m in members.items():
-            if isinstance(m, dict) and isinstance(m.get("shards"), dict):
-                m = dict(m, shards=one(m["shards"], f"{what} ({name})"))
-            new_members[name] = m
-        out["snapshot"] = dict(out["snapshot"], members=new_members)
+    for path in list_paths(head):
+        value = _at(out, path)
+        if isinstance(value, dict):  # a log (a plain list stands for itself)
+            out = _with(out, path, one(value, f"{what} ({_where(path)})" if path[1:] else what))
     return out
 
 
@@ -1155,14 +1196,9 @@ def plain(manifest: Mapping[str, Any]) -> dict[str, Any]:
     {'shards': [{'path': 'a'}, {'path': 'b'}]}
     """
     out = dict(manifest)
-    if isinstance(out.get("shards"), (Appended, ShardLog)):
-        out["shards"] = list(out["shards"])
-    members = _members(out)
-    if members is not None:
-        out["snapshot"] = dict(
-            out["snapshot"],
-            members={n: plain(m) if isinstance(m, dict) else m for n, m in members.items()},
-        )
+    for path in list_paths(manifest):
+        if isinstance(_at(out, path), (Appended, ShardLog)):
+            out = _with(out, path, list(_at(out, path)))
     return out
 
 
@@ -1177,16 +1213,10 @@ def kept(manifest: Mapping[str, Any]) -> dict[str, Any]:
     {'snapshot': {'members': {'v': {'generation': 2, 'commit': 'w', 'shards': []}}}}
     """
     out = dict(manifest)
-    members = _members(out)
-    if members is None:
-        return out
-    new = {}
-    for name, m in members.items():
-        stamp = _stamp(m)
-        if isinstance(m, dict) and isinstance(m.get("shards"), ShardLog) and stamp is not None:
-            m = dict(m, shards=Appended(m["shards"], [], stamp))
-        new[name] = m
-    out["snapshot"] = dict(out["snapshot"], members=new)
+    for path in list_paths(manifest):
+        value, stamp = _at(out, path), _stamp(_at(out, path[:-1]))
+        if path[1:] and isinstance(value, ShardLog) and stamp is not None:
+            out = _with(out, path, Appended(value, [], stamp))
     return out
 
 
@@ -1197,10 +1227,7 @@ def has_index(head: Mapping[str, Any]) -> bool:
     ...     "refs": 2}], "tail": []}})
     True
     """
-    lists = [head.get("shards")]
-    members = _members(head)
-    if members is not None:
-        lists += [m.get("shards") for m in members.values() if isinstance(m, dict)]
+    lists = [_at(head, path) for path in list_paths(head)]
     return any(
         _is_log(v) and isinstance(v["segments"], list) and any(map(_is_index_ref, v["segments"]))
         for v in lists
@@ -1218,12 +1245,8 @@ def log_files(store: Store, node: str, head: Mapping[str, Any]) -> set[str]:
     ['_arrayds/log/a.json']
     """
     out: set[str] = set()
-    lists = [head.get("shards")]
-    members = _members(head)
-    if members is not None:
-        lists += [m.get("shards") for m in members.values() if isinstance(m, dict)]
     what = store.display(node)
-    for value in lists:
+    for value in (_at(head, path) for path in list_paths(head)):
         if _is_log(value) and isinstance(value["segments"], list):
             for r in value["segments"]:
                 if isinstance(r, dict) and isinstance(r.get("path"), str):
@@ -1328,8 +1351,10 @@ def encode(
     head ``base`` it replaces (``None``: none) and ``current()``, the logical manifest
     of ``base``. Returns it and the segment files written for it (relative to the
     node; they must be durable before the head is). ``added``, if given, receives the
-    entries of each list that the current manifest does not have (``""``: the node's
-    own shards, else the snapshot member's name). New segments are named after
+    entries of each list that the current manifest does not have, by the folder of
+    its files (``""``: the node's own shards, else the snapshot member's name, or
+    ``group/member`` below a tree snapshot's subgroup). Every list :func:`list_paths`
+    finds is stored so, in the node's own folder. New segments are named after
     ``write_id``, the write that commits the head."""
     written: list[str] = []
     added = {} if added is None else added
@@ -1337,11 +1362,7 @@ def encode(
     full = (lambda: current() if current is not None else None) if base is not None else None
 
     def base_list(path: tuple[str, ...]) -> tuple[Any, Callable[[], Any], Any]:
-        stored: Any = base
-        holder: Any = None
-        for p in path:
-            holder = stored
-            stored = stored.get(p) if isinstance(stored, dict) else None
+        stored = _at(base, path)
 
         def cur() -> Any:
             if full is None or current is None:
@@ -1350,30 +1371,16 @@ def encode(
                 return _resolve_list(store, node, stored, store.display(node))
             if isinstance(stored, list):  # inline: the list itself
                 return stored
-            value: Any = full()
-            for p in path:
-                value = value.get(p) if isinstance(value, dict) else None
-            return value
+            return _at(full(), path)
 
-        return stored, cur, _stamp(holder)
+        return stored, cur, _stamp(_at(base, path[:-1]))
 
-    if "shards" in head:
-        stored, cur, owner = base_list(("shards",))
-        head["shards"], added[""] = _encode_list(
-            store, node, head["shards"], stored, cur, written, owner, write_id
+    for path in list_paths(head):
+        stored, cur, owner = base_list(path)
+        enc, added[_where(path)] = _encode_list(
+            store, node, _at(head, path), stored, cur, written, owner, write_id
         )
-    members = _members(head)
-    if members is not None:
-        new_members = {}
-        for name, m in members.items():
-            if isinstance(m, dict) and "shards" in m:
-                stored, cur, owner = base_list(("snapshot", "members", name, "shards"))
-                enc, added[name] = _encode_list(
-                    store, node, m["shards"], stored, cur, written, owner, write_id
-                )
-                m = dict(m, shards=enc)
-            new_members[name] = m
-        head["snapshot"] = dict(head["snapshot"], members=new_members)
+        head = _with(head, path, enc)
     return head, written
 
 

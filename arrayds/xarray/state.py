@@ -61,7 +61,7 @@ from ..errors import CommitConflictError, CorruptionError
 from ..kinds.array.manifest import ArrayManifest, ShardList
 from ..nodes import commit as node_commit
 from ..nodes.commit import Merge, NodeVersion, generation_of
-from ..nodes.history import Appended, ShardLog
+from ..nodes.history import Appended, ShardLog, kept
 from ..nodes.names import FORMAT, FORMAT_VERSION, is_reserved_name, join_component, new_write_id
 from ..nodes.read import read_pinned
 from ..nodes.registry import parse_node
@@ -74,6 +74,7 @@ __all__ = [
     "Snapshot",
     "chain_stamps",
     "commit_snapshot",
+    "copy_logs",
     "group_entry",
     "group_json",
     "member_entry",
@@ -306,7 +307,7 @@ def _assemble(
         state.children[name] = children[name].stamp
         entry = group_entry(root, name)
         if entry is not None:  # a subgroup of a DataTree commit
-            eff = newer(children[name].raw, entry)
+            eff = newer(children[name].lazy_raw, entry)
             if eff is not None and eff.get("kind") == "group":
                 state.groups[name] = eff
                 state.others.append(name)
@@ -320,8 +321,8 @@ def _assemble(
         if not isinstance(in_snap, dict) or (
             head is not None and generation_of(head) >= generation_of(in_snap)
         ):  # else its roll forward is pending: the snapshot's copy is used
-            # an array's long shard list loads when read; a group's is carried whole
-            raw = children[name].lazy_raw if children[name].kind == "array" else children[name].raw
+            # a long shard list (an array's, a subgroup's members') loads when read
+            raw = children[name].lazy_raw
         if raw is not None:
             try:
                 child = parse_node(raw, f"{what} member {name!r}")
@@ -547,6 +548,15 @@ def member_entry(
     return {**m.header_json(), "shards": out}
 
 
+def copy_logs(store: Store, pairs: Sequence[Mapping[str, Any]], what: str) -> dict[str, ShardLog]:
+    """The segments that workers wrote before a commit (``pairs``: per segment, node
+    -> its reference, one copy in each node that stores the member's list) as a
+    :class:`arrayds.nodes.history.ShardLog` per node, for :func:`member_entry`."""
+    nodes = list(pairs[0]) if pairs else []
+    return {at: ShardLog(store, at, {"segments": [p[at] for p in pairs], "tail": []}, what)
+            for at in nodes}  # fmt: skip
+
+
 @dataclass
 class Snapshot:
     """What one dataset commit writes, planned from the state ``expected``: every
@@ -554,8 +564,8 @@ class Snapshot:
     members an append grew (``appended``: name -> how many entries of its shard list
     in ``members`` come before the new ones) and the members whose new entries were
     written as segments before the commit (``segments``: name -> the references of
-    each segment in the group and in the member, ``{"group": ref, "member": ref}``,
-    in order; they follow the ``appended`` entries)."""
+    each segment in each node that stores the member's list, node -> reference, in
+    order; they follow the ``appended`` entries)."""
 
     expected: DatasetState
     members: Mapping[str, ArrayManifest]
@@ -607,7 +617,7 @@ def commit_snapshot(
     followed by new entries; their commit and roll forward then write only the new
     entries (:class:`arrayds.nodes.history.Appended`), whatever the length of the
     history. ``segments`` (name -> references, :class:`Snapshot`): members whose
-    new entries workers wrote as segments of the group and of the member; they
+    new entries workers wrote as segments of each node that stores their list; they
     follow the ``appended`` entries, and the commit holds only their references.
     ``merge``: the tiered merge of the members an append grew, run inside
     this one commit (:func:`arrayds.nodes.merge.tiered` with member name -> appended
@@ -645,20 +655,17 @@ def commit_snapshot(
                 count = (current.appended or {}).get(name)
                 m = m.with_(generation=next_generation(state, name), commit=write_id)
             pairs = (current.segments or {}).get(name) if name in changed else None
-            logs = None
-            if pairs is not None:
-                member = join_component(node, name)
-                logs = {
-                    at: ShardLog(store, at, {"segments": [p[k] for p in pairs], "tail": []}, what)
-                    for k, at in (("group", node), ("member", member))
-                }
+            logs = copy_logs(store, pairs, what) if pairs is not None else None
             member_json[name] = member_entry(m, stamp, count, logs)
         gen = max(base.generation, generation_of(state.root)) + 1
         doc = group_json(gen, write_id, current.attrs, member_json)
         # the subgroups a DataTree commit listed stay listed (their roll forward may be
-        # pending), unless this write removes them
+        # pending), unless this write removes them; their lists as stored (a list read
+        # lazily stays unread, :func:`arrayds.nodes.history.kept`)
         carried = {
-            n: g for n, g in state.groups.items() if n not in gone and n not in current.members
+            n: kept(g)
+            for n, g in state.groups.items()
+            if n not in gone and n not in current.members
         }
         old_snap = state.root.get(SNAPSHOT) if state.root is not None else None
         if carried and isinstance(old_snap, dict) and old_snap.get("tree") is True:

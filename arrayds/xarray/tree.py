@@ -45,8 +45,10 @@ from .attrs import encode_attrs
 from .state import (
     SNAPSHOT,
     DatasetState,
+    copy_logs,
     forget_histories,
     group_json,
+    member_entry,
     next_generation,
     read_state,
     remove_replaced_members,
@@ -61,6 +63,7 @@ from .writer import (
     encode_dataset,
     new_shards,
     plan_encoded,
+    segment_files,
     variable_name,
 )
 
@@ -192,6 +195,7 @@ def write_datatree(
         job=job,
         compute=compute,
         progress=progress,
+        segments=True,
     )
 
 
@@ -273,12 +277,18 @@ def _commit_task(job: CommitJob, results: list[list[dict[str, Any]]]) -> dict[st
         st: DatasetState = g["state"]
         members: dict[str, Any] = {}
         for name, base in g["bases"].items():
-            m = base.with_(
-                shards=stack_entries(base.shards, new_shards(by_key.get((rel, name), []))),
-                generation=next_generation(st, name),
-                commit=job.write_id,
-            )
-            members[name] = m.to_json()
+            m = base.with_(generation=next_generation(st, name), commit=job.write_id)
+            results = by_key.get((rel, name), [])
+            if join_component(g["node"], name) in job.segmented:
+                # written as segments by the workers, a copy in the member and in each
+                # group up to the tree's root: the commit holds their references only
+                logs = copy_logs(store, results, what)
+                stamp = (base.generation, base.commit)
+                members[name] = member_entry(m, stamp, len(base.shards), logs)
+            else:
+                members[name] = m.with_(
+                    shards=stack_entries(base.shards, new_shards(results))
+                ).to_json()
         for child in g["children"]:
             doc = build_group(f"{rel}/{child}" if rel else child)
             doc["generation"] = max(doc["generation"], next_generation(st, child))
@@ -295,9 +305,18 @@ def _commit_task(job: CommitJob, results: list[list[dict[str, Any]]]) -> dict[st
             forget_histories(store, g["node"], g["bases"])  # a tree is written whole
 
     written = [
-        "/".join(filter(None, (rel, name, e["path"])))
-        for (rel, name), entries in by_key.items()
-        for e in entries
+        *(
+            "/".join(filter(None, (rel, name, e["path"])))
+            for (rel, name), entries in by_key.items()
+            if join_component(job.groups[rel]["node"], name) not in job.segmented
+            for e in entries
+        ),
+        *(
+            f
+            for (rel, name), pairs in by_key.items()
+            if join_component(job.groups[rel]["node"], name) in job.segmented
+            for f in segment_files(job.node, pairs)
+        ),
     ]
     return node_commit.commit(
         store,

@@ -389,7 +389,7 @@ def commit_graph(
     ``segments``: a variable of more than :data:`arrayds.nodes.history.SEGMENT_LIMIT`
     shards written whole or appended has its entries written as manifest segments by
     tasks (:func:`_segment_task`), and its ``results[i]`` are their references; the
-    commit task finds those variables in ``job.segmented``."""
+    commit task finds those variables (their member nodes) in ``job.segmented``."""
     job.segmented = set()
     if compute and not progress and _in_memory(plans):
         # small in-memory data: the shard writes and the commit run here, as the graph
@@ -431,11 +431,13 @@ def commit_graph(
         ys.append(y)
         k = list(k)
         if segments and plan.kind != "region" and len(k) > history.SEGMENT_LIMIT:
-            # the workers write the entries as segments (in the group and in the
-            # member: each stores its copy of the list) and the commit receives
-            # their references only
-            segmented.add(plan.name)
-            seg = SegmentJob(store.url, store.storage_options, node, plan.member, write_id)
+            # the workers write the entries as segments (in the member and each group
+            # up to ``node``: each stores its copy of the list) and the commit
+            # receives their references only
+            segmented.add(plan.member)
+            seg = SegmentJob(
+                store.url, store.storage_options, copy_nodes(node, plan.member), write_id
+            )
             seg_keys = []
             for i in range(0, len(k), history.SEGMENT_LIMIT):
                 seg_keys.append(f"arrayds-xr-segment-{write_id}-{suffix}-{len(seg_keys)}")
@@ -487,33 +489,49 @@ class CommitJob:
 
 
 class SegmentJob(NamedTuple):
-    """Where a :func:`_segment_task` writes: the group ``node`` and its ``member``."""
+    """Where a :func:`_segment_task` writes: a copy of the segment in each of
+    ``nodes`` (the member, then every group from the member's up to the committing
+    node: each stores its copy of the member's list in its own folder)."""
 
     url: str
     storage_options: Any
-    node: str
-    member: str
+    nodes: tuple[str, ...]
     write_id: str
+
+
+def copy_nodes(node: str, member: str) -> tuple[str, ...]:
+    """The nodes that store a copy of the shard list of ``member``, a member of a
+    group at or below ``node`` that one commit at ``node`` writes: the member, its
+    group and every group above it up to ``node`` (a DataTree commit lists the
+    subgroups, and their members' lists, in its root's snapshot: docs/spec.md 10.4).
+
+    >>> copy_nodes("t", "t/a/b/v")
+    ('t/a/b/v', 't/a/b', 't/a', 't')
+    """
+    out = [member]
+    while out[-1] != node:
+        out.append(out[-1].rpartition("/")[0])
+    return tuple(out)
 
 
 def _segment_task(job: SegmentJob, entries: list[dict[str, Any]]) -> dict[str, Any]:
     """Write the manifest entries of a run of at most
     :data:`arrayds.nodes.history.SEGMENT_LIMIT` shards of one variable as a segment
-    of the member and one of the group (each node stores its copy of the member's
-    list in its own folder), once the shards' names are durable; returns their
-    references (``{"group": ..., "member": ...}``), all the commit task receives."""
+    of each node that stores its list (``job.nodes``), once the shards' names are
+    durable; returns their references (node -> reference), all the commit task
+    receives."""
     store = get_store(job.url, job.storage_options)
-    store.flush([join_component(job.member, e["path"]) for e in entries])
-    return _write_pair(store, job.node, job.member, entries, job.write_id)
+    store.flush([join_component(job.nodes[0], e["path"]) for e in entries])
+    return _write_copies(store, job.nodes, entries, job.write_id)
 
 
-def _write_pair(
-    store: Store, node: str, member: str, entries: list[dict[str, Any]], write_id: str
+def _write_copies(
+    store: Store, nodes: Iterable[str], entries: list[dict[str, Any]], write_id: str
 ) -> dict[str, Any]:
-    """``entries`` written as a segment of ``member`` and one of the group ``node``."""
+    """``entries`` written as a segment of each of ``nodes``: node -> its reference."""
     refs = {}
-    for where, at in (("member", member), ("group", node)):
-        [refs[where]] = history.write_segments(store, at, entries, write_id)
+    for at in nodes:
+        [refs[at]] = history.write_segments(store, at, entries, write_id)
     return refs
 
 
@@ -525,23 +543,29 @@ def _moved_segments(
     axis: int,
     by: int,
 ) -> list[dict[str, Any]]:
-    """The segments ``pairs`` of variable ``name`` written again with their entries
-    moved ``by`` chunks along ``axis`` (an append placed after another writer's),
-    one segment in memory at a time."""
+    """The segments ``pairs`` (node -> reference) of variable ``name`` written again
+    with their entries moved ``by`` chunks along ``axis`` (an append placed after
+    another writer's), one segment in memory at a time."""
     member = join_component(job.node, name)
     what = f"dataset {store.display(job.node)!r} variable {name!r}"
     out = []
     for pair in pairs:
-        stored = history.segment(store, member, pair["member"], what, cache=False)
+        stored = history.segment(store, member, pair[member], what, cache=False)
         moved = [e.shifted(axis, by).to_json() for e in new_shards(stored)]
-        out.append(_write_pair(store, job.node, member, moved, job.write_id))
+        out.append(_write_copies(store, pair, moved, job.write_id))
     return out
 
 
-def _segment_files(name: str, pairs: Sequence[Mapping[str, Any]]) -> list[str]:
-    """The segment files (relative to the group) of the references ``pairs`` of the
-    variable ``name``: what a failed commit removes."""
-    return [f for p in pairs for f in (p["group"]["path"], f"{name}/{p['member']['path']}")]
+def segment_files(node: str, pairs: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The segment files (relative to ``node``, the committing node) of the
+    references ``pairs`` (node -> reference): what a failed commit removes.
+
+    >>> segment_files("t", [{"t/v": {"path": "s1"}, "t": {"path": "s2"}}])
+    ['v/s1', 's2']
+    """
+    start = len(node) + 1 if node else 0
+    return [f"{at[start:]}/{p[at]['path']}" if at != node else p[at]["path"]
+            for p in pairs for at in p]  # fmt: skip
 
 
 def _commit_task(job: CommitJob, results: list[list[dict[str, Any]]]) -> dict[str, Any]:
@@ -554,7 +578,9 @@ def _commit_task(job: CommitJob, results: list[list[dict[str, Any]]]) -> dict[st
     by_name = dict(zip(job.names, results, strict=True))
     members: dict[str, ArrayManifest] = {n: expected.members[n] for n in job.keep}
     appended: dict[str, int] = {}
-    segments = {n: by_name.get(n, []) for n in job.segmented}
+    segments = {
+        n: by_name.get(n, []) for n in job.names if join_component(node, n) in job.segmented
+    }
     for name, base in job.bases.items():
         if name in segments:  # written whole or appended: nothing stored is hidden
             members[name], count = base, len(base.shards)
@@ -565,7 +591,7 @@ def _commit_task(job: CommitJob, results: list[list[dict[str, Any]]]) -> dict[st
     written = [
         *(f"{n}/{e['path']}" for n, entries in by_name.items() if n not in segments
           for e in entries),
-        *(f for n, pairs in segments.items() for f in _segment_files(n, pairs)),
+        *(f for pairs in segments.values() for f in segment_files(node, pairs)),
     ]  # fmt: skip
     merge = None
     if job.tiered and set(appended) - set(segments):
@@ -642,7 +668,7 @@ def _rebased(
     segments: dict[str, Sequence[Mapping[str, Any]]] = {}
     store = get_store(job.url, job.storage_options)
     for name, base in job.bases.items():
-        seg = name in job.segmented
+        seg = join_component(job.node, name) in job.segmented
         new = [] if seg else new_shards(by_name.get(name, []))
         old, cur = job.expected.members.get(name), state.members.get(name)
         if old is None or dim not in (base.dims or ()):  # written whole, as planned

@@ -3,6 +3,7 @@
     python tests/data/datasets/make_fixtures.py v2 tests/data/datasets/v2
     python tests/data/datasets/make_fixtures.py v3 tests/data/datasets/v3
     python tests/data/datasets/make_fixtures.py v1 tests/data/datasets/v1
+    python tests/data/datasets/make_fixtures.py tree tests/data/datasets/tree
 
 ``v2`` runs the steps of :func:`build` with the arrayds the interpreter imports (this
 release: every new node is format 2); ``v3`` the same with segments of 4 entries and
@@ -10,7 +11,8 @@ indexes of 2 references (:data:`INDEXED_LIMITS`), so its long lists have indexes
 their heads format version 3 (docs/spec.md 14.3.2). ``v1`` runs the same steps with
 the last format 1 release, commit ``645e254`` (its Python sources from ``git
 archive``, the engine of this build: the engine did not change since), in a child
-interpreter. The tests
+interpreter. ``tree`` (:func:`build_tree`, the limits of ``v3``) pins a DataTree
+commit whose roll forward is pending. The tests
 (tests/nodes/test_fixtures.py) import this module for :data:`STEPS` and
 :func:`expected`, the content of every node after every step.
 """
@@ -130,6 +132,58 @@ def build(url: str) -> None:
     root.attrs.update({"step": 2})
 
 
+TREE_N = 11
+"""The chunks (and shards) of the variable ``v`` of the ``tree`` fixture's group
+``a/b``: with :data:`INDEXED_LIMITS`, three segments written by the shard tasks,
+two of them moved into an index by the commit."""
+
+
+def tree_value(scale: int) -> np.ndarray:
+    """The values of ``a/b/v`` in the ``tree`` fixture's write ``scale`` (1, then 2)."""
+    return np.arange(TREE_N, dtype="i8") * scale
+
+
+def build_tree(url: str) -> None:
+    """Write the ``tree`` fixture at ``url``: a DataTree (root, ``a``, ``a/b`` with a
+    long variable) written whole, then written again with mode ``"w"`` and the
+    process "killed" right after the commit point (the roll forward raises): the
+    root's head lists the new tree, every other node's own manifest is the first
+    tree's, and readers see the new one through the root's snapshot, whose nested
+    member lists are shard logs in the root's folder (docs/spec.md 10.4)."""
+    import dask
+    import dask.array as da
+    import xarray as xr
+
+    import arrayds
+    import arrayds.xarray.tree as xtree
+
+    def tree(scale: int) -> Any:
+        v = da.from_array(tree_value(scale), chunks=1)
+        return xr.DataTree.from_dict(
+            {
+                "/": xr.Dataset({"r": ("y", [1, 2])}, attrs={"title": f"tree {scale}"}),
+                "/a": xr.Dataset(attrs={"level": 1}),
+                "/a/b": xr.Dataset({"v": ("x", v)}),
+            }
+        )
+
+    class Killed(BaseException):
+        pass
+
+    def killed(*args: Any, **kwargs: Any) -> None:
+        raise Killed
+
+    with dask.config.set(scheduler="sync"):
+        arrayds.to_arrayrecord(tree(1), url, shard_size=1)
+        real, xtree.roll_forward = xtree.roll_forward, killed
+        try:
+            arrayds.to_arrayrecord(tree(2), url, shard_size=1, mode="w")
+        except Killed:
+            pass
+        finally:
+            xtree.roll_forward = real
+
+
 def v1_release(work: Path, commit: str = V1_RELEASE) -> Path:
     """The Python sources of :data:`V1_RELEASE` (or of ``commit``: an earlier release)
     with this build's engine."""
@@ -150,18 +204,18 @@ def main(argv: list[str]) -> None:
     out = os.path.abspath(out)
     if os.path.exists(out):
         raise SystemExit(f"{out} exists: remove it first")
-    if version in ("v2", "v3"):
+    if version in ("v2", "v3", "tree"):
         from arrayds.nodes import history
         from arrayds.nodes.commit import NEWEST
         from arrayds.nodes.names import FORMAT_VERSION
 
         assert (NEWEST, FORMAT_VERSION) == (2, 3), (NEWEST, FORMAT_VERSION)
-        if version == "v3":  # small levels: "x" gets indexes at 13 commits
+        if version != "v2":  # small levels: "x" gets indexes at 13 commits
             history.SEGMENT_LIMIT, history.INDEX_LIMIT, history.TAIL_LIMIT = INDEXED_LIMITS
-        build(out)
+        (build_tree if version == "tree" else build)(out)
         return
     if version != "v1":
-        raise SystemExit("usage: make_fixtures.py v1|v2|v3 OUT")
+        raise SystemExit("usage: make_fixtures.py v1|v2|v3|tree OUT")
     if os.environ.get("ARRAYDS_FIXTURE_V1"):  # the child: the old release
         # an editable install's import hook would find this release's sources first
         sys.meta_path[:] = [f for f in sys.meta_path if "editable" not in type(f).__module__]
