@@ -21,8 +21,16 @@ one-record partitions (one shard each, ``kinds/records/write.py``): ``entries`` 
 ``commit_shards`` over every partition's result, ``segments`` is ``commit_segments``
 over the references the segment tasks wrote.
 
-    /work/wt/py benchmarks/bench_write_commit.py 100000
-    /work/wt/py benchmarks/bench_write_commit.py --records 100000
+``--tree``: the same for an xarray DataTree whose group ``a`` holds a variable of n
+one-element chunks (``xarray/tree.py``): ``segments`` is the tree's commit over the
+references its segment tasks wrote (a copy in ``a/v``, ``a`` and the root), which
+commits the tree; ``entries`` the same commit over every shard entry (read back from
+those segments: what the commit received before tree writes had segments), on a
+hard-linked copy.
+
+    python benchmarks/bench_write_commit.py 100000
+    python benchmarks/bench_write_commit.py --records 100000
+    python benchmarks/bench_write_commit.py --tree 100000
 """
 
 from __future__ import annotations
@@ -48,7 +56,9 @@ from dask.callbacks import Callback
 import arrayds
 from arrayds.kinds.array import dask as ad
 from arrayds.kinds.records import write as rw
+from arrayds.nodes import history as log
 from arrayds.storage import get_store
+from arrayds.xarray import tree as xtree
 
 
 def status_kib(field: str) -> int:
@@ -70,7 +80,12 @@ def measure(kind: str, job_file: str, input_file: str) -> dict[str, Any]:
     t0, c0 = time.perf_counter(), time.process_time()
     with open(input_file, "rb") as f:
         received = pickle.load(f)
-    if kind.startswith("records-"):
+    if kind.startswith("tree-"):
+        doc = xtree._commit_task(job, received)
+        received = [r for plan in received for r in plan]
+        member = doc["snapshot"]["members"]["a"]["snapshot"]["members"]["v"]
+        shape = [len(member["shards"])]
+    elif kind.startswith("records-"):
         commit = rw.commit_shards if kind == "records-entries" else rw.commit_segments
         man = commit(received, job, "w-", None, "raw")
         received = [r for seg in received for r in seg] if kind == "records-segments" else received
@@ -105,7 +120,11 @@ def held_write(x: Any, url: str, **kw: Any) -> tuple[Any, list[Any], list[Any], 
     def hold(job: Any, refs: list[dict[str, Any]]) -> None:
         held["job"], held["refs"] = job, refs
 
-    real, ad._commit_segments_task = ad._commit_segments_task, hold
+    def hold_entries(job: Any, entries: list[dict[str, Any]]) -> None:
+        held["job"], held["refs"] = job, []  # at most SEGMENT_LIMIT shards: no segments
+
+    real = ad._commit_segments_task, ad._commit_task
+    ad._commit_segments_task, ad._commit_task = hold, hold_entries
     try:
         d = arrayds.to_arrayrecord(x, url, compute=False, **kw)
         t0 = time.perf_counter()
@@ -113,7 +132,7 @@ def held_write(x: Any, url: str, **kw: Any) -> tuple[Any, list[Any], list[Any], 
             d.compute()
         took = time.perf_counter() - t0
     finally:
-        ad._commit_segments_task = real
+        ad._commit_segments_task, ad._commit_task = real
     entries = [seen.got[k] for k in sorted(seen.got, key=lambda k: int(str(k).rsplit("-", 1)[1]))]
     return held["job"], held["refs"], entries, took
 
@@ -226,6 +245,63 @@ def run_records(n: int, workdir: str) -> list[dict[str, Any]]:
     return rows
 
 
+def run_tree(n: int, workdir: str) -> list[dict[str, Any]]:
+    """The commits of a DataTree write whose group ``a`` holds ``v`` of ``n``
+    one-element shards: over every shard entry (on a hard-linked copy), then over the
+    segment references, which commits the tree."""
+    import xarray as xr
+
+    url = os.path.join(workdir, "t")
+    held: dict[str, Any] = {}
+
+    def hold(job: Any, results: list[Any]) -> None:
+        held["job"], held["results"] = job, results
+
+    v = da.arange(n, chunks=1)
+    dt = xr.DataTree.from_dict({"/": xr.Dataset(), "/a": xr.Dataset({"v": ("x", v)})})
+    real, xtree._commit_task = xtree._commit_task, hold
+    try:
+        d = arrayds.to_arrayrecord(dt, url, shard_size=1, compute=False)
+        t0 = time.perf_counter()
+        with dask.config.set(scheduler="threads"):
+            d.compute()
+        took = time.perf_counter() - t0
+    finally:
+        xtree._commit_task = real
+    print(f"tree n={n}: shard and segment tasks {took:.1f} s", flush=True)
+    job, refs = held["job"], held["results"]
+    store = get_store(url)
+    entries = []  # the entries the segments hold, as the shard tasks returned them
+    for (rel, name), got in zip(job.order, refs, strict=True):
+        member = "/".join(filter(None, (rel, name)))
+        if member in job.segmented:
+            got = [e for ref in got for e in log.segment(store, member, ref[member], "bench")]
+        entries.append(got)
+    unsegmented = copy_job(job)
+    unsegmented.segmented = set()
+    rows = []
+    copy = os.path.join(workdir, "entries")
+    subprocess.run(["cp", "-al", url, copy], check=True)
+    for kind, j, received, at in (
+        ("tree-entries", unsegmented, entries, copy),
+        ("tree-segments", job, refs, url),
+    ):
+        j = copy_job(j)
+        j.url = at
+        row = commit_in_child(j, kind, received, at, workdir, None)
+        assert row["shape"] == [n], row
+        rows.append({"n": n, "write": "DataTree w-", "commit": kind.split("-")[1], **row})
+        print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+def copy_job(job: Any) -> Any:
+    """A shallow copy of an xarray ``CommitJob`` (attributes only)."""
+    out = type(job).__new__(type(job))
+    out.__dict__.update(job.__dict__)
+    return out
+
+
 BOX = 128
 """Chunks per shard of the region and replacing writes (the commit's cost is in the
 stored list it changes: every entry of it is hidden or replaced)."""
@@ -236,6 +312,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("sizes", type=int, nargs="*", default=[100_000])
     p.add_argument("--workdir", default=None)
     p.add_argument("--records", action="store_true", help="a records write of n partitions")
+    p.add_argument("--tree", action="store_true", help="a DataTree write of n chunks")
     p.add_argument("--measure", nargs=3, default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.measure:
@@ -245,7 +322,8 @@ def main(argv: list[str] | None = None) -> int:
     for n in args.sizes:
         workdir = tempfile.mkdtemp(dir=args.workdir)
         try:
-            rows += run_records(n, workdir) if args.records else run(n, workdir)
+            kind = run_records if args.records else run_tree if args.tree else run
+            rows += kind(n, workdir)
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
     mib = 1 << 20
