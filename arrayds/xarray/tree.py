@@ -10,6 +10,13 @@ down, the newer of a node's own manifest and the copy its parent's snapshot list
 a tree is seen before the commit or after it, never a mix, whether the roll forward
 has run or not.
 
+A variable of more than :data:`arrayds.nodes.history.SEGMENT_LIMIT` shards has its
+manifest entries written as segments by the tasks that wrote its shards, a copy in
+the member and in each group up to the tree's root (each node stores the lists its
+head holds in its own folder), so the commit task receives one reference per
+segment, never the entries, and the root's head holds every nested member list as a
+shard log (docs/spec.md 10.4, 14.4.1).
+
 Modes: ``"w-"`` (default) refuses an existing node (``FileExistsError``), ``"w"``
 replaces the whole tree (nodes not in the new tree are removed after the commit).
 Appending to a tree (``"a"``, ``"r+"``, ``append_dim=``, ``region=``) is a
