@@ -413,16 +413,23 @@ def _drop_merged(store: Store, node: str, merged: Merged) -> None:
         pending.end(store, node, wid)
 
 
-def _discard(store: Store, node: str, written: Iterable[str]) -> None:
+def _discard(store: Store, node: str, written: Iterable[str], write_id: str) -> None:
     """Remove the files a failed write added, except any that the node's manifest now
-    references (never delete committed data). Best effort: leftovers are orphans,
-    which no reader sees and ``arrayds gc`` removes."""
+    references, its shard files and the segment and index files of its lists (never
+    delete committed data); nothing at all if the node's head names ``write_id``
+    among its latest commits (:func:`recent_commits`: the write landed, and this is a
+    re-run of it that failed, say its check after other writers committed). Best
+    effort: leftovers are orphans, which no reader sees and ``arrayds gc`` removes."""
     written = set(written)
     if not written:
         return
     try:
-        now = read(store, node).raw
-        keep = referenced_files(now) if now is not None else set()
+        now = read(store, node)
+        if now.commit == write_id or write_id in recent_commits(now.head):
+            return
+        keep = referenced_files(now.raw) if now.raw is not None else set()
+        if now.head is not None:
+            keep |= log.log_files(store, node, now.head)
         store.delete(sorted(_key(node, p) for p in written - keep))
     except Exception:  # noqa: BLE001 - best effort
         pass
@@ -598,7 +605,12 @@ def commit(
     raises, except after a put of unknown outcome (it then expires).
 
     Returns the committed manifest; for an :class:`Extend`, as stored (its shard
-    lists may be logs: :func:`arrayds.nodes.history.resolve` gives their entries).
+    lists may be logs: :func:`arrayds.nodes.history.resolve` gives their entries). A
+    write that landed already (a dask task re-run after its worker was lost: the
+    node's head names ``write_id`` among its :data:`RECENT_COMMITS` latest commits)
+    commits nothing again and returns the node's current manifest, whatever other
+    writers committed after it; a failed write never removes a file the node's
+    current head names (:func:`_discard`).
     """
     if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
         raise ValueError(f"retries must be a count (an int >= 0), got {retries!r}")
@@ -640,8 +652,12 @@ def _commit(
     attempt = 0
     while True:
         base = read(store, node)
-        if base.commit == write_id and base.raw is not None:
-            return base.raw  # this write committed already (a retried task)
+        if (
+            base.commit == write_id or write_id in recent_commits(base.head)
+        ) and base.raw is not None:
+            # this write committed already (a retried task whose first run landed,
+            # perhaps with other commits after it): nothing is committed again
+            return base.raw
         fv = format_version or (base.format_version if base.exists else NEWEST) or NEWEST
         merged: Merged | None = None
         try:
@@ -673,7 +689,7 @@ def _commit(
         except BaseException:
             if merged is not None:
                 _drop_merged(store, node, merged)
-            _discard(store, node, written)
+            _discard(store, node, written, write_id)
             raise
         if parents and node:
             ensure_parents(store, node)
@@ -690,7 +706,7 @@ def _commit(
                 attempt += 1
                 retry.backoff(attempt)  # bounded, counted (arrayds.nodes.retry)
                 continue
-            _discard(store, node, written)
+            _discard(store, node, written, write_id)
             raise _conflict(label, base, refused) from None
         if merged is not None:
             _remove(store, node, merged.gone)
