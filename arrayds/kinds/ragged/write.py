@@ -750,7 +750,10 @@ def write_ragged(
     into shard files of about ``shard_size`` bytes (default :data:`SHARD_BYTES`,
     64 MiB) in order, never splitting an item; a bag writes each partition as its
     own shard(s). Shards are written in parallel (threads for a list, one task per
-    partition for a bag); one final commit makes them visible together.
+    partition for a bag); one final commit makes them visible together (a bag of more
+    than :data:`arrayds.nodes.history.SEGMENT_LIMIT` partitions: its tasks write the
+    shard entries as segments and the commit receives only their references,
+    docs/spec.md 14.4.1).
 
     ``mode``: ``"w-"`` create (``FileExistsError`` if the node exists), ``"w"``
     replace, ``"a"`` append items (dtype, ndim and axis must match the stored ones;
@@ -759,7 +762,8 @@ def write_ragged(
     often an append that lost a commit race to another writer commits again after
     that writer's items, with a bounded random backoff (:mod:`arrayds.nodes.retry`;
     ``0`` raises :class:`arrayds.errors.CommitConflictError` at once; a count below 0
-    or not an integer is a ``ValueError``).
+    or not an integer is a ``ValueError``; an append of a bag written as segments is
+    not moved: its commit raises :class:`arrayds.errors.CommitConflictError`).
 
     With ``compute=False`` returns a ``dask.delayed.Delayed`` that writes and commits
     (its result is the manifest dict). A bag written to a new node has its first
