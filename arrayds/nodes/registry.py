@@ -144,8 +144,9 @@ class NodeKind:
     ``entries``, the newest entries of its shard list, which ``parse`` accepts: the
     tiered merge of an append then weighs and rewrites only the newest
     :data:`arrayds.nodes.merge.MERGE_WINDOW` entries, and an append to a long list
-    costs what it adds. ``None``: such a manifest is not valid (a ragged array's items
-    start at 0), and the merge reads the whole list."""
+    costs what it adds (a ragged array's is an in-memory window whose items start at
+    its first entry's). ``None``: such a manifest is not valid, and the merge reads the
+    whole list."""
     with_shards: Callable[[Any, list[Any]], Any] = field(
         default=lambda m, shards: dataclass_replace(m, shards=shards)
     )

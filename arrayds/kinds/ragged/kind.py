@@ -7,8 +7,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from ...nodes import registry as kinds
 from ...nodes.names import (
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     pass
 from .compact import compact_ragged, tail_sizes, usage
 from .handle import api_reader, node_factory
-from .manifest import KIND, RaggedManifest, RaggedShard
+from .manifest import KIND, RaggedManifest, RaggedShard, RaggedWindow
 from .write import api_writer, is_bag, is_ragged_list
 
 
@@ -31,6 +31,14 @@ def _shard_refs(m: RaggedManifest) -> list[kinds.ShardRef]:
 def _place_tail(old: Sequence[RaggedShard], new: list[RaggedShard]) -> list[RaggedShard]:
     """A rewritten tail's entries numbered from the first item of the old tail."""
     return [e.shifted(old[0].start) for e in new]
+
+
+def _window(doc: Mapping[str, Any], entries: list[Any]) -> dict[str, Any]:
+    """The manifest of the newest ``entries`` of a ragged array's shard list (items
+    from the first one's start on: :class:`RaggedWindow`), what the tiered merge of an
+    append weighs instead of the whole list."""
+    first = entries[0]["items"][0] if entries else 0
+    return {**doc, "shards": RaggedWindow(entries, first), "count": None}
 
 
 kinds.register(
@@ -49,6 +57,7 @@ kinds.register(
         usage=usage,
         tail_sizes=tail_sizes,
         place_tail=_place_tail,
+        window=_window,
         lazy_shards=True,
         segment_summary=("records", "items"),
         totals="ragged",

@@ -226,6 +226,24 @@ class RaggedShardLog(Sequence[RaggedShard]):
         return {"segments": self.log.refs, "tail": self.log.tail}
 
 
+class RaggedWindow(list):  # type: ignore[type-arg]
+    """The newest entries (JSON) of a ragged array's shard list, whose items start at
+    ``first``: what the tiered merge of an append weighs
+    (:attr:`arrayds.nodes.registry.NodeKind.window`), so it parses only them. An
+    object in memory, never stored JSON: a stored manifest's items start at 0.
+
+    >>> w = RaggedWindow([{"path": "c/a", "items": [7, 9], "records": 3}], first=7)
+    >>> m = RaggedManifest.from_json({"dtype": "<f4", "ndim": 1, "axis": 0,
+    ...     "piece_len": 4, "shards": w}, "doc")
+    >>> m.shards[0].start, m.count
+    (7, 9)
+    """
+
+    def __init__(self, entries: Sequence[Any], first: int) -> None:
+        super().__init__(entries)
+        self.first = first
+
+
 @dataclass
 class RaggedManifest:
     """The manifest of a ragged node (docs/spec.md, "Ragged arrays")."""
@@ -301,6 +319,8 @@ class RaggedManifest:
         shards: Sequence[RaggedShard]
         if isinstance(raw, ShardLog):  # read lazily: segments load when a read needs them
             shards, expect = RaggedShardLog(raw, count, what), count
+        elif isinstance(raw, RaggedWindow):  # the newest entries, in memory only
+            shards, expect = parse_entries(raw, 0, raw.first, bad)
         elif isinstance(raw, list):
             shards, expect = parse_entries(raw, 0, 0, bad)
         else:

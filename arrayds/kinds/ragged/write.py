@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ...dask.graph import commit_after, write_bag
+from ...dask.graph import bag_writes, commit_after, run, write_bag
 from ...errors import CommitConflictError
 from ...nodes import commit as node_commit
-from ...nodes import pending
+from ...nodes import history, pending
 from ...nodes import registry as kinds
 from ...nodes.history import resolve
 from ...nodes.merge import tiered as merge_tiered
@@ -445,6 +445,14 @@ def _write_bag(
     lay = req.layout(None if req.old is not None else first, axis, piece_len)
     plan = req.plan(lay, req.shard_bytes)
     req.begin()
+    if data.npartitions > history.SEGMENT_LIMIT:
+        with pending.computing(req.store, req.node, req.write_id, compute):
+            writes, scheduler = bag_writes(
+                data, _write_partition, (plan,), name=f"write-ragged-{req.write_id}"
+            )
+            committed = _segments_graph(writes, req, plan)
+            man = run(committed, progress, scheduler) if compute else committed
+        return _opened(req, man) if compute else man
     with pending.computing(req.store, req.node, req.write_id, compute):
         man = write_bag(
             data,
@@ -460,6 +468,159 @@ def _write_bag(
     if not compute:
         return man
     return _opened(req, man)
+
+
+def _run_items(results: Sequence[Mapping[str, Any]]) -> int:
+    """Task: the number of items a run of partitions wrote (their :func:`_write_partition`
+    results): what the segment tasks after it start their items at."""
+    return sum(e["items"] for r in results for e in r["shards"])
+
+
+def _starts(counts: Sequence[int], n0: int) -> list[int]:
+    """Task: the first item of each run of partitions, from the runs' item counts
+    (:func:`_run_items`) and the item count ``n0`` of the array appended to (0 for a new
+    one): one number per :data:`arrayds.nodes.history.SEGMENT_LIMIT` partitions."""
+    out = [n0]
+    for c in counts[:-1]:
+        out.append(out[-1] + c)
+    return out
+
+
+def _write_segment(
+    results: Sequence[Mapping[str, Any]], plan: _WritePlan, starts: Sequence[int], k: int
+) -> list[dict[str, Any]]:
+    """Task: the shard entries of run ``k`` of partitions (their :func:`_write_partition`
+    results), their items from ``starts[k]`` on, written as segments once the shards'
+    names are durable; returns their references, all the commit receives of them
+    (:func:`_commit_segments`)."""
+    entries: list[dict[str, Any]] = []
+    pos = int(starts[k])
+    for r in results:
+        for e in r["shards"]:
+            shard = RaggedShard(e["path"], pos, pos + e["items"], e["records"], e["bytes"])
+            entries.append(shard.to_json())
+            pos += e["items"]
+    st = plan.store
+    st.flush([join_component(plan.node, e["path"]) for e in entries])
+    return history.write_segments(st, plan.node, entries, plan.write_id)
+
+
+def _segments_graph(writes: Sequence[Any], req: _Request, plan: _WritePlan) -> Any:
+    """The commit of the partition tasks ``writes`` (more than
+    :data:`arrayds.nodes.history.SEGMENT_LIMIT`) over runs of that many consecutive
+    ones, so the commit holds a reference per segment and never the entries:
+    ``ragged-items-<id>-<k>`` counts run ``k``'s items (:func:`_run_items`), one task
+    ``ragged-starts-<id>`` turns the counts into each run's first item
+    (:func:`_starts`), ``ragged-segment-<id>-<k>`` writes run ``k``'s entries as
+    segments (:func:`_write_segment`) and the commit task receives their references
+    (:func:`_commit_segments`)."""
+    from dask.delayed import delayed
+
+    step, wid = history.SEGMENT_LIMIT, req.write_id
+    runs = [list(writes[i : i + step]) for i in range(0, len(writes), step)]
+    counts = [
+        delayed(_run_items, pure=False)(r, dask_key_name=f"ragged-items-{wid}-{k}")
+        for k, r in enumerate(runs)
+    ]
+    n0 = req.old.count if req.old is not None else 0
+    starts = delayed(_starts, pure=False)(counts, n0, dask_key_name=f"ragged-starts-{wid}")
+    segments = [
+        delayed(_write_segment, pure=False)(
+            r, plan, starts, k, dask_key_name=f"ragged-segment-{wid}-{k}"
+        )
+        for k, r in enumerate(runs)
+    ]
+    return delayed(_commit_segments, pure=False)(
+        segments, plan, req.mode, req.compression, req.attrs, req.base, n0,
+        dask_key_name=req.commit_key,
+    )  # fmt: skip
+
+
+def _commit_segments(
+    segments: Sequence[Sequence[Mapping[str, Any]]],
+    plan: _WritePlan,
+    mode: str,
+    compression: str,
+    attrs: Mapping[str, Any] | None,
+    base: tuple[int, str] | None,
+    n0: int,
+) -> dict[str, Any]:
+    """Task: commit a write whose entries the tasks wrote as segments
+    (:func:`_write_segment`; ``segments``: their references in dataset order, their
+    items from ``n0`` on, the item count of the array appended to). The segments hold
+    their items' ranges, so the commit needs the node as the write found it
+    (``base``): another writer's commit since (even an append) refuses it, unlike an
+    append of few partitions (whose ranges move), and a refused commit removes the
+    segments and the shards they list: nothing is visible. A commit task run again
+    after its first run landed returns the node's head and commits nothing. No tiered
+    merge runs."""
+    store, node = plan.store, plan.node
+    where = store.display(node)
+    lay = plan.layout
+    assert lay is not None
+    refs = [ref for seg in segments for ref in seg]
+    added = sum(r["items"][1] - r["items"][0] for r in refs)
+    head = node_commit.read(store, node).head
+    if head is not None and plan.write_id in node_commit.recent_commits(head):
+        return head  # committed by an earlier run of this task: not twice
+
+    def check(now: node_commit.NodeVersion) -> None:
+        if now.stamp == base:
+            return
+        if mode == "w-" and now.exists:
+            raise FileExistsError(
+                errno.EEXIST, f"{where} already exists (mode 'w-' never replaces)", where
+            )
+        raise CommitConflictError(
+            f"ragged array {where!r}: another writer committed while this write ran; nothing "
+            f"of this write is visible"
+        )
+
+    def build(now: node_commit.NodeVersion) -> node_commit.Extend:
+        if mode == "a" and now.exists:
+            old = RaggedManifest.from_json(now.lazy_raw or {}, f"ragged array {where!r}")
+            fields = {"count": n0 + added, "attrs": {**old.attrs, **dict(attrs or {})}}
+            return node_commit.Extend(fields, [], segments=refs)
+        man = RaggedManifest(
+            lay.dtype, lay.ndim, lay.axis, lay.piece_len, compression, dict(attrs or {}), []
+        )
+        header = {**man.to_json(), "count": added}
+        del header["shards"]
+        return node_commit.Extend(header, [], segments=refs, fresh=mode == "w")
+
+    try:
+        return node_commit.commit(
+            store,
+            node,
+            build,
+            write_id=plan.write_id,
+            check=check,
+            written=[],
+            replaces=mode == "w",
+            what=f"ragged array {where!r}",
+            registered=True,
+        )
+    except (FileExistsError, CommitConflictError):
+        _remove_written(plan, refs)
+        raise
+
+
+def _remove_written(plan: _WritePlan, refs: Sequence[Mapping[str, Any]]) -> None:
+    """Remove the segments ``refs`` and the shards they list (read a segment at a time:
+    never gathered whole) of a write whose commit was refused, unless a version of the
+    node names the write (a commit task run again long after its first run landed).
+    Best effort: a leftover is an orphan (no reader sees it; ``arrayds gc`` removes
+    it)."""
+    st, node = plan.store, plan.node
+    try:
+        if any(v.commit == plan.write_id for v in node_commit.versions(st, node)):
+            return
+        log = history.ShardLog(st, node, {"segments": list(refs), "tail": []}, "ragged write")
+        for k in range(log.nsegments):
+            st.delete([join_component(node, e["path"]) for e in log.part(k)])
+        st.delete([f"{node}/{r['path']}" if node else r["path"] for r in refs])
+    except Exception:  # noqa: BLE001 - best effort
+        return
 
 
 def _write_list(
@@ -589,7 +750,10 @@ def write_ragged(
     into shard files of about ``shard_size`` bytes (default :data:`SHARD_BYTES`,
     64 MiB) in order, never splitting an item; a bag writes each partition as its
     own shard(s). Shards are written in parallel (threads for a list, one task per
-    partition for a bag); one final commit makes them visible together.
+    partition for a bag); one final commit makes them visible together (a bag of more
+    than :data:`arrayds.nodes.history.SEGMENT_LIMIT` partitions: its tasks write the
+    shard entries as segments and the commit receives only their references,
+    docs/spec.md 14.4.1).
 
     ``mode``: ``"w-"`` create (``FileExistsError`` if the node exists), ``"w"``
     replace, ``"a"`` append items (dtype, ndim and axis must match the stored ones;
@@ -598,7 +762,8 @@ def write_ragged(
     often an append that lost a commit race to another writer commits again after
     that writer's items, with a bounded random backoff (:mod:`arrayds.nodes.retry`;
     ``0`` raises :class:`arrayds.errors.CommitConflictError` at once; a count below 0
-    or not an integer is a ``ValueError``).
+    or not an integer is a ``ValueError``; an append of a bag written as segments is
+    not moved: its commit raises :class:`arrayds.errors.CommitConflictError`).
 
     With ``compute=False`` returns a ``dask.delayed.Delayed`` that writes and commits
     (its result is the manifest dict). A bag written to a new node has its first
