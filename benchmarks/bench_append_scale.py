@@ -19,12 +19,16 @@ Cases:
   dataset of n one-record shards;
 * ``xarray``: ``ds.to_arrayrecord(url, append_dim="t")`` of one step on a dataset
   whose variable ``v`` (and coordinate ``t``) hold n one-element chunks (written by
-  xarray here, so only for n up to ``--xarray-max``).
+  xarray here, so only for n up to ``--xarray-max``);
+* ``ragged``: ``arrayds.ragged.write_ragged([item], url, mode="a")`` of one item of
+  two float32 on a ragged array of n one-item shards (written by ``write_ragged``
+  with ``shard_size=1`` here, so only for n up to ``--xarray-max`` too).
 
 The arrays and records datasets are those of ``bench_manifest_scale.py`` (hard links
 of one shard file, a manifest of n entries upgraded to segments and indexes).
 
     python benchmarks/bench_append_scale.py 100000 1000000
+    python benchmarks/bench_append_scale.py 100000 --cases ragged
 """
 
 from __future__ import annotations
@@ -63,6 +67,7 @@ def run_case(case: str, url: str) -> dict[str, Any]:
     import xarray as xr
 
     import arrayds
+    import arrayds.ragged as rg
     from arrayds.nodes import history as log
 
     dask.config.set(scheduler="sync")
@@ -83,6 +88,8 @@ def run_case(case: str, url: str) -> dict[str, Any]:
         elif case == "records":
             bag = db.from_sequence([b"r" * 100], npartitions=1)
             arrayds.to_arrayrecord(bag, url, mode="a", compression="uncompressed")
+        elif case == "ragged":
+            rg.write_ragged([np.zeros(2, "f4")], url, mode="a", shard_size=1)
         else:
             step = xr.Dataset({"v": (("t",), da.zeros(1, chunks=1))}, coords={"t": [n0 + i]})
             arrayds.to_arrayrecord(step, url, mode="a", append_dim="t", shard_size=1)
@@ -116,6 +123,11 @@ def warm(case: str) -> None:
     elif case == "records":
         arrayds.to_arrayrecord([b"r"], url, mode="w")
         arrayds.to_arrayrecord(db.from_sequence([b"r"], npartitions=1), url, mode="a")
+    elif case == "ragged":
+        import arrayds.ragged as rg
+
+        rg.write_ragged([np.zeros(2, "f4")] * 2, url, mode="w", shard_size=1)
+        rg.write_ragged([np.zeros(2, "f4")], url, mode="a", shard_size=1)
     else:
         ds = xr.Dataset({"v": (("t",), da.zeros(2, chunks=1))}, coords={"t": [0, 1]})
         arrayds.to_arrayrecord(ds, url, mode="w")
@@ -131,6 +143,12 @@ def build(kind: str, url: str, n: int, workdir: str) -> None:
         scale.build_array(url, n, scale.array_template(workdir))
     elif kind == "records":
         scale.build_records(url, n, scale.records_template(workdir))
+    elif kind == "ragged":
+        import numpy as np
+
+        import arrayds.ragged as rg
+
+        rg.write_ragged([np.zeros(2, "f4")] * n, url, shard_size=1)
     else:
         import dask
         import dask.array as da
@@ -148,6 +166,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("sizes", nargs="*", type=int, default=[100_000])
     p.add_argument("--xarray-max", type=int, default=100_000)
+    p.add_argument("--cases", help="a comma-separated subset of the cases (default: all)")
     p.add_argument("--case", help=argparse.SUPPRESS)
     p.add_argument("--url", help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -164,8 +183,11 @@ def main() -> None:
             kinds = {"array": ("dask", "Array.append"), "records": ("records",)}
             if n <= args.xarray_max:
                 kinds["xarray"] = ("xarray",)
+                kinds["ragged"] = ("ragged",)
             for kind, cases in kinds.items():
                 for case in cases:  # each on a dataset of its own, built anew
+                    if args.cases and case not in args.cases.split(","):
+                        continue
                     dst = os.path.join(work, f"run-{case}-{n}")
                     t0 = time.perf_counter()
                     build(kind, dst, n, os.path.join(work, f"t-{case}-{n}"))
