@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
 
@@ -248,14 +248,7 @@ def _commit(
                 lay.piece_len,
             ):
                 return
-        if mode == "w-" and now.exists:
-            raise FileExistsError(
-                errno.EEXIST, f"{where} already exists (mode 'w-' never replaces)", where
-            )
-        raise CommitConflictError(
-            f"ragged array {where!r}: another writer committed while this write ran; nothing "
-            f"of this write is visible"
-        )
+        _refuse(mode, now, where)
 
     def build(now: node_commit.NodeVersion) -> dict[str, Any] | node_commit.Extend:
         if mode == "a" and now.exists:
@@ -567,14 +560,7 @@ def _commit_segments(
     def check(now: node_commit.NodeVersion) -> None:
         if now.stamp == base:
             return
-        if mode == "w-" and now.exists:
-            raise FileExistsError(
-                errno.EEXIST, f"{where} already exists (mode 'w-' never replaces)", where
-            )
-        raise CommitConflictError(
-            f"ragged array {where!r}: another writer committed while this write ran; nothing "
-            f"of this write is visible"
-        )
+        _refuse(mode, now, where)
 
     def build(now: node_commit.NodeVersion) -> node_commit.Extend:
         if mode == "a" and now.exists:
@@ -723,6 +709,19 @@ def write(
     if is_bag(data):
         return _write_bag(data, req, axis, piece_len, first, compute, progress)
     return _write_list(data, req, axis, piece_len, compute)
+
+
+def _refuse(mode: str, now: node_commit.NodeVersion, where: str) -> NoReturn:
+    """The error of a ragged write whose node changed while it ran: ``"w-"`` over a
+    node that exists now, else a conflict (nothing of the write is visible)."""
+    if mode == "w-" and now.exists:
+        raise FileExistsError(
+            errno.EEXIST, f"{where} already exists (mode 'w-' never replaces)", where
+        )
+    raise CommitConflictError(
+        f"ragged array {where!r}: another writer committed while this write ran; nothing "
+        f"of this write is visible"
+    )
 
 
 def write_ragged(
