@@ -39,7 +39,7 @@ worker was lost once the commit had landed) finds its own commit and returns it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from functools import cached_property
@@ -73,6 +73,7 @@ __all__ = [
     "ensure_parents",
     "forget_history",
     "is_node_file",
+    "landed_in",
     "manifest_key",
     "materialize",
     "put_if_newer",
@@ -289,6 +290,17 @@ def recent_commits(head: Mapping[str, Any] | None) -> list[str]:
     return got[:RECENT_COMMITS]
 
 
+def landed_in(head: Mapping[str, Any] | None, write_id: str) -> bool:
+    """Whether ``head`` is the commit of the write ``write_id`` or names it among its
+    latest commits (:func:`recent_commits`): that write landed, and a run of it again
+    (a dask task re-run after its worker was lost) must commit nothing.
+
+    >>> landed_in({"commit": "w2", "recent": ["w2", "w1"]}, "w1"), landed_in(None, "w1")
+    (True, False)
+    """
+    return head is not None and (head.get("commit") == write_id or write_id in recent_commits(head))
+
+
 def _kept_generations(store: Store, cur: NodeVersion) -> list[int]:
     """The generations the history files of ``cur``'s node keep, below its own and
     not before its history starts (a file a slow writer kept from before a replacing
@@ -361,19 +373,34 @@ def referenced_files(manifest: Mapping[str, Any]) -> set[str]:
     ...     "snapshot": {"members": {"x": {"shards": [{"path": "c/b-0.array_record"}]}}}}))
     ['c/a-0.array_record', 'x/c/b-0.array_record']
     """
-    out: set[str] = set()
+    return set().union(*_file_runs(manifest))
+
+
+def _file_runs(manifest: Mapping[str, Any], prefix: str = "") -> Iterator[set[str]]:
+    """The files of :func:`referenced_files`, a run at a time: a stored shard list
+    (:class:`arrayds.nodes.history.ShardLog`) one segment at a time, read and dropped
+    (a list of a million entries is never in memory at once), any other list whole."""
     shards = manifest.get("shards")
-    if isinstance(shards, (list, log.ShardLog, log.Appended)):  # lazy: every segment read
-        for s in shards:
-            if isinstance(s, dict) and isinstance(s.get("path"), str):
-                out.add(s["path"])
+    runs: Iterable[Any] = ()
+    if isinstance(shards, log.ShardLog):
+        runs = (
+            shards.load(k, cache=False) if k < shards.nsegments else shards.tail
+            for k in range(shards.nsegments + 1)
+        )
+    elif isinstance(shards, (list, log.Appended)):
+        runs = [shards]
+    for entries in runs:
+        yield {
+            prefix + s["path"]
+            for s in entries
+            if isinstance(s, dict) and isinstance(s.get("path"), str)
+        }
     snap = manifest.get("snapshot")
     members = snap.get("members") if isinstance(snap, dict) else None
     if isinstance(members, dict):
         for name, member in members.items():
             if isinstance(name, str) and isinstance(member, dict):
-                out |= {f"{name}/{q}" for q in referenced_files(member)}
-    return out
+                yield from _file_runs(member, f"{prefix}{name}/")
 
 
 def is_node_file(rel: str) -> bool:
@@ -425,7 +452,7 @@ def _discard(store: Store, node: str, written: Iterable[str], write_id: str) -> 
         return
     try:
         now = read(store, node)
-        if now.commit == write_id or write_id in recent_commits(now.head):
+        if landed_in(now.head, write_id):
             return
         keep = referenced_files(now.raw) if now.raw is not None else set()
         if now.head is not None:
@@ -652,9 +679,7 @@ def _commit(
     attempt = 0
     while True:
         base = read(store, node)
-        if (
-            base.commit == write_id or write_id in recent_commits(base.head)
-        ) and base.raw is not None:
+        if landed_in(base.head, write_id) and base.raw is not None:
             # this write committed already (a retried task whose first run landed,
             # perhaps with other commits after it): nothing is committed again
             return base.raw
@@ -714,11 +739,17 @@ def _commit(
                 pending.end(store, node, wid)
         if after is not None:
             after(base, staged.manifest(store, node))
-        if replaces and base.exists:
-            if staged.fresh and base.kind != "group" and not clear:
-                _remove_replaced_lists(store, node, base, write_id)
-            else:
-                remove_replaced(store, node, base.raw, staged.manifest(store, node), folders=clear)
+        if replaces and base.exists and base.lazy_raw is not None:
+            fresh = staged.fresh and base.kind != "group" and not clear
+            new = None if fresh else staged.manifest(store, node)
+            remove_replaced(
+                store,
+                node,
+                base.lazy_raw,
+                new,
+                folders=clear,
+                written_by=write_id if fresh else None,
+            )
             _forget_history(store, node, staged.head)
         # an Extend commit returns its head as stored: resolving its segments here would
         # read the whole history back on every append (log.resolve gives the entries)
@@ -796,7 +827,7 @@ def _landed(
     now = parse_json(data, what) if data is not None else None
     if now is None:
         return False
-    if now.get("commit") == write_id or write_id in recent_commits(now):
+    if landed_in(now, write_id):
         return True
     gen = generation_of(head)
     if generation_of(now) <= gen or gen < 1:
@@ -1105,31 +1136,6 @@ def child_nodes(store: Store, node: str) -> list[str]:
     ]
 
 
-def _remove_replaced_lists(store: Store, node: str, base: NodeVersion, write_id: str) -> None:
-    """After a fresh :class:`Extend` (whose entries are all files of ``write_id``)
-    replaced ``base``, a node other than a group: remove the files ``base`` named,
-    one stored segment of its list at a time (a list of a million entries is never in
-    memory at once). Best effort, as :func:`remove_replaced`."""
-    try:
-        raw = base.lazy_raw or {}
-        shards = raw.get("shards")
-        parts: Iterable[Any] = [shards] if isinstance(shards, list) else []
-        if isinstance(shards, log.ShardLog):
-            parts = (
-                shards.load(k, cache=False) if k >= 0 else shards.tail
-                for k in [*range(shards.nsegments), -1]
-            )
-        for entries in parts:
-            doomed = {
-                p
-                for p in referenced_files({"shards": entries})
-                if is_node_file(p) and pending.write_id_of(p) != write_id
-            }
-            store.delete(sorted(_key(node, p) for p in doomed))
-    except Exception:  # noqa: BLE001 - best effort
-        pass
-
-
 def remove_replaced(
     store: Store,
     node: str,
@@ -1137,26 +1143,37 @@ def remove_replaced(
     new: Mapping[str, Any] | None,
     *,
     folders: Iterable[str] = (),
+    written_by: str | None = None,
 ) -> None:
     """After a commit replaced ``old`` with ``new`` at ``node``: remove the files only
     ``old`` referenced and, if ``old`` was a group, its child nodes that ``new`` does
-    not use. ``folders`` (relative to the node): also remove every other file below
-    them that no version of the node references (files of writes that never
+    not use. ``old``'s stored shard lists are read one segment at a time (a manifest
+    as :attr:`NodeVersion.lazy_raw` gives it: a list of a million entries is never in
+    memory at once). ``written_by``: ``new`` names only files of that write (a fresh
+    :class:`Extend`), which are kept without reading ``new``'s list (``new`` may then
+    be ``None``). ``folders`` (relative to the node): also remove every other file
+    below them that no version of the node references (files of writes that never
     committed), as ``arrayds gc`` does: never a file of a write under way (listed,
     then the pending markers, then the versions: :mod:`arrayds.nodes.pending`). Best
     effort: what is left is an orphan (no reader sees it; ``arrayds gc`` removes it).
     """
-    keep = referenced_files(new) if new is not None else set()
     try:
-        # a forged old manifest may name any key: only plain files inside the node go
-        doomed = {p for p in referenced_files(old) - keep if is_node_file(p)}
+        keep = referenced_files(new) if new is not None else set()
+        for files in _file_runs(old):
+            # a forged old manifest may name any key: only plain files inside the node go
+            doomed = {
+                p
+                for p in files - keep
+                if is_node_file(p) and (written_by is None or pending.write_id_of(p) != written_by)
+            }
+            if doomed:
+                store.delete(sorted(_key(node, p) for p in doomed))
         start = len(node) + 1 if node else 0
         listed = {k[start:] for f in folders for k, _, _ in store.list(_key(node, f))}
         if listed:
             running = pending.live(store, [node]).ids
             used = keep | _in_use(store, node)
-            doomed |= {p for p in listed - used if pending.write_id_of(p) not in running}
-        if doomed:
+            doomed = {p for p in listed - used if pending.write_id_of(p) not in running}
             store.delete(sorted(_key(node, p) for p in doomed))
         if old.get("kind") != "group":
             return
@@ -1168,7 +1185,6 @@ def remove_replaced(
                 store.delete_prefix(folder)
             elif not into_group:
                 # an old child node named like the folder of the new node's files
-                start = len(node) + 1 if node else 0
                 store.delete([k for k, _, _ in store.list(folder) if k[start:] not in keep])
     except Exception:  # noqa: BLE001 - best effort
         pass

@@ -14,6 +14,7 @@ from arrayds.abc.store import ABSENT
 from arrayds.errors import CommitConflictError
 from arrayds.nodes import commit
 from arrayds.nodes import history as log
+from arrayds.nodes.names import new_write_id
 from arrayds.storage import get_store
 
 
@@ -305,6 +306,52 @@ def test_remove_replaced_removes_only_what_the_new_manifest_does_not_reference(s
     assert _files(store, "n") == ["c/b", "c/c"]
     commit.remove_replaced(store, "n", new, _node("d/x"), folders=["c"])  # nothing kept in c
     assert _files(store, "n") == []
+
+
+def _stored_list(store, node, n):
+    """A node whose manifest stores ``n`` shard files as a log of segments; returns
+    the old files and the node's manifest as ``lazy_raw`` gives it, with a store
+    ``delete`` that also records how many keys each call removes."""
+    paths = [f"c/{i:04d}" for i in range(n)]
+    _put(store, node, *paths)
+    commit.commit(store, node, lambda base: _node(*paths), write_id=new_write_id())
+    old = commit.read(store, node).lazy_raw
+    assert isinstance(old["shards"], log.ShardLog) and old["shards"].nsegments >= 2
+    return paths, old
+
+
+def _recording(store, monkeypatch):
+    calls, delete = [], store.delete
+
+    def recorded(keys):
+        keys = list(keys)
+        calls.append(len(keys))
+        return delete(keys)
+
+    monkeypatch.setattr(store, "delete", recorded)
+    return calls
+
+
+def test_remove_replaced_reads_a_stored_list_one_segment_at_a_time(store, monkeypatch):
+    paths, old = _stored_list(store, "n", 3 * log.SEGMENT_LIMIT + 5)
+    before = set(_files(store, "n"))
+    wid = new_write_id()  # a fresh write: the new manifest names only its files
+    mine = f"c/{wid}-0.array_record"
+    _put(store, "n", mine)
+    calls = _recording(store, monkeypatch)
+    commit.remove_replaced(store, "n", old, None, written_by=wid)
+    assert set(_files(store, "n")) == before - set(paths) | {mine}
+    assert sum(calls) == len(paths) and max(calls) <= log.SEGMENT_LIMIT
+    assert old["shards"]._all is None  # the list was never read whole
+
+
+def test_remove_replaced_of_a_stored_list_keeps_what_the_new_manifest_names(store, monkeypatch):
+    paths, old = _stored_list(store, "n", 2 * log.SEGMENT_LIMIT + 1)
+    before = set(_files(store, "n"))
+    calls = _recording(store, monkeypatch)
+    commit.remove_replaced(store, "n", old, _node(*paths[200:]))
+    assert set(_files(store, "n")) == before - set(paths[:200])
+    assert sum(calls) == 200 and max(calls) <= log.SEGMENT_LIMIT
 
 
 def test_remove_replaced_of_a_group_removes_the_children_the_new_node_does_not_use(store):

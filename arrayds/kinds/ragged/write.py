@@ -554,7 +554,7 @@ def _commit_segments(
     refs = [ref for seg in segments for ref in seg]
     added = sum(r["items"][1] - r["items"][0] for r in refs)
     head = node_commit.read(store, node).head
-    if head is not None and plan.write_id in node_commit.recent_commits(head):
+    if node_commit.landed_in(head, plan.write_id):
         return head  # committed by an earlier run of this task: not twice
 
     def check(now: node_commit.NodeVersion) -> None:

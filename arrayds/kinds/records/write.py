@@ -299,7 +299,7 @@ def commit_segments(
     """
     refs = [ref for seg in segments for ref in seg]
     head = node_commit.read(plan.store, plan.node).head
-    if head is not None and plan.write_id in node_commit.recent_commits(head):
+    if node_commit.landed_in(head, plan.write_id):
         return head  # committed by an earlier run of this task: not twice
     try:
         return _commit_manifest(plan, [], ser_name, mode, attrs, refs)
