@@ -637,7 +637,10 @@ def commit(
     node's head names ``write_id`` among its :data:`RECENT_COMMITS` latest commits)
     commits nothing again and returns the node's current manifest, whatever other
     writers committed after it; a failed write never removes a file the node's
-    current head names (:func:`_discard`).
+    current head names (:func:`_discard`). A ``registered`` write whose marker is
+    gone ended before (committed, however many commits ago, or refused with its files
+    removed): it commits nothing and raises :class:`CommitConflictError` unless a
+    version of the node is its commit (:func:`_ended`).
     """
     if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
         raise ValueError(f"retries must be a count (an int >= 0), got {retries!r}")
@@ -646,6 +649,8 @@ def commit(
     label = what or f"node {store.display(node)!r}"
     if not registered:
         pending.begin(store, node, write_id)
+    elif not store.exists(pending.marker_key(node, write_id)):
+        return _ended(store, node, write_id, label)
     known = [True]  # whether the outcome is known (else the marker is left to expire)
     try:
         return _commit(
@@ -655,6 +660,24 @@ def commit(
     finally:
         if known[0]:
             pending.end(store, node, write_id)
+
+
+def _ended(store: Store, node: str, write_id: str, label: str) -> dict[str, Any]:
+    """The commit of a registered write whose pending marker is gone: an earlier run
+    of it ended already (a dask task run again after its first run committed, or
+    after it was refused and removed the write's files; or the marker expired and gc
+    may have removed them). Nothing is committed again: if a version of the node is
+    that write's commit, the node's current manifest is returned, else
+    :class:`CommitConflictError` is raised; no file is removed either way."""
+    cur = read(store, node)
+    if landed_in(cur.head, write_id) or any(v.commit == write_id for v in versions(store, node)):
+        if cur.raw is not None:
+            return cur.raw
+    raise CommitConflictError(
+        f"{label}: write {write_id} ended before this commit (an earlier run of it was "
+        f"refused, or its marker expired after {pending.MAX_WRITE_AGE / 86400:g} days "
+        f"and arrayds gc may have removed its files): nothing is committed; write again"
+    )
 
 
 def _commit(

@@ -16,7 +16,7 @@ import pytest
 
 import arrayds
 from arrayds.errors import CommitConflictError
-from arrayds.nodes import commit
+from arrayds.nodes import commit, pending
 from arrayds.nodes import history as log
 from arrayds.nodes.history import Extend
 from arrayds.nodes.names import new_write_id
@@ -106,3 +106,45 @@ def test_a_failed_commit_keeps_the_segments_the_head_names(tmp_path):
     assert files == _files(url)
     np.testing.assert_array_equal(arrayds.open_array(url)[...], np.arange(5 * LIMIT))
     assert verify(url).ok
+
+
+def test_a_write_refused_once_commits_nothing_when_run_again(tmp_path):
+    """A registered write's commit is refused and removes its files (and its marker);
+    the task runs again (dask's ``retries``) when nothing refuses it any more: it must
+    not commit a manifest naming the files it removed."""
+    store = get_store(str(tmp_path / "n"))
+    commit.commit(store, "", lambda b: {"kind": "records", "shards": []}, write_id=new_write_id())
+    mine = pending.begin(store, "")
+    path = f"c/{mine}-0.array_record"
+    store.put(path, b"shard")
+    refuse = [True]
+
+    def check(base):
+        if refuse[0]:
+            raise CommitConflictError("the node moved")
+
+    def run():
+        return commit.commit(store, "", _extend(path), write_id=mine, check=check,
+                             written=[path], registered=True)  # fmt: skip
+
+    with pytest.raises(CommitConflictError, match="moved"):
+        run()
+    assert not store.exists(path)  # the refused write removed its file
+    refuse[0] = False
+    with pytest.raises(CommitConflictError, match=f"write {mine} ended before this commit"):
+        run()
+    assert _paths(store, "") == []
+
+
+def test_a_rerun_more_than_recent_commits_after_it_landed_commits_nothing(tmp_path):
+    """The head's ``recent`` list no longer names the write; its ended marker and the
+    node's versions tell it landed."""
+    store = get_store(str(tmp_path / "n"))
+    commit.commit(store, "", lambda b: {"kind": "records", "shards": []}, write_id=new_write_id())
+    mine = pending.begin(store, "")
+    commit.commit(store, "", _extend("c/mine"), write_id=mine, registered=True)
+    for k in range(commit.RECENT_COMMITS + 1):
+        commit.commit(store, "", _extend(f"c/{k}"), write_id=new_write_id())
+    assert mine not in commit.recent_commits(commit.read(store, "").head)
+    again = commit.commit(store, "", _extend("c/mine"), write_id=mine, registered=True)
+    assert _paths(store, "").count("c/mine") == 1 and again["commit"] != mine
