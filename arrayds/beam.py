@@ -2,11 +2,14 @@
 
 Needs the ``[beam]`` extra (``pip install 'arrayds[beam]'``); ``import arrayds`` never
 imports Beam.  The guarantees are those of the dask path (:mod:`arrayds.records`):
-shards are written in parallel by the workers, then the manifest entries of the
-shards that succeeded are gathered and committed **once**, with the same
+shards are written in parallel by the workers, then committed **once**, with the same
 compare-and-swap commit (:func:`arrayds.kinds.records.write.commit_shards`), so nothing is
 visible before every shard is written and a failed pipeline leaves the previous
-state (or nothing) visible.
+state (or nothing) visible. A write of more than
+:data:`arrayds.nodes.history.SEGMENT_LIMIT` shards writes their manifest entries as
+segments, a run of shards per step, and the commit step receives only the segments'
+references (:func:`arrayds.kinds.records.write.commit_segments`), so its memory does
+not grow with the number of shards.
 
 * :class:`WriteToArrayRecord` — a ``PTransform`` over a ``PCollection`` of records
   (bytes, or objects through the serializer).  ``num_shards > 0``: exactly that many
@@ -72,7 +75,7 @@ from .kinds.records import write as _records_write
 from .kinds.records.handle import RecordsDataset
 from .kinds.records.serializers import SerializerSpec
 from .kinds.records.write import WritePlan
-from .nodes import commit as node_commit
+from .nodes import history as log
 from .nodes.names import attempt_stem
 from .nodes.options import DEFAULT_COMPRESSION, WriterOptions
 
@@ -157,45 +160,125 @@ def _write_keyed_shard(group: tuple[int, Iterable[Any]], plan: WritePlan) -> dic
     return {**_records_write.write_records_shard(items, index, plan), "index": index}
 
 
-def _commit_gathered(
-    results: list[dict[str, Any]],
+def _keyed_by_run(result: dict[str, Any], count: int, num_shards: int, limit: int) -> tuple:
+    """``(run, result)``: with ``num_shards``, runs of ``limit`` consecutive shard
+    indices; else (one shard per bundle, ``count`` of them) as many runs as a list of
+    ``count`` entries has segments, a shard's run chosen by a CRC-32C of its name."""
+    if num_shards:
+        return result["index"] // limit, result
+    runs = max(1, -(-count // limit))
+    return _crc32c.crc32c(result["shard"].name.encode()) % runs, result
+
+
+def _run_results(
+    group: tuple[int, Iterable[Any]], plan: WritePlan, num_shards: int, limit: int
+) -> list[dict[str, Any]]:
+    """The shard results of one run in dataset order (by index, else by name); with
+    ``num_shards``, a shard index of the run that received no record gets an empty
+    shard, so the dataset has exactly that many."""
+    run, got = group
+    results = [r for r in got if r is not None]
+    if not num_shards:
+        return sorted(results, key=lambda r: r["shard"].name)
+    have = {r["index"] for r in results}
+    lo, hi = run * limit, min(num_shards, (run + 1) * limit)
+    results += [
+        {**_records_write.write_records_shard([], k, plan), "index": k}
+        for k in range(lo, hi)
+        if k not in have
+    ]
+    return sorted(results, key=lambda r: r["index"])
+
+
+def _chosen(group: tuple[int, Iterable[Any]]) -> list[str]:
+    """The serializers an ``auto`` write's shards of one run chose."""
+    return _records_write.chosen_serializers([r for r in group[1] if r is not None])
+
+
+def _run_part(
+    group: tuple[int, Iterable[Any]],
     plan: WritePlan,
-    settings: tuple[str, str, int, str | None, int],
+    settings: tuple[str, str | None, int],
+    limit: int,
+    count: int,
+    ser_name: str | None,
+) -> tuple[int, str, list[Any]]:
+    """One run's part of the commit: ``(run, "shards", results)`` if the write has at
+    most ``limit`` shards (committed as a list), else ``(run, "segments", refs)``:
+    the run's entries written as segments
+    (:func:`arrayds.kinds.records.write.write_segment`), all the commit receives."""
+    _mode, _expected, num_shards = settings
+    results = _run_results(group, plan, num_shards, limit)
+    if (num_shards or count) <= limit:
+        return group[0], "shards", results
+    assert ser_name is not None
+    return group[0], "segments", _records_write.write_segment(results, plan, ser_name)
+
+
+def _commit_parts(
+    parts: list[tuple[int, str, list[Any]]],
+    plan: WritePlan,
+    settings: tuple[str, str | None, int],
+    ser_name: str | None,
     where: tuple[str, str | None, Mapping[str, Any] | None],
 ) -> RecordsDataset:
-    """The single commit step, over every shard result in name order.  With
-    ``num_shards``, a shard index that received no record gets an empty shard, so the
-    dataset has exactly that many.  A commit that already happened (a retried commit
-    bundle) is not repeated."""
-    mode, expected, num_shards = settings
-    if node_commit.read(plan.store, plan.node).commit != plan.write_id:
-        have = {r.get("index") for r in results}
-        results = [
-            *results,
-            *(
-                _records_write.write_records_shard([], k, plan)
-                for k in range(num_shards)
-                if k not in have
-            ),
-        ]
-        results.sort(key=lambda r: r["shard"].name)
+    """The single commit step, over the runs' parts in run order: the shard results
+    of a write of at most ``SEGMENT_LIMIT`` shards
+    (:func:`arrayds.kinds.records.write.commit_shards`), else the references of the
+    segments the runs wrote (:func:`arrayds.kinds.records.write.commit_segments`: the
+    entries are never gathered). A commit step run again after its first run
+    landed commits nothing twice (:func:`arrayds.nodes.commit.commit`)."""
+    mode, expected, _num_shards = settings
+    parts = sorted(parts, key=lambda p: p[0])
+    if all(kind == "shards" for _, kind, _ in parts):
+        results = [r for _, _, got in parts for r in got]
         _records_write.commit_shards(results, plan, mode, None, expected)
+    else:
+        assert ser_name is not None
+        refs = [got for _, _, got in parts]
+        _records_write.commit_segments(refs, plan, mode, None, ser_name)
     url, component, storage_options = where
     return _records_handle.open_records(url, component, storage_options=storage_options)
 
 
 class _CommitShards(beam.PTransform):
-    """Gather the shard results into one list and commit them once."""
+    """Commit the shard results once, without gathering them in one step when there
+    are more than ``SEGMENT_LIMIT``: they are grouped into runs of consecutive shards
+    (:func:`_keyed_by_run`), each run of a long write is written as manifest segments
+    by its own step (:func:`_run_part`; an ``auto`` serializer decided first from what
+    each run chose, as a side input), and the commit step receives one small part per
+    run (:func:`_commit_parts`)."""
 
     def __init__(self, plan: WritePlan, settings: tuple[Any, ...], where: tuple[Any, ...]) -> None:
         super().__init__()
-        self._args = (plan, settings, where)
+        self._plan, self._settings, self._where = plan, settings, where
 
     def expand(self, results: Any) -> Any:
+        from apache_beam.pvalue import AsSingleton
+
+        plan, settings = self._plan, self._settings
+        _mode, expected, num_shards = settings
+        limit = log.SEGMENT_LIMIT
+        count = AsSingleton(results | "Count" >> beam.combiners.Count.Globally())
+        keyed = results | "ByRun" >> beam.Map(_keyed_by_run, count, num_shards, limit)
+        if num_shards:  # every run, those whose shards all received no record too
+            runs = range(-(-num_shards // limit))
+            every = results.pipeline | "Runs" >> beam.Create([(k, None) for k in runs])
+            keyed = (keyed, every) | "EveryRun" >> beam.Flatten()
+        grouped = keyed | "GroupByRun" >> beam.GroupByKey()
+        ser: Any = expected
+        if expected is None:
+            ser = AsSingleton(
+                grouped
+                | "Chosen" >> beam.Map(_chosen)
+                | "AllChosen" >> beam.combiners.ToList()
+                | "Serializer" >> beam.Map(_records_write.decide_serializer)
+            )
         return (
-            results
+            grouped
+            | "WriteRuns" >> beam.Map(_run_part, plan, settings, limit, count, ser)
             | "Gather" >> beam.combiners.ToList()
-            | "Commit" >> beam.Map(_commit_gathered, *self._args)
+            | "Commit" >> beam.Map(_commit_parts, plan, settings, ser, self._where)
         )
 
 

@@ -274,10 +274,11 @@ def test_retried_bundle_is_not_duplicated_and_its_shard_is_collected(tmp_path):
     second = attempt()  # the retry of the same bundle
     assert first[0]["shard"].name != second[0]["shard"].name
     settings = ("w-", expected, 0)  # mode, expected serializer, num_shards
-    ds = abeam._commit_gathered(second, plan, settings, (url, None, None))
+    parts = [(0, "shards", second)]  # the one run of a short write
+    ds = abeam._commit_parts(parts, plan, settings, expected, (url, None, None))
     assert sorted(ds) == sorted(bundle)  # every record once
     # a retried commit (the commit bundle run again) neither fails nor removes shards
-    again = abeam._commit_gathered(second, plan, settings, (url, None, None))
+    again = abeam._commit_parts(parts, plan, settings, expected, (url, None, None))
     assert sorted(again) == sorted(bundle)
     assert len(_files(url)) == 2
     report = collect_garbage(url, min_age=0)
