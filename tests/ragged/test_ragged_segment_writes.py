@@ -7,29 +7,22 @@ result is read back item by item and checked by ``verify``."""
 
 from __future__ import annotations
 
-import os
-
 import dask
-import dask.bag as db
 import numpy as np
 import pytest
+import segment_writes as sw
 from dask.core import get_dependencies
+from segment_writes import LIMIT, N
 
 import arrayds.ragged as rg
 from arrayds.errors import CommitConflictError
-from arrayds.nodes import commit
 from arrayds.nodes import history as log
-from arrayds.storage import get_store
 from arrayds.verify import verify
-
-LIMIT = 4
-N = 6 * LIMIT + 3  # partitions: 7 runs, the last of 3
 
 
 @pytest.fixture(autouse=True)
 def _small_segments(monkeypatch):
-    monkeypatch.setattr(log, "SEGMENT_LIMIT", LIMIT)
-    log.clear_cache()
+    sw.small_segments(monkeypatch)
 
 
 def _parts(n: int = N, base: int = 0) -> list[list[np.ndarray]]:
@@ -38,18 +31,6 @@ def _parts(n: int = N, base: int = 0) -> list[list[np.ndarray]]:
         [np.full(1 + (k + i) % 5, base + 10 * k + i, dtype=np.int32) for i in range(k % 3)]
         for k in range(n)
     ]
-
-
-def _bag(parts) -> db.Bag:
-    return db.from_delayed([dask.delayed(p) for p in parts])
-
-
-def _flat(parts) -> list[np.ndarray]:
-    return [x for p in parts for x in p]
-
-
-def _head(url: str) -> dict:
-    return commit.read(get_store(url), "").head
 
 
 def _read(url: str) -> list[np.ndarray]:
@@ -64,34 +45,26 @@ def _same(got, want) -> bool:
     return all(np.array_equal(a, b) for a, b in zip(got, want, strict=True))
 
 
-def _files(url: str) -> set[str]:
-    return {os.path.relpath(os.path.join(d, f), url) for d, _, fs in os.walk(url) for f in fs}
-
-
-def _ordered(keys) -> list:
-    return sorted(keys, key=lambda k: int(str(k).rsplit("-", 1)[1]))
-
-
 def test_the_commit_receives_segment_references_not_entries(tmp_path, task_results):
     url = str(tmp_path / "r")
     parts = _parts()
-    d = rg.write_ragged(_bag(parts), url, compute=False)
+    d = rg.write_ragged(sw.bag(parts), url, compute=False)
     deps = get_dependencies(dict(d.__dask_graph__()), d.key)
     assert len(deps) == 7 and all(str(k).startswith("ragged-segment-") for k in deps)
     with task_results() as seen, dask.config.set(scheduler="threads"):
         d.compute()
-    refs = [r for k in _ordered(deps) for r in seen.got[k]]
+    refs = [r for k in sw.ordered(deps) for r in seen.got[k]]
     assert all("path" in r and "count" in r and "items" in r for r in refs)
     assert not any("shards" in r or "entries" in r for r in refs)  # no entries
-    head = _head(url)
+    head = sw.head(url)
     assert head["shards"] == {"segments": refs, "tail": []}
-    assert head["count"] == len(_flat(parts))
-    assert _same(_read(url), _flat(parts))
+    assert head["count"] == len(sw.flat(parts))
+    assert _same(_read(url), sw.flat(parts))
     assert verify(url).ok
 
 
 def test_short_writes_keep_one_commit_task_over_the_shards(tmp_path):
-    d = rg.write_ragged(_bag(_parts(LIMIT)), str(tmp_path / "r"), compute=False)
+    d = rg.write_ragged(sw.bag(_parts(LIMIT)), str(tmp_path / "r"), compute=False)
     deps = get_dependencies(dict(d.__dask_graph__()), d.key)
     assert len(deps) == LIMIT and not any("segment" in str(k) for k in deps)
 
@@ -102,28 +75,28 @@ def test_long_appends_and_a_replace(tmp_path):
     rg.write_ragged(first, url)
     a, b = _parts(), _parts(N + 5, base=1000)
     with dask.config.set(scheduler="sync"):
-        rg.write_ragged(_bag(a), url, mode="a")
-        rg.write_ragged(_bag(b), url, mode="a")
-    assert _same(_read(url), first + _flat(a) + _flat(b))
+        rg.write_ragged(sw.bag(a), url, mode="a")
+        rg.write_ragged(sw.bag(b), url, mode="a")
+    assert _same(_read(url), first + sw.flat(a) + sw.flat(b))
     assert verify(url).ok
     c = _parts(N, base=5000)
     with dask.config.set(scheduler="sync"):
-        rg.write_ragged(_bag(c), url, mode="w")
-    assert _same(_read(url), _flat(c))
+        rg.write_ragged(sw.bag(c), url, mode="w")
+    assert _same(_read(url), sw.flat(c))
     assert verify(url).ok
 
 
 def test_a_w_minus_write_that_lost_the_race_leaves_nothing(tmp_path):
     url = str(tmp_path / "r")
-    d = rg.write_ragged(_bag(_parts()), url, compute=False)
+    d = rg.write_ragged(sw.bag(_parts()), url, compute=False)
     wid = str(d.key).rsplit("-", 1)[1]
     winner = [np.arange(2, dtype=np.int32)]
     rg.write_ragged(winner, url)
-    before = _head(url)
+    before = sw.head(url)
     with pytest.raises(FileExistsError, match="already exists"), dask.config.set(scheduler="sync"):
         d.compute()
-    assert _head(url) == before and _same(_read(url), winner)
-    assert not [f for f in _files(url) if wid in f]  # no shard, segment or marker of it
+    assert sw.head(url) == before and _same(_read(url), winner)
+    assert not [f for f in sw.files(url) if wid in f]  # no shard, segment or marker of it
     assert verify(url).ok
 
 
@@ -131,14 +104,14 @@ def test_a_long_append_that_lost_the_race_is_refused_and_leaves_nothing(tmp_path
     url = str(tmp_path / "r")
     first = [np.arange(3, dtype=np.int32)]
     rg.write_ragged(first, url)
-    d = rg.write_ragged(_bag(_parts()), url, mode="a", compute=False)
+    d = rg.write_ragged(sw.bag(_parts()), url, mode="a", compute=False)
     wid = str(d.key).rsplit("-", 1)[1]
     other = [np.arange(4, dtype=np.int32)]
     rg.write_ragged(other, url, mode="a")  # its segments' item ranges no longer fit
     with pytest.raises(CommitConflictError), dask.config.set(scheduler="sync"):
         d.compute()
     assert _same(_read(url), first + other)
-    assert not [f for f in _files(url) if wid in f]
+    assert not [f for f in sw.files(url) if wid in f]
     assert verify(url).ok
 
 
@@ -147,12 +120,12 @@ def test_a_commit_task_run_again_after_it_landed_commits_nothing_twice(tmp_path)
     first = [np.arange(3, dtype=np.int32)]
     rg.write_ragged(first, url)
     parts = _parts()
-    d = rg.write_ragged(_bag(parts), url, mode="a", compute=False)
+    d = rg.write_ragged(sw.bag(parts), url, mode="a", compute=False)
     graph = dict(d.__dask_graph__())
     with dask.config.set(scheduler="sync"):
         d.compute()
-    head = _head(url)
+    head = sw.head(url)
     rerun = dask.get(graph, d.key)  # the commit task (and its inputs) run again
-    assert rerun == _head(url) == head
-    assert _same(_read(url), first + _flat(parts))
+    assert rerun == sw.head(url) == head
+    assert _same(_read(url), first + sw.flat(parts))
     assert verify(url).ok

@@ -11,9 +11,10 @@ from __future__ import annotations
 import os
 
 import dask
-import dask.bag as db
 import pytest
+import segment_writes as sw
 from dask.core import get_dependencies
+from segment_writes import LIMIT, N
 
 from arrayds import records
 from arrayds.errors import CorruptionError
@@ -24,14 +25,10 @@ from arrayds.nodes.options import WriterOptions
 from arrayds.storage import get_store
 from arrayds.verify import verify
 
-LIMIT = 4
-N = 6 * LIMIT + 3  # partitions: 7 runs, the last of 3
-
 
 @pytest.fixture(autouse=True)
 def _small_segments(monkeypatch):
-    monkeypatch.setattr(log, "SEGMENT_LIMIT", LIMIT)
-    log.clear_cache()
+    sw.small_segments(monkeypatch)
 
 
 def _parts(n: int = N, tag: bytes = b"r", dicts: set[int] = frozenset()) -> list[list]:
@@ -42,70 +39,50 @@ def _parts(n: int = N, tag: bytes = b"r", dicts: set[int] = frozenset()) -> list
     ]
 
 
-def _bag(parts: list[list]) -> db.Bag:
-    return db.from_delayed([dask.delayed(p) for p in parts])
-
-
-def _flat(parts: list[list]) -> list:
-    return [x for p in parts for x in p]
-
-
-def _head(url: str) -> dict:
-    return commit.read(get_store(url), "").head
-
-
 def _read(url: str) -> list:
     log.clear_cache()
     return list(records.open_records(url).data_source(decode=True))
-
-
-def _files(url: str) -> set[str]:
-    return {os.path.relpath(os.path.join(d, f), url) for d, _, fs in os.walk(url) for f in fs}
 
 
 def _write_id(d) -> str:
     return str(d.key).rsplit("-", 1)[1]
 
 
-def _ordered(keys) -> list:
-    return sorted(keys, key=lambda k: int(str(k).rsplit("-", 1)[1]))
-
-
 def test_the_commit_receives_segment_references_not_entries(tmp_path, task_results):
     url = str(tmp_path / "r")
     parts = _parts()
-    d = records.write_records(_bag(parts), url, serializer="raw", compute=False)
+    d = records.write_records(sw.bag(parts), url, serializer="raw", compute=False)
     deps = get_dependencies(dict(d.__dask_graph__()), d.key)
     assert len(deps) == 7 and all(str(k).startswith("records-segment-") for k in deps)
     with task_results() as seen, dask.config.set(scheduler="threads"):
         d.compute()
-    refs = [r for k in _ordered(deps) for r in seen.got[k]]
+    refs = [r for k in sw.ordered(deps) for r in seen.got[k]]
     assert [r["count"] for r in refs] == [LIMIT] * 6 + [3]
     assert all(set(r) == {"path", "count", "records"} for r in refs)  # no entries
-    assert sum(r["records"] for r in refs) == len(_flat(parts))
-    head = _head(url)
+    assert sum(r["records"] for r in refs) == len(sw.flat(parts))
+    head = sw.head(url)
     assert head["shards"] == {"segments": refs, "tail": []}
-    assert head["num_records"] == len(_flat(parts)) and head["serializer"] == "raw"
-    assert _read(url) == _flat(parts)
+    assert head["num_records"] == len(sw.flat(parts)) and head["serializer"] == "raw"
+    assert _read(url) == sw.flat(parts)
     assert verify(url).ok
 
 
 def test_short_writes_keep_one_commit_task_over_the_shards(tmp_path):
-    d = records.write_records(_bag(_parts(LIMIT)), str(tmp_path / "r"), compute=False)
+    d = records.write_records(sw.bag(_parts(LIMIT)), str(tmp_path / "r"), compute=False)
     deps = get_dependencies(dict(d.__dask_graph__()), d.key)
     assert len(deps) == LIMIT and not any("segment" in str(k) for k in deps)
     d.compute(scheduler="sync")
-    assert isinstance(_head(str(tmp_path / "r"))["shards"], list)  # a short inline list
+    assert isinstance(sw.head(str(tmp_path / "r"))["shards"], list)  # a short inline list
 
 
 def test_the_committed_dataset_opens_lazily_and_reads_by_record_index(tmp_path):
     url = str(tmp_path / "r")
     parts = _parts()
     with dask.config.set(scheduler="sync"):
-        ds = records.write_records(_bag(parts), url)
-    want = _flat(parts)
+        ds = records.write_records(sw.bag(parts), url)
+    want = sw.flat(parts)
     log.clear_cache()
-    last = _head(url)["shards"]["segments"][-1]["path"]
+    last = sw.head(url)["shards"]["segments"][-1]["path"]
     os.remove(os.path.join(url, last))  # the segment of the last 3 partitions, gone
     # the dataset the write returned loads only the segments a read needs
     assert ds.num_records == len(want) and ds.serializer == "raw"
@@ -122,7 +99,7 @@ def test_auto_with_mixed_partitions_re_encodes_the_raw_ones_in_the_segment_tasks
 ):
     url = str(tmp_path / "r")
     parts = _parts(dicts={5, 17})  # two runs hold a partition of dicts, the others bytes
-    d = records.write_records(_bag(parts), url, compute=False)
+    d = records.write_records(sw.bag(parts), url, compute=False)
     graph = dict(d.__dask_graph__())
     deps = get_dependencies(graph, d.key)
     decide = [k for k in deps if str(k).startswith("records-serializer-")]
@@ -136,7 +113,7 @@ def test_auto_with_mixed_partitions_re_encodes_the_raw_ones_in_the_segment_tasks
         [("msgpack", "raw")] * 2 + [("raw",)] * 5
     )
     assert ds["serializer"] == "msgpack"
-    assert _read(url) == _flat(parts)  # the bytes re-encoded as msgpack read back as bytes
+    assert _read(url) == sw.flat(parts)  # the bytes re-encoded as msgpack read back as bytes
     assert verify(url).ok
 
 
@@ -145,28 +122,28 @@ def test_auto_with_empty_and_byte_partitions_is_raw(tmp_path):
     parts = [[] for _ in range(N)]
     parts[9] = [b"x"]
     with dask.config.set(scheduler="sync"):
-        ds = records.write_records(_bag(parts), url)
+        ds = records.write_records(sw.bag(parts), url)
     assert ds.serializer == "raw" and _read(url) == [b"x"]
 
 
 def test_mode_w_over_a_long_dataset_keeps_nothing_of_it(tmp_path):
     url = str(tmp_path / "r")
     with dask.config.set(scheduler="sync"):
-        records.write_records(_bag(_parts(tag=b"old")), url)
-    old = {f for f in _files(url) if ".array_record" in f}
+        records.write_records(sw.bag(_parts(tag=b"old")), url)
+    old = {f for f in sw.files(url) if ".array_record" in f}
     assert len(old) == N
     parts = _parts(2 * N, dicts={4})
-    d = records.write_records(_bag(parts), url, mode="w", compute=False, attrs={"v": 2})
+    d = records.write_records(sw.bag(parts), url, mode="w", compute=False, attrs={"v": 2})
     assert all(
         str(k).startswith(("records-segment-", "records-serializer-"))
         for k in get_dependencies(dict(d.__dask_graph__()), d.key)
     )
     with dask.config.set(scheduler="threads"):
         d.compute()
-    assert _read(url) == _flat(parts)
-    files = _files(url)
+    assert _read(url) == sw.flat(parts)
+    files = sw.files(url)
     assert not files & old  # every replaced shard gone
-    head = _head(url)
+    head = sw.head(url)
     assert head["serializer"] == "msgpack" and head["attrs"] == {"v": 2}
     named = log.log_files(get_store(url), "", head)
     assert {f for f in files if f.startswith(log.LOG_DIR)} == named  # the old segments too
@@ -177,15 +154,15 @@ def test_mode_w_over_a_long_dataset_keeps_nothing_of_it(tmp_path):
 def test_two_long_appends_after_an_existing_dataset(tmp_path):
     url = str(tmp_path / "r")
     first = [[b"a%d" % i] for i in range(3)]
-    records.write_records(_flat(first), url, num_shards=3, attrs={"a": 1})
+    records.write_records(sw.flat(first), url, num_shards=3, attrs={"a": 1})
     one, two = _parts(tag=b"x"), _parts(N + 5, tag=b"y")
     with dask.config.set(scheduler="threads"):
-        records.write_records(_bag(one), url, mode="a", attrs={"b": 2})
-        ds = records.write_records(_bag(two), url, mode="a")
-    want = _flat(first) + _flat(one) + _flat(two)
+        records.write_records(sw.bag(one), url, mode="a", attrs={"b": 2})
+        ds = records.write_records(sw.bag(two), url, mode="a")
+    want = sw.flat(first) + sw.flat(one) + sw.flat(two)
     assert ds.num_records == len(want) and ds.num_shards == 3 + N + N + 5
     assert _read(url) == want
-    head = _head(url)
+    head = sw.head(url)
     assert head["attrs"] == {"a": 1, "b": 2} and head["num_records"] == len(want)
     assert len(commit.versions(get_store(url), "")) == 3
     assert verify(url).ok
@@ -198,7 +175,7 @@ def test_a_long_append_that_lost_the_race_lands_after_the_other_records(tmp_path
     url = str(tmp_path / "r")
     records.write_records([b"base"], url)
     parts = _parts(tag=b"m")
-    d = records.write_records(_bag(parts), url, mode="a", compute=False)
+    d = records.write_records(sw.bag(parts), url, mode="a", compute=False)
     real, raced = rw.head_serializer, []
 
     def racing(head, where):
@@ -211,43 +188,43 @@ def test_a_long_append_that_lost_the_race_lands_after_the_other_records(tmp_path
     with dask.config.set(scheduler="sync"):
         d.compute()
     assert raced
-    assert _read(url) == [b"base", b"other", *_flat(parts)]
-    assert _head(url)["num_records"] == 2 + len(_flat(parts))
+    assert _read(url) == [b"base", b"other", *sw.flat(parts)]
+    assert sw.head(url)["num_records"] == 2 + len(sw.flat(parts))
     assert verify(url).ok
 
 
 def test_a_w_minus_write_that_lost_the_race_leaves_nothing(tmp_path):
     url = str(tmp_path / "r")
-    d = records.write_records(_bag(_parts()), url, compute=False)
+    d = records.write_records(sw.bag(_parts()), url, compute=False)
     wid = _write_id(d)
     records.write_records([b"winner"], url)  # another writer created it meanwhile
-    before = _head(url)
+    before = sw.head(url)
     with pytest.raises(FileExistsError, match="already exists"), dask.config.set(scheduler="sync"):
         d.compute()
-    assert _head(url) == before and _read(url) == [b"winner"]
-    assert not [f for f in _files(url) if wid in f]  # no shard, segment or marker of it
+    assert sw.head(url) == before and _read(url) == [b"winner"]
+    assert not [f for f in sw.files(url) if wid in f]  # no shard, segment or marker of it
     assert verify(url).ok
 
 
 def test_a_refused_append_removes_its_segments_and_shards(tmp_path):
     url = str(tmp_path / "r")
     records.write_records([b"a"], url)
-    d = records.write_records(_bag(_parts()), url, mode="a", compute=False)
+    d = records.write_records(sw.bag(_parts()), url, mode="a", compute=False)
     records.write_records([{"x": 1}], url, mode="w")  # msgpack now
     with pytest.raises(ValueError, match="now uses the 'msgpack' serializer"):
         d.compute(scheduler="sync")
-    assert not [f for f in _files(url) if _write_id(d) in f]
+    assert not [f for f in sw.files(url) if _write_id(d) in f]
     assert _read(url) == [{"x": 1}]
 
 
 def test_a_failing_partition_commits_nothing(tmp_path):
     url = str(tmp_path / "r")
     records.write_records([b"a"], url)
-    before = _head(url)
-    bag = _bag(_parts()).map(lambda x: x if x != b"r8.1" else object())
+    before = sw.head(url)
+    bag = sw.bag(_parts()).map(lambda x: x if x != b"r8.1" else object())
     with pytest.raises(TypeError, match="item 1 of partition 8"), dask.config.set(scheduler="sync"):
         records.write_records(bag, url, mode="a", serializer="raw")
-    assert _head(url) == before and _read(url) == [b"a"]
+    assert sw.head(url) == before and _read(url) == [b"a"]
 
 
 def test_write_from_sources_of_many_sources(tmp_path):
@@ -257,7 +234,7 @@ def test_write_from_sources_of_many_sources(tmp_path):
         ds = records.write_from_sources(sources, url, serializer="msgpack")
     assert ds.num_shards == N
     assert _read(url) == [i for k in range(N) for i in range(k, k + k % 3)]
-    assert len(_head(url)["shards"]["segments"]) == 7
+    assert len(sw.head(url)["shards"]["segments"]) == 7
     assert verify(url).ok
 
 
@@ -287,7 +264,7 @@ def _planned(url: str, mode: str = "w-"):
     parts = _parts()
     res = [rw.write_records_shard(p, k, plan) for k, p in enumerate(parts)]
     refs = [rw.write_segment(res[i : i + LIMIT], plan, "raw") for i in range(0, N, LIMIT)]
-    return plan, refs, _flat(parts)
+    return plan, refs, sw.flat(parts)
 
 
 def test_a_commit_task_run_again_after_it_landed_commits_nothing_twice(tmp_path):
@@ -297,7 +274,7 @@ def test_a_commit_task_run_again_after_it_landed_commits_nothing_twice(tmp_path)
     rw.commit_segments(refs, plan, "a", None, "raw")
     records.write_records([b"other"], url, mode="a")
     head = rw.commit_segments(refs, plan, "a", None, "raw")  # a lost worker's rerun
-    assert head == _head(url) and head["num_records"] == 2 + len(want)
+    assert head == sw.head(url) and head["num_records"] == 2 + len(want)
     assert _read(url) == [b"first", *want, b"other"]
 
 
@@ -305,13 +282,13 @@ def test_a_rerun_long_after_it_landed_commits_nothing_and_keeps_the_committed_fi
     url = str(tmp_path / "r")
     plan, refs, want = _planned(url)
     rw.commit_segments(refs, plan, "w-", None, "raw")
-    files = _files(url)
+    files = sw.files(url)
     store = get_store(url)
     for k in range(65):  # more commits than a head's ``recent`` names (no merge)
         rw.write([b"%d" % k], store, "", mode="a", compact=False)
     # its marker is gone and a version of the dataset is its commit: nothing again
     again = rw.commit_segments(refs, plan, "w-", None, "raw")
     assert again["num_records"] == len(want) + 65
-    assert files <= _files(url)  # the version that names the write keeps its files
+    assert files <= sw.files(url)  # the version that names the write keeps its files
     assert _read(url) == want + [b"%d" % k for k in range(65)]
     assert verify(url).ok
