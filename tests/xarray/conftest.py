@@ -33,3 +33,20 @@ def s3_proxy(xr_s3):
     yield p
     p.stop()
     store_mod.clear_reader_cache()
+
+
+@pytest.fixture
+def no_roll_forward(monkeypatch):
+    """A crash right after a DataTree write's commit point: the root manifest is
+    written, no other manifest is brought up to date, nothing is cleaned up; returns
+    the exception raised there."""
+    import arrayds.xarray.tree as xtree
+
+    class Crash(BaseException):
+        pass
+
+    def crash(store, node, doc):
+        raise Crash
+
+    monkeypatch.setattr(xtree, "roll_forward", crash)
+    return Crash

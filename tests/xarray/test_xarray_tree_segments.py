@@ -26,7 +26,6 @@ import pytest
 import xarray as xr
 
 import arrayds
-import arrayds.xarray.tree as xtree
 from arrayds.errors import CommitConflictError
 from arrayds.nodes import history as log
 from arrayds.nodes.commit import read
@@ -113,18 +112,10 @@ def test_a_tree_commits_segment_references_in_every_node(tmp_path, small):
 
 
 def test_a_crash_after_the_commit_reads_the_nested_lists_from_the_root(
-    tmp_path, small, monkeypatch
+    tmp_path, small, no_roll_forward
 ):
     url = str(tmp_path / "t")
-
-    class Crash(BaseException):
-        pass
-
-    def crash(store, node, doc):
-        raise Crash
-
-    monkeypatch.setattr(xtree, "roll_forward", crash)
-    with pytest.raises(Crash):
+    with pytest.raises(no_roll_forward):
         arrayds.to_arrayrecord(_tree(), url, shard_size=1)
     assert read(new_store(url), "a/b").raw is None  # only the root's head was written
     _check(url)  # every level read through the root's snapshot
