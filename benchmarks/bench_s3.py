@@ -43,7 +43,14 @@ kernel's high-water mark reset before it; requests and bytes are the proxy's):
 * **region through dask** — ``[n/4:3n/4, n/4:3n/4]`` of the same, crossing shards;
 * **whole array, the library's own read** — ``a[...]`` (TensorStore ``read()``);
 * the **transport limit** — every arrayds shard fetched whole, one ranged GET each,
-  16 at a time (s3fs); ``arrayds verify``, and the same passes on a local disk.
+  16 at a time (s3fs); the **region's transport limit** — the data GETs arrayds'
+  region read made (recorded in one run of it: the manifest and the byte ranges of
+  shards), replayed the same way; ``arrayds verify``, and the same passes on a local
+  disk.
+
+Where the CPU goes: for the transport limits and arrayds' dask reads, the CPU time of
+the reading process and of the S3 server + proxy process (its process CPU clock), and
+the share of the machine they kept busy, (client + server) / (cores x wall clock).
 
 Targets: dask reads at least 90% of the transport limit and 1.5x the best
 peer; 100 random chunks at least 1.5x the best peer. The last table says whether they
@@ -58,6 +65,7 @@ import platform
 import shutil
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -170,11 +178,26 @@ def timed(fn: Callable[..., Any], repeat: int, server: ServerProcess, setup=None
         fresh_readers()
         arg = setup() if setup is not None else None
         server.stats(reset=True)
+        s0 = cpu_of(server.proc.pid)
         with measure() as m:
             fn() if setup is None else fn(arg)
+        s1 = cpu_of(server.proc.pid)
         if m["seconds"] < best["seconds"]:
-            best = {**m, **server.stats()}
+            best = {**m, "server_cpu": s1 - s0, **server.stats()}
     return best
+
+
+def cpu_of(pid: int) -> float:
+    """CPU seconds of process ``pid`` so far (all its threads, the ended ones included):
+    its process CPU-time clock (Linux's ``clock_getcpuclockid``, nanoseconds), which
+    Python does not expose: the clock id is ``~pid << 3 | CPUCLOCK_SCHED``."""
+    return time.clock_gettime(~pid << 3 | 2)
+
+
+def busy(m: dict[str, Any]) -> float:
+    """The share of the machine a timed run kept busy: (this process's CPU + the S3
+    server and proxy process's) / (cores x wall clock)."""
+    return (m["cpu"] + m["server_cpu"]) / (_cores() * m["seconds"])
 
 
 def measure_arrayds(
@@ -205,7 +228,10 @@ def measure_arrayds(
     whole = arrayds.open_array(url, storage_options=so)[...]
     np.testing.assert_array_equal(whole, data)
     del whole
+    fresh_readers()
+    region = recorded_fetches(through_dask(q, 3 * q))
     return {
+        "region limit": transport_limit(region, so, args.threads, args.repeat, server),
         "cold": timed(cold, args.repeat, server),
         "warm": timed(
             lambda a: read_chunks(a, cells, 1),
@@ -248,23 +274,77 @@ def measure_anchors(
     return rows, versions, f"anchors run by {python} (Python {versions['python']})"
 
 
-def transport_limit(url: str, so: dict, a, threads: int, repeat: int, server) -> dict:
-    """Every shard whole, one ranged GET each, ``threads`` at a time (s3fs, its
-    connections warm as arrayds' are)."""
+def transport_limit(
+    fetches: list[tuple[str, int, int]], so: dict, threads: int, repeat: int, server
+) -> dict:
+    """Every ``(URL, begin, end)`` of ``fetches`` one ranged GET each, ``threads`` at a
+    time, nothing decoded (s3fs, its connections warm as arrayds' are): the time a read
+    that fetches those bytes cannot beat."""
     import s3fs
 
-    keys = list(
-        dict((f"{url[len('s3://') :]}/{e.path}", e.bytes) for e in a.manifest.shards).items()
-    )
-    total = sum(size for _, size in keys)
-    fs = s3fs.S3FileSystem(**so)
+    fs = s3fs.S3FileSystem(**{k: v for k, v in so.items() if k != "backend"})
+    total = sum(e - b for _, b, e in fetches)
 
     def run() -> None:
         with ThreadPoolExecutor(threads) as pool:
-            got = list(pool.map(lambda k: fs.cat_file(k[0], start=0, end=k[1]), keys))
-        assert sum(map(len, got)) == total
+            got = pool.map(lambda f: len(fs.cat_file(f[0], start=f[1], end=f[2])), fetches)
+            assert sum(got) == total
 
-    return {**timed(run, repeat, server), "bytes": total, "shards": len(keys)}
+    return {**timed(run, repeat, server), "bytes": total, "gets": len(fetches)}
+
+
+def shard_fetches(url: str, a) -> list[tuple[str, int, int]]:
+    """Every shard of ``a`` (at ``url``) whole: one range each."""
+    sizes = dict((f"{url}/{e.path}", e.bytes) for e in a.manifest.shards)
+    return [(u, 0, n) for u, n in sizes.items()]
+
+
+def recorded_fetches(fn: Callable[[], Any]) -> list[tuple[str, int, int]]:
+    """The data GETs ``fn()`` makes through arrayds' stores, in the order they were
+    asked for: ``(URL, begin, end)`` of every byte range (a whole object, such as a
+    manifest, as the range of the bytes it held). Requests without data (HEAD, LIST)
+    are not recorded."""
+    from arrayds.storage.fsspec import FsspecStore
+    from arrayds.storage.obstore import ObstoreStore
+
+    got: list[tuple[str, int, int]] = []
+    inside = threading.local()  # a get that calls another is recorded once
+
+    def recording(name: str, orig: Callable[..., Any]) -> Callable[..., Any]:
+        def get(self, key: str, *rest: Any) -> Any:
+            if getattr(inside, "on", False):
+                return orig(self, key, *rest)
+            inside.on = True
+            try:
+                data = orig(self, key, *rest)
+            finally:
+                inside.on = False
+            if name == "get_range":
+                spans = [(rest[0], rest[0] + len(data))]
+            elif name == "get_ranges":
+                spans = [(b, b + len(d)) for (b, _), d in zip(rest[0], data, strict=True)]
+            else:  # get: bytes or None; get_versioned: (bytes or None, version)
+                whole = data[0] if name == "get_versioned" else data
+                spans = [(0, len(whole))] if whole is not None else []
+            got.extend((self.url_of(key), b, e) for b, e in spans if e > b)
+            return data
+
+        return get
+
+    saved = {}
+    for cls in (FsspecStore, ObstoreStore):
+        for name in ("get", "get_versioned", "get_range", "get_ranges"):
+            saved[cls, name] = cls.__dict__.get(name)
+            setattr(cls, name, recording(name, getattr(cls, name)))
+    try:
+        fn()
+    finally:
+        for (cls, name), orig in saved.items():
+            if orig is None:
+                delattr(cls, name)
+            else:
+                setattr(cls, name, orig)
+    return got
 
 
 _RSS_SCRIPT = """
@@ -454,7 +534,7 @@ def run(args, readers: list[str], server: ServerProcess, work: str, s3fs) -> tup
         )
     )
     rows.update(anchor_rows)
-    tl = transport_limit(url, slow, a, args.threads, args.repeat, server)
+    tl = transport_limit(shard_fetches(url, a), slow, args.threads, args.repeat, server)
     t_v = timed(
         lambda: verify(url, storage_options=slow, threads=args.threads), args.repeat, server
     )
@@ -499,6 +579,8 @@ def run(args, readers: list[str], server: ServerProcess, work: str, s3fs) -> tup
             t = m["seconds"]
             rss = f"{m['rss_added'] / 1e6:.0f} MB" if m.get("rss_added") is not None else "-"
             limit = "-" if need == "cells" else f"{share[need] * tl['seconds'] / t:.0%}"
+            if need == "region" and "region limit" in r:
+                limit = f"{r['region limit']['seconds'] / t:.0%} (scaled: {limit})"
             fetched = m["bytes_down"] / (share[need] * r["stored"])
             out.append(
                 f"| {name} | {t * 1000:.0f} ms | {share[need] * data.nbytes / 1e6 / t:.0f} "
@@ -530,6 +612,7 @@ def run(args, readers: list[str], server: ServerProcess, work: str, s3fs) -> tup
         f"| local disk: `from_arrayrecord(path).compute()` | {t_rl * 1000:.0f} ms | - | "
         f"{stored / 1e6 / t_rl:.0f} |",
         "",
+        *saturation(rows, tl, args.threads),
         "| peak RSS a whole-array read adds to a fresh process (target <= 1.5x the array) "
         "| added | / array |",
         "|---|---:|---:|",
@@ -540,11 +623,13 @@ def run(args, readers: list[str], server: ServerProcess, work: str, s3fs) -> tup
         ),
         "",
         f"Requests target: whole array <= "
-        f"{1.2 * (tl['shards'] + tl['bytes'] / (8 << 20)):.0f}, region <= "
+        f"{1.2 * (tl['gets'] + tl['bytes'] / (8 << 20)):.0f}, region <= "
         f"{2 * touched + share['region'] * stored / (8 << 20):.0f}. "
         f"MB/s are array bytes read per second (the array is {data.nbytes / 1e6:.0f} MB); "
         "of transport limit: the time of the transport limit, scaled to the share of the "
         f"array read, over the read's (target for the dask reads: >= {TRANSPORT_TARGET:.0%}); "
+        "for arrayds' region, the time of its own GETs replayed (the CPU table) over the "
+        "read's, and the scaled figure in brackets; "
         "fetched / needed: the bytes the proxy sent (metadata "
         "included) over the reader's stored chunk bytes that the workload reads (stored: "
         + ", ".join(f"{k} {v / 1e6:.1f} MB" for k, v in stored_by_layout(rows).items())
@@ -743,6 +828,35 @@ def run_records(args, webdataset: bool, server: ServerProcess, work: str, s3fs) 
         )
     out.append("")
     return "\n".join(out), ok
+
+
+def saturation(rows: dict[str, dict[str, Any]], tl: dict[str, Any], threads: int) -> list[str]:
+    """The table of where the CPU went in the transport limits and arrayds' dask reads:
+    the reading process's CPU, the S3 server and proxy process's, and the share of the
+    machine they kept busy (:func:`busy`)."""
+    out = [
+        f"| pass ({threads} threads) | time | requests | CPU: client | S3 server + proxy "
+        f"| busy: (client + server) / ({_cores()} cores x time) |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+
+    def row(label: str, m: dict[str, Any]) -> str:
+        return (
+            f"| {label} | {m['seconds'] * 1000:.0f} ms | {m['requests']} | "
+            f"{m['cpu'] * 1000:.0f} ms | {m['server_cpu'] * 1000:.0f} ms | {busy(m):.0%} |"
+        )
+
+    out.append(row(f"transport limit: every shard whole ({tl['gets']} GETs)", tl))
+    for name, r in rows.items():
+        if not name.startswith("arrayds"):
+            continue
+        lim = r["region limit"]
+        out += [
+            row(f"{name}: whole array through dask", r["dask"]),
+            row(f"{name}: region through dask", r["region"]),
+            row(f"{name}: the region's {lim['gets']} data GETs replayed, nothing decoded", lim),
+        ]
+    return [*out, ""]
 
 
 def stored_by_layout(rows: dict[str, dict[str, Any]]) -> dict[str, int]:
