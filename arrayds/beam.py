@@ -62,6 +62,7 @@ import crc32c as _crc32c
 import numpy as np
 from apache_beam.io import iobase
 from apache_beam.io.range_trackers import OffsetRangeTracker
+from apache_beam.pvalue import AsSingleton
 from apache_beam.transforms.window import GlobalWindows
 from fsspec.implementations.local import LocalFileSystem
 
@@ -254,8 +255,6 @@ class _CommitShards(beam.PTransform):
         self._plan, self._settings, self._where = plan, settings, where
 
     def expand(self, results: Any) -> Any:
-        from apache_beam.pvalue import AsSingleton
-
         plan, settings = self._plan, self._settings
         _mode, expected, num_shards = settings
         limit = log.SEGMENT_LIMIT
