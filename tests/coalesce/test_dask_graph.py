@@ -87,12 +87,18 @@ def test_culled_graph_reads_only_the_chunks_of_the_blocks_kept():
     x = arrayds.from_arrayrecord(url)
     boxes = dask_array.io_chunks(a, x.chunks)
     assert len(boxes[0]) * len(boxes[1]) == 4
-    y = x[20:30, 3:12]  # blocks (2..3, 0..1): part of one shard's box
+    y = x.blocks[2:4, 0:2]  # part of one shard's box
     culled = y.__dask_graph__().cull(set(dask.core.flatten(y.__dask_keys__())))
     reads = _read_keys(culled)
     assert len(reads) == 1
     # the read covers the 2 x 2 blocks asked for: (name, *box, *first block, *count)
     assert reads[0][-4:] == (2, 0, 2, 2)
+    np.testing.assert_array_equal(y.compute(scheduler="sync"), data[16:32, 0:16])
+    # a region of the array is an array of its own whose one read is the region
+    y = x[20:30, 3:12]
+    culled = dict(y.__dask_graph__().cull(set(dask.core.flatten(y.__dask_keys__()))))
+    (read,) = _read_keys(culled)
+    assert read[-4:] == (0, 0, 2, 2) and culled[read][2] == (slice(20, 30), slice(3, 12))
     np.testing.assert_array_equal(y.compute(scheduler="sync"), data[20:30, 3:12])
     # every block of the array: each shard's box read whole, one read per shard
     full = x.__dask_graph__().cull(set(dask.core.flatten(x.__dask_keys__())))
@@ -142,6 +148,49 @@ def test_compute_of_the_whole_array_reads_into_one_result():
     np.testing.assert_array_equal((x + 1).compute(scheduler="threads"), data + 1)
     assert type(x + 1) is not BoxReadArray
     np.testing.assert_array_equal(x.compute(scheduler="threads", optimize_graph=False), data)
+
+
+def test_a_region_reads_straight_into_one_result_with_the_blocks_dask_would_give():
+    import dask.array as da
+
+    from arrayds.kinds.array.read_layer import BoxReadArray
+
+    url = f"memory://coalesce-graph-{uuid.uuid4().hex[:8]}/a"
+    data, a = _array(url, shard_size=16 * 8 * 8 * 4)
+    x = arrayds.from_arrayrecord(url)
+    plain = da.from_array(data, chunks=x.chunks)
+    regions = [
+        np.s_[20:30, 3:12],
+        np.s_[5:64, :],
+        np.s_[..., 40:],
+        np.s_[-10:, -33:-1],
+        np.s_[3:4],
+        (slice(np.int64(2), np.int64(60)), Ellipsis),
+        np.s_[0:64, 0:64:1],
+    ]
+    for key in regions:
+        y = x[key]
+        assert isinstance(y, BoxReadArray), key
+        assert y.chunks == plain[key].chunks and y.name == x[key].name, key
+        for scheduler in ("sync", "threads"):
+            ran = _tasks_run(lambda y=y, s=scheduler: y.compute(scheduler=s))
+            assert ran and all(n.endswith("-into") for n in ran), (key, ran)
+        np.testing.assert_array_equal(y.compute(scheduler="threads"), data[key])
+        np.testing.assert_array_equal(
+            y.compute(scheduler="threads", optimize_graph=False), data[key]
+        )
+        # a region of a region, and dask's own operations on it
+        np.testing.assert_array_equal(y[1:, :2].compute(), data[key][1:, :2])
+        np.testing.assert_array_equal((y + 1).sum().compute(), (data[key] + 1).sum())
+    assert x[...] is x and x[:, :] is x
+    # any other index is dask's: same values, a plain dask array
+    others = (np.s_[::2, 3], np.s_[5], np.s_[None, 4:9], np.s_[[1, 5, 9]], np.s_[10:10], np.s_[9:3])
+    for key in others:
+        y = x[key]
+        assert type(y) is not BoxReadArray, key
+        np.testing.assert_array_equal(y.compute(), data[key])
+    with pytest.raises(IndexError):
+        x[1:2, 3:4, 5:6]
 
 
 def _tasks_run(fn):

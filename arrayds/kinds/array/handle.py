@@ -793,7 +793,7 @@ class Array(Node):
         def run(job: tuple[str, np.ndarray]) -> None:
             relpath, group = job
             if full is not None:
-                group = self._fetch_into(plan, group, full, relpath, out, by_footer)
+                group = self._fetch_into(plan, group, full, relpath, out, put, by_footer)
                 if group.size == 0:
                     return
             bufs = self._read_records(relpath, plan.record[group], by_footer)
@@ -818,35 +818,41 @@ class Array(Node):
         full: np.ndarray,
         relpath: str,
         out: Any,
+        put: Callable[[int, tuple[int, ...], np.ndarray], None],
         shards: Mapping[str, int | None] | None = None,
     ) -> np.ndarray:
-        """Decode the chunks of ``group`` (one shard) that are taken whole straight
-        into their boxes of ``out`` (one engine call; each record's ``.npy`` header is
-        compared by the engine, its data written into the box, strided or not).
-        Returns the chunks left for the general path (``shards``: as :meth:`_reader`'s)."""
+        """Decode the chunks of ``group`` (one shard) in one engine call (one fetch):
+        those taken whole straight into their boxes of ``out``, strided or not, the
+        others into a chunk-shaped array each, handed to ``put`` (each record's ``.npy``
+        header is compared by the engine). Returns the chunks left for the general
+        path: none, or all of them when a record's header is not the expected one
+        (``shards``: as :meth:`_reader`'s)."""
         dtype = self._m.dtype
         # numpy exports no buffer for datetime64/timedelta64: same bytes as int64
-        target = out.view("<i8") if dtype.kind in "Mm" else out
-        ks: list[int] = []
+        raw = np.dtype("<i8") if dtype.kind in "Mm" else dtype
+        target = out.view(raw) if raw is not dtype else out
+        ks = group.tolist()
         dests: list[np.ndarray] = []
         heads: list[bytes] = []
-        rest: list[int] = []
-        for k in group.tolist():
+        parts: list[tuple[int, tuple[int, ...], np.ndarray]] = []
+        for k in ks:
+            idx = plan.index(k)
+            shape = plan.chunk_shape(idx)
+            view = None
             if full[k]:
-                idx = plan.index(k)
                 key = plan.out_key(idx)
-                shape = plan.chunk_shape(idx)
                 if all(type(p) is slice for p in key):
                     view = target[key]
-                    if view.shape == shape:
-                        ks.append(k)
-                        dests.append(view)
-                        heads.append(npy_header(dtype, shape))
-                        continue
-            rest.append(k)
-        if ks and not self.decode_records_into(relpath, plan.record[ks], dests, heads, shards):
+            if view is None or view.shape != shape:
+                view = np.empty(shape, raw)
+                parts.append((k, idx, view))
+            dests.append(view)
+            heads.append(npy_header(dtype, shape))
+        if not self.decode_records_into(relpath, plan.record[group], dests, heads, shards):
             return group  # an unexpected header somewhere: the general path decodes all
-        return np.asarray(rest, dtype=np.int64)
+        for k, idx, chunk in parts:
+            put(k, idx, chunk.view(dtype) if raw is not dtype else chunk)
+        return group[:0]
 
     # -- writing
 

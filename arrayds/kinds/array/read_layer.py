@@ -51,6 +51,7 @@ class BoxReadLayer(Layer):
         source: Any,
         chunks: tuple[tuple[int, ...], ...],
         boxes: tuple[tuple[int, ...], ...],
+        origin: tuple[int, ...] | None = None,
     ) -> None:
         super().__init__()
         self.name = name
@@ -58,6 +59,9 @@ class BoxReadLayer(Layer):
         self.source_key = read_name + "-source"
         self.source = source
         self.chunks = chunks
+        self.box_chunks = boxes
+        # where this array's first element lies in the source (a region of it)
+        self.origin = tuple(origin) if origin is not None else (0,) * len(chunks)
         # per axis: block starts, and for each block its box and its place in it
         self._starts = [np.concatenate([[0], np.cumsum(c)]).astype(np.int64) for c in chunks]
         self._box_of: list[np.ndarray] = []
@@ -101,9 +105,34 @@ class BoxReadLayer(Layer):
         return MaterializedLayer(tasks, annotations=self.annotations), deps
 
     def boxes(self) -> list[tuple[slice, ...]]:
-        """The region of every read box (all of its blocks)."""
+        """The region of every read box (all of its blocks), in this array's
+        coordinates."""
+        return [out for _, out in self.regions()]
+
+    def regions(self) -> list[tuple[tuple[slice, ...], tuple[slice, ...]]]:
+        """Every read box (all of its blocks) as ``(region of the source, region of
+        this array)``: they differ by :attr:`origin`."""
         tasks = self._tasks(np.ndindex(*(len(c) for c in self.chunks)))[0]
-        return [t[2] for k, t in tasks.items() if k[0] == self.read_name]
+        return [(t[2], self._local(t[2])) for k, t in tasks.items() if k[0] == self.read_name]
+
+    def _local(self, region: tuple[slice, ...]) -> tuple[slice, ...]:
+        return tuple(
+            slice(r.start - o, r.stop - o) for r, o in zip(region, self.origin, strict=True)
+        )
+
+    def region(self, index: tuple[slice, ...], name: str, read_name: str) -> BoxReadLayer:
+        """The layer of the array ``name`` that is the region ``index`` of this one
+        (step-1 slices with ``0 <= start < stop <= length`` on every axis): its blocks
+        and boxes are this layer's cut at the region's edges, its reads those of the
+        source inside the region."""
+        chunks, boxes = [], []
+        for d, sl in enumerate(index):
+            for sizes, out in ((self.chunks[d], chunks), (self.box_chunks[d], boxes)):
+                edges = np.concatenate([[0], np.cumsum(sizes)])
+                cut = np.unique(np.clip(edges, sl.start, sl.stop))
+                out.append(tuple(int(n) for n in np.diff(cut)))
+        origin = tuple(o + sl.start for o, sl in zip(self.origin, index, strict=True))
+        return BoxReadLayer(name, read_name, self.source, tuple(chunks), tuple(boxes), origin)
 
     def _tasks(self, blocks: Iterable[tuple[int, ...]]) -> tuple[dict[Any, Any], dict[Any, set]]:
         by_box: dict[tuple[int, ...], list[tuple[int, ...]]] = {}
@@ -119,8 +148,10 @@ class BoxReadLayer(Layer):
             lo = [min(i[d] for i in idxs) for d in range(len(box))]
             hi = [max(i[d] for i in idxs) + 1 for d in range(len(box))]
             read = (self.read_name, *box, *lo, *(h - lo_ for lo_, h in zip(lo, hi, strict=True)))
-            s = self._starts
-            region = tuple(slice(int(s[d][lo[d]]), int(s[d][hi[d]])) for d in range(len(box)))
+            s, o = self._starts, self.origin
+            region = tuple(
+                slice(int(s[d][lo[d]]) + o[d], int(s[d][hi[d]]) + o[d]) for d in range(len(box))
+            )
             tasks[read] = (operator.getitem, self.source_key, region)
             deps[read] = {self.source_key}
             for idx in idxs:
@@ -193,16 +224,45 @@ class BoxReadArray(da.Array):
         layer = self.dask.layers[self.name]
         assert isinstance(layer, BoxReadLayer)
         source = layer.source
-        boxes = layer.boxes()
+        regions = layer.regions()
+        boxes = [local for _, local in regions]
         dsk = {
-            (layer.read_name + "-into", i): (source.read_into, region, out[region])
-            for i, region in enumerate(boxes)
+            (layer.read_name + "-into", i): (source.read_into, region, out[local])
+            for i, (region, local) in enumerate(regions)
         }
         if get is not threaded.get:
             get(dsk, list(dsk))
             return
         n = kwargs.get("num_workers") or config.get("num_workers", None) or INTO_READS
         get(dsk, list(dsk), num_workers=min(int(n), INTO_READS, _fitting(source, boxes, out)))
+
+    def __getitem__(self, index: Any) -> Any:
+        """``x[index]``; a region (step-1 slices, an ``Ellipsis``) that is not empty is
+        again a :class:`BoxReadArray`, whose blocks are dask's for that slice and whose
+        ``compute()`` reads the region's part of every box it meets straight into one
+        result. Any other index is dask's.
+
+        >>> import arrayds
+        >>> url = "memory://doc-region"
+        >>> a = arrayds.open_array(url, mode="w", shape=(6,), dtype="i4", chunks=2)
+        >>> a[:] = np.arange(6, dtype="i4")
+        >>> y = arrayds.from_arrayrecord(url)[1:5]
+        >>> type(y).__name__, y.chunks, y.compute().tolist()
+        ('BoxReadArray', ((1, 2, 1),), [1, 2, 3, 4])
+        """
+        layer = self.dask.layers.get(self.name)
+        region = _region(index, self.shape) if isinstance(layer, BoxReadLayer) else None
+        if region is None or len(self.dask.layers) != 1:
+            return super().__getitem__(index)
+        if all(sl == slice(0, n) for sl, n in zip(region, self.shape, strict=True)):
+            return self
+        from dask.base import tokenize
+        from dask.highlevelgraph import HighLevelGraph
+
+        token = tokenize(self.name, region)
+        sub = layer.region(region, "getitem-" + token, "arrayds-read-" + token)
+        graph = HighLevelGraph.from_collections(sub.name, sub, dependencies=[])
+        return BoxReadArray(graph, sub.name, sub.chunks, meta=self._meta)
 
     def compute(self, **kwargs: Any) -> Any:
         get = self._into_get(kwargs)
@@ -243,13 +303,42 @@ class BoxReadArray(da.Array):
         return None
 
 
+def _region(index: Any, shape: tuple[int, ...]) -> tuple[slice, ...] | None:
+    """``index`` as one ``slice(start, stop)`` per axis of ``shape`` (start < stop) if
+    it is a region: step-1 slices and at most one ``Ellipsis``, none of them empty;
+    else None."""
+    if not isinstance(index, tuple):
+        index = (index,)
+    if sum(i is Ellipsis for i in index) > 1 or not all(
+        i is Ellipsis or type(i) is slice for i in index
+    ):
+        return None
+    if Ellipsis in index:
+        at = index.index(Ellipsis)
+        index = index[:at] + (slice(None),) * (len(shape) - len(index) + 1) + index[at + 1 :]
+    if len(index) > len(shape):
+        return None
+    index = index + (slice(None),) * (len(shape) - len(index))
+    out = []
+    for sl, n in zip(index, shape, strict=True):
+        bounds = (sl.start, sl.stop, sl.step)
+        if not all(v is None or isinstance(v, (int, np.integer)) for v in bounds):
+            return None
+        start, stop, step = sl.indices(n)
+        if step != 1 or start >= stop:
+            return None
+        out.append(slice(start, stop))
+    return tuple(out)
+
+
 def _fitting(source: Any, boxes: list[tuple[slice, ...]], out: np.ndarray) -> int:
     """How many of ``boxes`` (regions of ``out``) fit in the fetched-bytes budget at
     once (:data:`INTO_FETCH_BYTES`), at least one: each box is taken to fetch its share
     of ``source``'s stored bytes (its ``stored_bytes``, when it knows them; else its
     decoded bytes)."""
     stored = getattr(source, "stored_bytes", None)
-    share = stored / out.nbytes if stored and out.nbytes else 1.0
+    whole = out.itemsize * math.prod(getattr(source, "shape", out.shape))
+    share = stored / whole if stored and whole else 1.0
     largest = max((math.prod(s.stop - s.start for s in box) for box in boxes), default=0)
     largest *= out.itemsize
     budget = max(INTO_FETCH_BYTES, out.nbytes / INTO_FETCH_SHARE)
