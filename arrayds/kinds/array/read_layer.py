@@ -25,6 +25,8 @@ import dask.array as da
 import numpy as np
 from dask.highlevelgraph import Layer, MaterializedLayer
 
+from .tensor import new_buffer
+
 Key = tuple[Any, ...]
 
 
@@ -268,7 +270,10 @@ class BoxReadArray(da.Array):
         get = self._into_get(kwargs)
         if get is None:
             return super().compute(**kwargs)
-        out = np.empty(self.shape, self.dtype)
+        # like Array.__getitem__'s result: a block of the engine's pool from 1 MiB on
+        # (a process that reads again reuses a freed result's pages, no page faults)
+        out = new_buffer(math.prod(self.shape) * self.dtype.itemsize)
+        out = out.view(self.dtype).reshape(self.shape)
         self._read_boxes(get, kwargs, out)
         return out
 
