@@ -193,6 +193,43 @@ def test_a_region_reads_straight_into_one_result_with_the_blocks_dask_would_give
         x[1:2, 3:4, 5:6]
 
 
+_NO_DISTRIBUTED = """
+import sys
+from concurrent.futures import ThreadPoolExecutor
+import dask, numpy as np, arrayds
+url = sys.argv[1]
+a = arrayds.open_array(url, mode="w", shape=(64,), dtype="i4", chunks=8)
+a[:32] = np.arange(32, dtype="i4")  # a shard per write
+a[32:] = np.arange(32, 64, dtype="i4")
+x = arrayds.from_arrayrecord(url)
+assert "distributed" not in sys.modules
+assert type(x).__name__ == "BoxReadArray" and x.dask.layers[x.name].boxes()[1:]
+got = [x.compute().sum(), x.compute(scheduler="sync").sum(), x[3:40].compute().sum()]
+with dask.config.set(scheduler="single-threaded"):
+    got.append(x.compute().sum())
+got = [int(n) for n in got]
+print(got, "distributed" in sys.modules)
+with ThreadPoolExecutor(2) as pool:
+    print(x.compute(scheduler=pool).sum())  # dask's own path
+"""
+
+
+def test_compute_on_threads_or_sync_does_not_import_distributed():
+    """No distributed Client can exist before distributed is imported, so the
+    array's own compute resolves the scheduler without importing it (dask's
+    get_scheduler would); other schedulers take dask's path."""
+    import subprocess
+    import sys
+
+    url = f"memory://coalesce-graph-{uuid.uuid4().hex[:8]}/a"
+    out = subprocess.run(
+        [sys.executable, "-c", _NO_DISTRIBUTED, url], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    total = sum(range(64))
+    assert out[0] == f"[{total}, {total}, {sum(range(3, 40))}, {total}] False"
+    assert out[1] == f"{total}"
+
+
 def _tasks_run(fn):
     """The names of the tasks dask ran during ``fn()``."""
     from dask.callbacks import Callback

@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import math
 import operator
+import sys
 from collections.abc import Iterable, Iterator, Mapping
 from functools import cached_property
 from typing import Any
 
 import dask.array as da
 import numpy as np
+from dask import config, local, threaded
 from dask.highlevelgraph import Layer, MaterializedLayer
 
 from .tensor import new_buffer
@@ -179,8 +181,19 @@ client allocated to receive it, and what the allocator keeps of both), so its pe
 memory stays within 1.5x the result; a few boxes at once still overlap one box's
 transfer with another's decode."""
 
-INTO_FETCH_SHARE = 8
+INTO_FETCH_SHARE = 6
 """See :data:`INTO_FETCH_BYTES`."""
+
+
+_LOCAL_SCHEDULERS = {
+    "threads": threaded.get,
+    "threading": threaded.get,
+    "sync": local.get_sync,
+    "synchronous": local.get_sync,
+    "single-threaded": local.get_sync,
+}
+"""dask's names of the threaded and synchronous schedulers (``scheduler=`` of
+``compute``), the ones a :class:`BoxReadArray` reads into its result with."""
 
 
 class BoxReadArray(da.Array):
@@ -202,7 +215,6 @@ class BoxReadArray(da.Array):
         """The scheduler's ``get`` when this array's own reads serve a call with
         ``kwargs`` (keys other than the scheduler's and ``also`` are not served), else
         None (then dask's path)."""
-        from dask import local, threaded
         from dask.base import get_scheduler
 
         if not isinstance(self.dask.layers.get(self.name), BoxReadLayer) or set(kwargs) - {
@@ -212,25 +224,33 @@ class BoxReadArray(da.Array):
             *also,
         }:
             return None
-        get = get_scheduler(
-            scheduler=kwargs.get("scheduler"), get=kwargs.get("get"), collections=[self]
-        )
+        scheduler = kwargs.get("scheduler")
+        if "distributed" not in sys.modules and kwargs.get("get") is None:
+            # no distributed Client can exist in this process: resolve the scheduler
+            # without get_scheduler, which imports distributed to look for one (some
+            # 9 MB and 0.1 s in a fresh process, for nothing)
+            if scheduler is None:
+                scheduler = config.get("scheduler", None)
+            if scheduler is None:
+                return threaded.get  # a dask array's default
+            if isinstance(scheduler, str):
+                return _LOCAL_SCHEDULERS.get(scheduler.lower())
+            return scheduler if scheduler in (threaded.get, local.get_sync) else None
+        get = get_scheduler(scheduler=scheduler, get=kwargs.get("get"), collections=[self])
         return get if get in (threaded.get, local.get_sync) else None
 
     def _read_boxes(self, get: Any, kwargs: Mapping[str, Any], out: np.ndarray) -> None:
         """Read every box into ``out`` (this array's shape and dtype): one task per box,
         as many at once as :data:`INTO_READS`, ``num_workers`` and the fetched-bytes
         budget (:data:`INTO_FETCH_BYTES`) allow."""
-        from dask import config, threaded
-
         layer = self.dask.layers[self.name]
         assert isinstance(layer, BoxReadLayer)
         source = layer.source
         regions = layer.regions()
-        boxes = [local for _, local in regions]
+        boxes = [here for _, here in regions]
         dsk = {
-            (layer.read_name + "-into", i): (source.read_into, region, out[local])
-            for i, (region, local) in enumerate(regions)
+            (layer.read_name + "-into", i): (source.read_into, region, out[here])
+            for i, (region, here) in enumerate(regions)
         }
         if get is not threaded.get:
             get(dsk, list(dsk))
