@@ -474,6 +474,11 @@ class ObjectStoreConformance:
             y = arrayds.from_arrayrecord(store_url, "x", storage_options=opts)
             assert y.shape == (800, 30)
             assert int(y.sum().compute()) == int(data.sum()) * 3
+            # a region crossing the two writes' shards, computed on the workers
+            region = y[390:410, 3:7]
+            assert type(region).__name__ == "BoxReadArray"
+            both = np.concatenate([data[390:], 2 * data[:10]])
+            np.testing.assert_array_equal(region.compute(), both[:, 3:7])
             # the work ran in the two worker processes, not in the client
             pids = client.run(os.getpid)
             assert len(set(pids.values())) == 2
