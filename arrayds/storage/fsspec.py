@@ -187,8 +187,8 @@ class FsspecStore(BaseStore):
 
     def get_versioned(self, key: str) -> tuple[bytes | None, Any]:
         """The bytes at ``key`` and their version: the object generation on GCS (read
-        with the bytes in one GET), the ETag on S3 (a HEAD, then a GET), a digest of
-        the bytes elsewhere."""
+        with the bytes in one GET), the ETag on S3 (a HEAD, then one GET of the whole
+        object), a digest of the bytes elsewhere."""
         p = self.path(key)
         fs = self.fs
         try:
@@ -197,10 +197,18 @@ class FsspecStore(BaseStore):
             elif self.protocol in CONDITIONAL_PROTOCOLS and conditional(self, warn=False):
                 fs.invalidate_cache(p)
                 try:
-                    version = fs.info(p).get("ETag")
+                    info = fs.info(p)
                 except FileNotFoundError:
-                    version = None
-                data = None if version is None else fs.cat_file(p)
+                    info = {}
+                version = info.get("ETag")
+                if version is None:
+                    data = None
+                elif not info.get("size"):
+                    data = b""
+                else:
+                    # an open range (bytes=0-): s3fs asks for the size (a HEAD) before
+                    # a whole-object GET, and the HEAD above has just given it
+                    data = fs.cat_file(p, start=0)
             else:
                 try:
                     data = fs.cat_file(p)

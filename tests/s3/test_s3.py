@@ -95,6 +95,17 @@ def test_reads_open_the_footer_once_then_fetch_only_chunk_ranges(s3, s3_url, s3_
     assert third["bytes_down"] < 3 * (40_000 + 2_000)
 
 
+def test_opening_a_node_is_one_head_and_one_get(s3, s3_url, s3_opts, proxy):
+    """The manifest's ETag (a HEAD), then its bytes in one GET: s3fs's whole-object
+    read would ask for the size again first."""
+    arrayds.to_arrayrecord(da.arange(100, chunks=10), s3_url, storage_options=s3_opts)
+    arrayds.storage.clear_store_cache()
+    proxy.stats.reset()
+    x = arrayds.from_arrayrecord(s3_url, storage_options=s3.storage_options(proxy.url))
+    assert proxy.stats.snapshot()["methods"] == {"HEAD": 1, "GET": 1}
+    assert int(x.sum().compute()) == sum(range(100))
+
+
 def test_concurrent_first_reads_share_one_footer_fetch(s3, s3_url, s3_opts, proxy):
     from concurrent.futures import ThreadPoolExecutor
 
