@@ -198,15 +198,15 @@ _LOCAL_SCHEDULERS = {
 
 class BoxReadArray(da.Array):
     """The dask array over a :class:`BoxReadLayer` (what ``array_to_dask`` returns
-    on object stores): a ``dask.array.Array`` in every respect but two. Its own
+    on object stores): a ``dask.array.Array`` in every respect but three. Its own
     ``compute()`` (and ``np.asarray``) on the threaded or synchronous scheduler reads
     every box straight into one preallocated result, ``source.read_into(region,
     out[region])`` in one task per box, instead of making the blocks and copying them
     into a new array (dask's final concatenation): half the peak memory, no copy. Its
     :meth:`store` into a numpy array reads the boxes straight into the target the same
-    way. Boxes are read a few at a time (:data:`INTO_READS`, :data:`INTO_FETCH_BYTES`).
-    Any other scheduler or option, and every array derived from it, computes as dask
-    does.
+    way. A region of it (:meth:`__getitem__`) is again a ``BoxReadArray``. Boxes are
+    read a few at a time (:data:`INTO_READS`, :data:`INTO_FETCH_BYTES`). Any other
+    scheduler or option, and every other array derived from it, computes as dask does.
     """
 
     __slots__ = ()
