@@ -47,12 +47,16 @@ from .local import digest
 __all__ = [
     "CONDITIONAL_PROTOCOLS",
     "PROCESS_LOCAL_PROTOCOLS",
+    "S3_PROTOCOLS",
     "FsspecStore",
     "conditional",
     "precondition_failed",
 ]
 
-CONDITIONAL_PROTOCOLS = ("s3", "s3a", *gcs.PROTOCOLS)
+S3_PROTOCOLS = ("s3", "s3a")
+"""fsspec protocols served by s3fs."""
+
+CONDITIONAL_PROTOCOLS = (*S3_PROTOCOLS, *gcs.PROTOCOLS)
 """fsspec protocols whose PUT can be made conditional: S3 (s3fs passes If-Match /
 If-None-Match to PutObject) and Google Cloud Storage (gcsfs; ``ifGenerationMatch``,
 see :func:`arrayds.storage.gcs.gcs_put`). ``ARRAYDS_CONDITIONAL_COMMIT=0`` turns the
@@ -178,6 +182,8 @@ class FsspecStore(BaseStore):
     def get(self, key: str) -> bytes | None:
         p = self.path(key)
         try:
+            if self.protocol in S3_PROTOCOLS:
+                return bytes(_s3_whole_object(self.fs, p))
             return bytes(self.fs.cat_file(p))
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             self.check_bucket()  # a missing bucket is an error
@@ -205,10 +211,8 @@ class FsspecStore(BaseStore):
                     data = None
                 elif not info.get("size"):
                     data = b""
-                else:
-                    # an open range (bytes=0-): s3fs asks for the size (a HEAD) before
-                    # a whole-object GET, and the HEAD above has just given it
-                    data = fs.cat_file(p, start=0)
+                else:  # the HEAD above has ruled out an empty object
+                    data = _s3_whole_object(fs, p)
             else:
                 try:
                     data = fs.cat_file(p)
@@ -403,3 +407,16 @@ class FsspecStore(BaseStore):
     def delete_prefix(self, prefix: str) -> None:
         with contextlib.suppress(FileNotFoundError):
             self.fs.rm(self.path(prefix), recursive=True)
+
+
+def _s3_whole_object(fs: Any, path: str) -> bytes:
+    """The bytes of the S3 object ``path`` in one GET. s3fs's whole-object read asks
+    for the object's size (a HEAD) before its GET; an open range (``bytes=0-``) is one
+    GET. An empty object refuses any range (HTTP 416, ``OSError`` EINVAL from s3fs):
+    then the whole-object read. ``FileNotFoundError`` and ``PermissionError`` pass."""
+    try:
+        return fs.cat_file(path, start=0)
+    except OSError as e:
+        if type(e) is not OSError or e.errno != errno.EINVAL:
+            raise
+        return fs.cat_file(path)

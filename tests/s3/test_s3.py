@@ -106,6 +106,25 @@ def test_opening_a_node_is_one_head_and_one_get(s3, s3_url, s3_opts, proxy):
     assert int(x.sum().compute()) == sum(range(100))
 
 
+def test_an_object_is_read_in_one_get_an_empty_one_too(s3, s3_url, s3_opts, proxy):
+    """s3fs's whole-object read asks for the size first (a HEAD); the store reads an
+    object with one open-range GET, and an empty object (which refuses any range)
+    still reads as empty."""
+    from arrayds.storage import new_store
+
+    writer = new_store(s3_url, s3_opts)
+    writer.put("full", b"abc")
+    writer.put("empty", b"")
+    store = new_store(s3_url, s3.storage_options(proxy.url))
+    proxy.stats.reset()
+    assert store.get("full") == b"abc"
+    assert proxy.stats.snapshot()["methods"] == {"GET": 1}
+    assert store.get("empty") == b""
+    assert store.get("missing") is None
+    assert store.get_versioned("empty")[0] == b""
+    assert store.get_versioned("full")[0] == b"abc"
+
+
 def test_concurrent_first_reads_share_one_footer_fetch(s3, s3_url, s3_opts, proxy):
     from concurrent.futures import ThreadPoolExecutor
 
