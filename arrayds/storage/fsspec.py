@@ -182,9 +182,7 @@ class FsspecStore(BaseStore):
     def get(self, key: str) -> bytes | None:
         p = self.path(key)
         try:
-            if self.protocol in S3_PROTOCOLS:
-                return bytes(_s3_whole_object(self.fs, p))
-            return bytes(self.fs.cat_file(p))
+            return bytes(self._whole_object(p))
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             self.check_bucket()  # a missing bucket is an error
             return None
@@ -207,15 +205,10 @@ class FsspecStore(BaseStore):
                 except FileNotFoundError:
                     info = {}
                 version = info.get("ETag")
-                if version is None:
-                    data = None
-                elif not info.get("size"):
-                    data = b""
-                else:  # the HEAD above has ruled out an empty object
-                    data = _s3_whole_object(fs, p)
+                data = None if version is None else self._whole_object(p)
             else:
                 try:
-                    data = fs.cat_file(p)
+                    data = self._whole_object(p)
                 except IsADirectoryError:
                     data = None
                 version = None if data is None else digest(data)
@@ -227,6 +220,13 @@ class FsspecStore(BaseStore):
             self.check_bucket()
             return None, None
         return bytes(data), version
+
+    def _whole_object(self, path: str) -> bytes:
+        """The bytes of the object ``path``: on S3 in one GET (:func:`_s3_whole_object`),
+        elsewhere with the file system's ``cat_file``."""
+        if self.protocol in S3_PROTOCOLS:
+            return _s3_whole_object(self.fs, path)
+        return self.fs.cat_file(path)
 
     def get_range(self, key: str, start: int, length: int) -> bytes:
         p = self.path(key)

@@ -792,10 +792,10 @@ class Array(Node):
 
         def run(job: tuple[str, np.ndarray]) -> None:
             relpath, group = job
-            if full is not None:
-                group = self._fetch_into(plan, group, full, relpath, out, put, by_footer)
-                if group.size == 0:
-                    return
+            if full is not None and self._fetch_into(
+                plan, group, full, relpath, out, put, by_footer
+            ):
+                return
             bufs = self._read_records(relpath, plan.record[group], by_footer)
             for k, buf in zip(group.tolist(), bufs, strict=True):
                 idx = plan.index(k)
@@ -820,22 +820,21 @@ class Array(Node):
         out: Any,
         put: Callable[[int, tuple[int, ...], np.ndarray], None],
         shards: Mapping[str, int | None] | None = None,
-    ) -> np.ndarray:
+    ) -> bool:
         """Decode the chunks of ``group`` (one shard) in one engine call (one fetch):
         those taken whole straight into their boxes of ``out``, strided or not, the
         others into a chunk-shaped array each, handed to ``put`` (each record's ``.npy``
-        header is compared by the engine). Returns the chunks left for the general
-        path: none, or all of them when a record's header is not the expected one
-        (``shards``: as :meth:`_reader`'s)."""
+        header is compared by the engine). False when a record's header is not the
+        expected one: then the general path decodes them all (``shards``: as
+        :meth:`_reader`'s)."""
         dtype = self._m.dtype
         # numpy exports no buffer for datetime64/timedelta64: same bytes as int64
         raw = np.dtype("<i8") if dtype.kind in "Mm" else dtype
         target = out.view(raw) if raw is not dtype else out
-        ks = group.tolist()
         dests: list[np.ndarray] = []
         heads: list[bytes] = []
         parts: list[tuple[int, tuple[int, ...], np.ndarray]] = []
-        for k in ks:
+        for k in group.tolist():
             idx = plan.index(k)
             shape = plan.chunk_shape(idx)
             view = None
@@ -849,10 +848,10 @@ class Array(Node):
             dests.append(view)
             heads.append(npy_header(dtype, shape))
         if not self.decode_records_into(relpath, plan.record[group], dests, heads, shards):
-            return group  # an unexpected header somewhere: the general path decodes all
+            return False
         for k, idx, chunk in parts:
             put(k, idx, chunk.view(dtype) if raw is not dtype else chunk)
-        return group[:0]
+        return True
 
     # -- writing
 
