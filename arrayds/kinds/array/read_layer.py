@@ -227,8 +227,8 @@ class BoxReadArray(da.Array):
         scheduler = kwargs.get("scheduler")
         if "distributed" not in sys.modules and kwargs.get("get") is None:
             # no distributed Client can exist in this process: resolve the scheduler
-            # without get_scheduler, which imports distributed to look for one (some
-            # 9 MB and 0.1 s in a fresh process, for nothing)
+            # without get_scheduler, which imports distributed to look for one (memory
+            # and time in a fresh process, for nothing)
             if scheduler is None:
                 scheduler = config.get("scheduler", None)
             if scheduler is None:
